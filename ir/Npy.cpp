@@ -1,0 +1,111 @@
+#include "ir/Npy.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "ir/Files.h"
+
+namespace autotune {
+namespace {
+
+/** The value text of `'key': value` in the header dict, up to the next ',' or '}' outside brackets. */
+std::string dict_value(const std::string &h, const std::string &key) {
+  size_t k = h.find("'" + key + "'");
+  if (k == std::string::npos) return "";
+  size_t colon = h.find(':', k);
+  if (colon == std::string::npos) return "";
+  size_t i = colon + 1, depth = 0, start = i;
+  for (; i < h.size(); ++i) {
+    char c = h[i];
+    if (c == '(' || c == '[') ++depth;
+    else if (c == ')' || c == ']') --depth;
+    else if ((c == ',' || c == '}') && depth == 0) break;
+  }
+  std::string v = h.substr(start, i - start);
+  size_t a = v.find_first_not_of(" \t"), b = v.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : v.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+Expected<Tensor> read_npy(const std::string &path) {
+  AT_ASSIGN(bytes, read_file(path));
+  auto bad = [&](const std::string &why) { return make_error(path + ": " + why); };
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("not a .npy file (bad magic)");
+  int major = static_cast<unsigned char>(bytes[6]);
+  size_t header_len, offset;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
+    offset = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return bad("truncated header");
+    header_len = 0;
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    offset = 12;
+  } else {
+    return bad("unsupported .npy version " + std::to_string(major));
+  }
+  if (offset + header_len > bytes.size()) return bad("truncated header");
+  std::string h = bytes.substr(offset, header_len);
+  std::string descr = dict_value(h, "descr"), order = dict_value(h, "fortran_order"), shape_s = dict_value(h, "shape");
+  DType dtype;
+  if (descr == "'<f4'" || descr == "'=f4'") dtype = DType::kFloat32;
+  else if (descr == "'<i8'" || descr == "'=i8'") dtype = DType::kInt64;
+  else return bad("dtype " + descr + " is not supported (float32 '<f4' or int64 '<i8')");
+  if (order != "False") return bad("Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  if (shape_s.size() < 2 || shape_s.front() != '(' || shape_s.back() != ')') return bad("bad shape in header");
+  Shape shape;
+  std::stringstream ss(shape_s.substr(1, shape_s.size() - 2));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t a = item.find_first_not_of(" "), b = item.find_last_not_of(" ");
+    if (a == std::string::npos) continue;
+    item = item.substr(a, b - a + 1);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 12)
+      return bad("bad dimension '" + item + "' in header");
+    shape.push_back(std::stoll(item));
+  }
+  auto type = make_type(dtype, shape);
+  if (!type) return bad(type.error().message);
+  Tensor t(*type);
+  size_t data_at = offset + header_len;
+  if (bytes.size() - data_at != t.nbytes())
+    return bad("expected " + std::to_string(t.nbytes()) + " bytes of data for " + type_str(*type) + ", found " +
+               std::to_string(bytes.size() - data_at));
+  if (t.nbytes()) std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
+  return t;
+}
+
+Status write_npy(const std::string &path, const Tensor &t) {
+  std::string shape = "(";
+  for (size_t i = 0; i < t.shape().size(); ++i) shape += std::to_string(t.shape()[i]) + (t.shape().size() == 1 || i + 1 < t.shape().size() ? "," : "");
+  shape += ")";
+  std::string header = std::string("{'descr': '") + (t.dtype() == DType::kFloat32 ? "<f4" : "<i8") +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return make_error(path + ": cannot write (" + std::strerror(errno) + ")");
+    f.write("\x93NUMPY\x01\x00", 8);
+    char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+    f.write(len, 2);
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    f.write(static_cast<const char *>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return make_error(path + ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return make_error(path + ": cannot rename into place (" + std::strerror(errno) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace autotune

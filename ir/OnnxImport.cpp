@@ -1,0 +1,695 @@
+#include "ir/OnnxImport.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "ir/Files.h"
+#include "ir/Reference.h"
+
+namespace autotune {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::string first_line(const std::string &s) {
+  std::string line = s.substr(0, s.find('\n'));
+  return line.empty() ? "(no message)" : line;
+}
+
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto &t) {
+  std::string what = t.name().empty() ? "tensor" : "tensor '" + t.name() + "'";
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return make_error(what + ": external data files are not supported");
+  DType dtype;
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT: dtype = DType::kFloat32; break;
+    case onnx::TensorProto::INT64: dtype = DType::kInt64; break;
+    default:
+      return make_error(what + ": dtype " + onnx::TensorProto::DataType_Name(
+                                                static_cast<onnx::TensorProto::DataType>(t.data_type())) +
+                        " is not supported (float32 and int64 are)");
+  }
+  Shape shape(t.dims().begin(), t.dims().end());
+  auto type = make_type(dtype, shape);
+  if (!type) return make_error(what + ": " + type.error().message);
+  Tensor out(*type);
+  size_t want = out.nbytes();
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != want)
+      return make_error(what + ": " + type_str(*type) + " needs " + std::to_string(want) + " bytes of data, has " +
+                        std::to_string(t.raw_data().size()));
+    if (want) std::memcpy(out.raw(), t.raw_data().data(), want);
+  } else if (dtype == DType::kFloat32) {
+    if (static_cast<int64_t>(t.float_data_size()) != out.numel())
+      return make_error(what + ": " + type_str(*type) + " has " + std::to_string(t.float_data_size()) + " values");
+    std::copy(t.float_data().begin(), t.float_data().end(), out.f32());
+  } else {
+    if (static_cast<int64_t>(t.int64_data_size()) != out.numel())
+      return make_error(what + ": " + type_str(*type) + " has " + std::to_string(t.int64_data_size()) + " values");
+    std::copy(t.int64_data().begin(), t.int64_data().end(), out.i64());
+  }
+  return out;
+}
+
+/** A fully static type from ONNX's TypeProto, or nullopt where it is unknown or symbolic. */
+std::optional<TensorType> static_type(const onnx::TypeProto &tp) {
+  if (!tp.has_tensor_type() || !tp.tensor_type().has_shape()) return std::nullopt;
+  DType dtype;
+  switch (tp.tensor_type().elem_type()) {
+    case onnx::TensorProto::FLOAT: dtype = DType::kFloat32; break;
+    case onnx::TensorProto::INT64: dtype = DType::kInt64; break;
+    default: return std::nullopt;
+  }
+  Shape s;
+  for (const auto &d : tp.tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return std::nullopt;
+    s.push_back(d.dim_value());
+  }
+  return TensorType{dtype, s};
+}
+
+class Importer {
+ public:
+  explicit Importer(std::string label) : label_(std::move(label)) {}
+
+  Expected<Graph> run(onnx::ModelProto &model);
+
+ private:
+  // Messages.
+  Error fail(const std::string &why) const { return make_error(label_ + ": " + why); }
+  Error fail(const onnx::NodeProto &n, const std::string &why) const {
+    return make_error(label_ + ": " + where(n) + ": " + why);
+  }
+  std::string where(const onnx::NodeProto &n) const {
+    return (n.name().empty() ? "node #" + std::to_string(node_index_) : "node '" + n.name() + "'") + " (" +
+           n.op_type() + ")";
+  }
+
+  // Attributes of the current ONNX node.
+  const onnx::AttributeProto *attr(const onnx::NodeProto &n, const std::string &name) const {
+    for (const auto &a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  Expected<int64_t> attr_int(const onnx::NodeProto &n, const std::string &name, int64_t def) const {
+    const auto *a = attr(n, name);
+    if (!a) return def;
+    if (a->type() != onnx::AttributeProto::INT) return fail(n, "attribute '" + name + "' must be an int");
+    return a->i();
+  }
+  Expected<float> attr_float(const onnx::NodeProto &n, const std::string &name, float def) const {
+    const auto *a = attr(n, name);
+    if (!a) return def;
+    if (a->type() != onnx::AttributeProto::FLOAT) return fail(n, "attribute '" + name + "' must be a float");
+    return a->f();
+  }
+  Expected<Ints> attr_ints(const onnx::NodeProto &n, const std::string &name, Ints def) const {
+    const auto *a = attr(n, name);
+    if (!a) return def;
+    if (a->type() != onnx::AttributeProto::INTS) return fail(n, "attribute '" + name + "' must be a list of ints");
+    return Ints(a->ints().begin(), a->ints().end());
+  }
+  Expected<std::string> attr_string(const onnx::NodeProto &n, const std::string &name, std::string def) const {
+    const auto *a = attr(n, name);
+    if (!a) return def;
+    if (a->type() != onnx::AttributeProto::STRING) return fail(n, "attribute '" + name + "' must be a string");
+    return a->s();
+  }
+
+  // Values.
+  bool has_input(const onnx::NodeProto &n, int i) const { return i < n.input_size() && !n.input(i).empty(); }
+  Expected<ValueId> input(const onnx::NodeProto &n, int i) const {
+    if (!has_input(n, i)) return fail(n, "missing input " + std::to_string(i));
+    auto it = values_.find(n.input(i));
+    if (it != values_.end()) return it->second;
+    auto bad = unsupported_.find(n.input(i));
+    if (bad != unsupported_.end()) return fail(n, "input '" + n.input(i) + "' is " + bad->second);
+    return fail(n, "input '" + n.input(i) + "' is not defined before this node");
+  }
+  const TensorType &type_of(ValueId v) const { return b_.graph().type_of(v); }
+  const Tensor *constant(ValueId v) const {
+    return v.kind == ValueId::Kind::kConstant ? &b_.graph().constants[v.index].value : nullptr;
+  }
+  /** Input i as a constant tensor (shape arguments), or an error saying it must be one. */
+  Expected<Tensor> constant_input(const onnx::NodeProto &n, int i, DType dtype) const {
+    AT_ASSIGN(v, input(n, i));
+    const Tensor *t = constant(v);
+    if (!t) return fail(n, "input " + std::to_string(i) + " ('" + n.input(i) + "') must be a constant: dynamic shapes are not supported");
+    if (t->dtype() != dtype) return fail(n, "input " + std::to_string(i) + " must be " + dtype_name(dtype));
+    return *t;
+  }
+  Expected<float> scalar_input(const onnx::NodeProto &n, int i, float def) const {
+    if (!has_input(n, i)) return def;
+    AT_ASSIGN(t, constant_input(n, i, DType::kFloat32));
+    if (t.numel() != 1) return fail(n, "input " + std::to_string(i) + " must be a scalar");
+    return t.f32()[0];
+  }
+
+  /**
+   * Adds op(inputs, attrs) for the current node. Integer results of constant inputs (the shape
+   * arithmetic exporters emit) are evaluated here and become constants, never kernels.
+   */
+  Expected<ValueId> emit(const onnx::NodeProto &n, const std::string &op, std::vector<ValueId> inputs, Attrs attrs = {}) {
+    auto node = b_.make_node(op, std::move(inputs), std::move(attrs), n.name());
+    if (!node) return fail(n, node.error().message);
+    bool all_constant = true;
+    for (ValueId v : node->inputs) all_constant &= v.kind == ValueId::Kind::kConstant;
+    if (all_constant && node->type.dtype == DType::kInt64) {
+      std::vector<Tensor> args;
+      for (ValueId v : node->inputs) args.push_back(*constant(v));
+      auto value = eval_node(*node, args);
+      if (!value) return fail(n, value.error().message);
+      return b_.add_constant(n.output(0), value.take());
+    }
+    return b_.insert(node.take());
+  }
+  Expected<ValueId> emit_reshape(const onnx::NodeProto &n, ValueId x, Ints shape) {
+    return emit(n, "reshape", {x}, {{"newshape", std::move(shape)}});
+  }
+
+  Status import_node(const onnx::NodeProto &n);
+  Expected<ValueId> convert(const onnx::NodeProto &n);
+  Expected<ValueId> convert_conv(const onnx::NodeProto &n);
+  Expected<ValueId> convert_pool(const onnx::NodeProto &n, bool is_max);
+  Expected<ValueId> convert_gemm(const onnx::NodeProto &n);
+  Expected<ValueId> convert_reshape(const onnx::NodeProto &n);
+  Expected<ValueId> convert_unsqueeze(const onnx::NodeProto &n, bool squeeze);
+  Expected<ValueId> convert_softmax(const onnx::NodeProto &n);
+  Expected<ValueId> convert_pad(const onnx::NodeProto &n);
+  Expected<ValueId> convert_constant(const onnx::NodeProto &n);
+  /** Resolves auto_pad / pads of a 2-D window op into [top, left, bottom, right]. */
+  Expected<Ints> window_padding(const onnx::NodeProto &n, const Shape &x, const Ints &kernel, const Ints &strides,
+                                const Ints &dilations);
+
+  std::string label_;
+  GraphBuilder b_;
+  int opset_ = 0;
+  int node_index_ = 0;
+  std::unordered_map<std::string, ValueId> values_;
+  std::unordered_map<std::string, std::string> unsupported_;  // value name -> why it cannot be used
+  std::unordered_map<std::string, TensorType> onnx_types_;    // ONNX shape inference's answers
+};
+
+Expected<Graph> Importer::run(onnx::ModelProto &model) {
+  for (const auto &op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+  if (opset_ == 0) return fail("model imports no version of the default ONNX opset");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return fail("opset " + std::to_string(opset_) + " is not supported (autotune reads opsets " +
+                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    return fail("invalid ONNX model: " + first_line(e.what()));
+  }
+  try {
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception &e) {
+    return fail("ONNX shape inference failed: " + first_line(e.what()));
+  }
+  const onnx::GraphProto &g = model.graph();
+  for (const auto &vi : g.value_info())
+    if (auto t = static_type(vi.type())) onnx_types_[vi.name()] = *t;
+
+  for (const auto &init : g.initializer()) {
+    auto t = tensor_from_proto(init);
+    if (!t) return fail("initializer: " + t.error().message);
+    values_[init.name()] = b_.add_constant(init.name(), t.take());
+  }
+  for (const auto &in : g.input()) {
+    if (values_.count(in.name())) continue;  // older exporters list initializers as inputs too
+    const auto &tt = in.type().tensor_type();
+    if (!in.type().has_tensor_type()) return fail("input '" + in.name() + "' is not a tensor");
+    if (tt.elem_type() != onnx::TensorProto::FLOAT && tt.elem_type() != onnx::TensorProto::INT64)
+      return fail("input '" + in.name() + "' has dtype " +
+                  onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(tt.elem_type())) +
+                  " (float32 and int64 are supported)");
+    if (!tt.has_shape()) return fail("input '" + in.name() + "' has no shape; autotune needs static shapes");
+    Shape s;
+    for (const auto &d : tt.shape().dim()) {
+      if (!d.has_dim_value())
+        return fail("input '" + in.name() + "' has symbolic dimension '" + d.dim_param() +
+                    "'; autotune needs static shapes (export with fixed input sizes)");
+      s.push_back(d.dim_value());
+    }
+    auto type = make_type(tt.elem_type() == onnx::TensorProto::FLOAT ? DType::kFloat32 : DType::kInt64, s);
+    if (!type) return fail("input '" + in.name() + "': " + type.error().message);
+    values_[in.name()] = b_.add_input(in.name(), type.take());
+  }
+  for (node_index_ = 0; node_index_ < g.node_size(); ++node_index_) AT_TRY(import_node(g.node(node_index_)));
+  for (const auto &out : g.output()) {
+    auto it = values_.find(out.name());
+    if (it == values_.end()) return fail("graph output '" + out.name() + "' is not produced by any supported node");
+    ValueId v = it->second;
+    if (v.kind != ValueId::Kind::kNode) {
+      // Outputs that fold to constants or pass inputs through still go through a node, so every
+      // output is computed by the graph and owned by the caller.
+      auto id = b_.add_node("identity", {v}, {}, out.name());
+      if (!id) return fail("graph output '" + out.name() + "': " + id.error().message);
+      v = *id;
+    }
+    b_.add_output(v);
+  }
+  if (g.output_size() == 0) return fail("graph has no outputs");
+  Graph graph = b_.finish();
+  auto ok = verify_graph(graph);
+  AT_CHECK(static_cast<bool>(ok), "importer built an invalid graph: " + ok.error().message);
+  return graph;
+}
+
+Status Importer::import_node(const onnx::NodeProto &n) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return fail(n, "domain '" + n.domain() + "' is not supported");
+  if (n.output_size() < 1 || n.output(0).empty()) return fail(n, "node has no output");
+  AT_ASSIGN(v, convert(n));
+  const TensorType &t = type_of(v);
+  auto it = onnx_types_.find(n.output(0));
+  if (it != onnx_types_.end() && it->second != t)
+    return fail(n, "inferred " + type_str(t) + " but ONNX shape inference says " + type_str(it->second));
+  values_[n.output(0)] = v;
+  for (int i = 1; i < n.output_size(); ++i)
+    if (!n.output(i).empty()) unsupported_[n.output(i)] = "output " + std::to_string(i) + " of " + where(n) + ", which autotune does not compute";
+  return Status::ok();
+}
+
+Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
+  const std::string &op = n.op_type();
+  auto unary = [&](const std::string &name, Attrs attrs = {}) -> Expected<ValueId> {
+    AT_ASSIGN(x, input(n, 0));
+    return emit(n, name, {x}, std::move(attrs));
+  };
+  auto binary = [&](const std::string &name) -> Expected<ValueId> {
+    AT_ASSIGN(a, input(n, 0));
+    AT_ASSIGN(b, input(n, 1));
+    if (opset_ < 7 && attr(n, "broadcast") && attr(n, "axis")) {
+      // Legacy broadcasting: B's dims line up with A's starting at `axis`; pad B with 1s so
+      // numpy broadcasting means the same.
+      AT_ASSIGN(axis, attr_int(n, "axis", 0));
+      const Shape &as = type_of(a).shape, &bs = type_of(b).shape;
+      int ra = static_cast<int>(as.size()), rb = static_cast<int>(bs.size());
+      if (axis < 0) axis += ra;
+      if (axis < 0 || axis + rb > ra) return fail(n, "broadcast axis " + std::to_string(axis) + " out of range");
+      Ints shape(axis, 1);
+      shape.insert(shape.end(), bs.begin(), bs.end());
+      shape.resize(ra, 1);
+      AT_ASSIGN(rb_v, emit_reshape(n, b, shape));
+      b = rb_v;
+    }
+    return emit(n, name, {a, b});
+  };
+  if (op == "Conv") return convert_conv(n);
+  if (op == "MaxPool") {
+    if (n.output_size() > 1 && !n.output(1).empty()) return fail(n, "the Indices output is not supported");
+    return convert_pool(n, true);
+  }
+  if (op == "AveragePool") return convert_pool(n, false);
+  if (op == "GlobalAveragePool") return unary("nn.global_avg_pool2d");
+  if (op == "BatchNormalization") {
+    AT_ASSIGN(training, attr_int(n, "training_mode", 0));
+    AT_ASSIGN(is_test, attr_int(n, "is_test", opset_ < 7 ? 0 : 1));
+    AT_ASSIGN(spatial, attr_int(n, "spatial", 1));
+    if (training || !is_test) return fail(n, "training mode is not supported (inference only)");
+    if (!spatial) return fail(n, "spatial=0 is not supported");
+    AT_ASSIGN(eps, attr_float(n, "epsilon", 1e-5f));
+    std::vector<ValueId> ins;
+    for (int i = 0; i < 5; ++i) {
+      AT_ASSIGN(v, input(n, i));
+      ins.push_back(v);
+    }
+    return emit(n, "nn.batch_norm", ins, {{"epsilon", static_cast<double>(eps)}});
+  }
+  if (op == "Relu") return unary("nn.relu");
+  if (op == "Sigmoid") return unary("sigmoid");
+  if (op == "HardSwish") return unary("nn.hard_swish");
+  if (op == "LeakyRelu") {
+    AT_ASSIGN(alpha, attr_float(n, "alpha", 0.01f));
+    return unary("nn.leaky_relu", {{"alpha", static_cast<double>(alpha)}});
+  }
+  if (op == "HardSigmoid") {
+    AT_ASSIGN(alpha, attr_float(n, "alpha", 0.2f));
+    AT_ASSIGN(beta, attr_float(n, "beta", 0.5f));
+    return unary("nn.hard_sigmoid", {{"alpha", static_cast<double>(alpha)}, {"beta", static_cast<double>(beta)}});
+  }
+  if (op == "Clip") {
+    float lo, hi;
+    if (opset_ < 11) {
+      AT_ASSIGN(a, attr_float(n, "min", -std::numeric_limits<float>::infinity()));
+      AT_ASSIGN(b, attr_float(n, "max", std::numeric_limits<float>::infinity()));
+      lo = a, hi = b;
+    } else {
+      AT_ASSIGN(a, scalar_input(n, 1, -std::numeric_limits<float>::infinity()));
+      AT_ASSIGN(b, scalar_input(n, 2, std::numeric_limits<float>::infinity()));
+      lo = a, hi = b;
+    }
+    return unary("clip", {{"a_min", static_cast<double>(lo)}, {"a_max", static_cast<double>(hi)}});
+  }
+  if (op == "Add") return binary("add");
+  if (op == "Sub") return binary("subtract");
+  if (op == "Mul") return binary("multiply");
+  if (op == "Div") return binary("divide");
+  if (op == "Identity") return unary("identity");
+  if (op == "Dropout") {
+    if (n.output_size() > 1 && !n.output(1).empty()) return fail(n, "the mask output is not supported");
+    float rate = 0.5f;
+    if (opset_ < 12) {
+      AT_ASSIGN(r, attr_float(n, "ratio", 0.5f));
+      rate = r;
+    } else {
+      AT_ASSIGN(r, scalar_input(n, 1, 0.5f));
+      rate = r;
+      if (has_input(n, 2)) return fail(n, "the training_mode input is not supported (inference only)");
+    }
+    return unary("nn.dropout", {{"rate", static_cast<double>(rate)}});
+  }
+  if (op == "MatMul") return binary("nn.matmul");
+  if (op == "Gemm") return convert_gemm(n);
+  if (op == "Flatten") {
+    AT_ASSIGN(x, input(n, 0));
+    const Shape &s = type_of(x).shape;
+    AT_ASSIGN(axis_attr, attr_int(n, "axis", 1));
+    int r = static_cast<int>(s.size());
+    if (axis_attr < -r || axis_attr > r) return fail(n, "axis " + std::to_string(axis_attr) + " out of range");
+    int axis = static_cast<int>(axis_attr < 0 ? axis_attr + r : axis_attr);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < r; ++i) (i < axis ? outer : inner) *= s[i];
+    return emit_reshape(n, x, {outer, inner});
+  }
+  if (op == "Reshape") return convert_reshape(n);
+  if (op == "Unsqueeze") return convert_unsqueeze(n, false);
+  if (op == "Squeeze") return convert_unsqueeze(n, true);
+  if (op == "Transpose") {
+    AT_ASSIGN(x, input(n, 0));
+    Ints rev;
+    for (int i = type_of(x).rank() - 1; i >= 0; --i) rev.push_back(i);
+    AT_ASSIGN(perm, attr_ints(n, "perm", rev));
+    return unary("transpose", {{"axes", perm}});
+  }
+  if (op == "Concat") {
+    const auto *a = attr(n, "axis");
+    if (!a) return fail(n, "missing attribute 'axis'");
+    std::vector<ValueId> ins;
+    for (int i = 0; i < n.input_size(); ++i) {
+      AT_ASSIGN(v, input(n, i));
+      ins.push_back(v);
+    }
+    if (ins.empty()) return fail(n, "no inputs");
+    auto axis = normalize_axis(a->i(), type_of(ins[0]).rank());
+    if (!axis) return fail(n, axis.error().message);
+    return emit(n, "concatenate", ins, {{"axis", int64_t{*axis}}});
+  }
+  if (op == "Pad") return convert_pad(n);
+  if (op == "Softmax") return convert_softmax(n);
+  if (op == "ReduceMean") {
+    AT_ASSIGN(x, input(n, 0));
+    if (n.input_size() > 1) return fail(n, "axes as an input (opset 18) is not supported");
+    AT_ASSIGN(axes, attr_ints(n, "axes", {}));
+    AT_ASSIGN(keep, attr_int(n, "keepdims", 1));
+    for (int64_t &a : axes) {
+      auto ax = normalize_axis(a, type_of(x).rank());
+      if (!ax) return fail(n, ax.error().message);
+      a = *ax;
+    }
+    return emit(n, "mean", {x}, {{"axis", axes}, {"keepdims", keep ? int64_t{1} : int64_t{0}}});
+  }
+  if (op == "Constant") return convert_constant(n);
+  if (op == "Shape") {
+    AT_ASSIGN(x, input(n, 0));
+    const Shape &s = type_of(x).shape;
+    int64_t r = static_cast<int64_t>(s.size());
+    AT_ASSIGN(start, attr_int(n, "start", 0));
+    AT_ASSIGN(end, attr_int(n, "end", r));
+    start = std::clamp(start < 0 ? start + r : start, int64_t{0}, r);
+    end = std::clamp(end < 0 ? end + r : end, int64_t{0}, r);
+    Ints dims(s.begin() + start, s.begin() + std::max(start, end));
+    return b_.add_constant(n.output(0), tensor_i64({static_cast<int64_t>(dims.size())}, dims));
+  }
+  if (op == "Gather") {
+    AT_ASSIGN(x, input(n, 0));
+    AT_ASSIGN(idx, input(n, 1));
+    AT_ASSIGN(axis, attr_int(n, "axis", 0));
+    return emit(n, "take", {x, idx}, {{"axis", axis}});
+  }
+  return fail(n, "op '" + op + "' is not supported");
+}
+
+Expected<Ints> Importer::window_padding(const onnx::NodeProto &n, const Shape &x, const Ints &kernel,
+                                        const Ints &strides, const Ints &dilations) {
+  AT_ASSIGN(auto_pad, attr_string(n, "auto_pad", "NOTSET"));
+  AT_ASSIGN(pads, attr_ints(n, "pads", {0, 0, 0, 0}));
+  if (auto_pad == "NOTSET") {
+    if (pads.size() != 4) return fail(n, "pads must have 4 values for a 2-D window");
+    return pads;
+  }
+  if (auto_pad == "VALID") return Ints{0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") return fail(n, "unknown auto_pad '" + auto_pad + "'");
+  Ints p(4);
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1) return fail(n, "strides must be positive");
+    int64_t out = (x[2 + i] + strides[i] - 1) / strides[i];
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[2 + i]);
+    int64_t small = total / 2, big = total - small;
+    p[i] = auto_pad == "SAME_UPPER" ? small : big;
+    p[i + 2] = auto_pad == "SAME_UPPER" ? big : small;
+  }
+  return p;
+}
+
+Expected<ValueId> Importer::convert_conv(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  AT_ASSIGN(w, input(n, 1));
+  const Shape &xs = type_of(x).shape, &ws = type_of(w).shape;
+  if (ws.size() != 4 || xs.size() != 4)
+    return fail(n, "only 2-D convolution is supported (data " + shape_str(xs) + ", weight " + shape_str(ws) + ")");
+  AT_ASSIGN(kernel, attr_ints(n, "kernel_shape", {ws[2], ws[3]}));
+  if (kernel != Ints{ws[2], ws[3]}) return fail(n, "kernel_shape does not match the weight's shape");
+  AT_ASSIGN(strides, attr_ints(n, "strides", {1, 1}));
+  AT_ASSIGN(dilations, attr_ints(n, "dilations", {1, 1}));
+  AT_ASSIGN(group, attr_int(n, "group", 1));
+  if (strides.size() != 2 || dilations.size() != 2) return fail(n, "strides and dilations must have 2 values");
+  AT_ASSIGN(pads, window_padding(n, xs, kernel, strides, dilations));
+  std::vector<ValueId> ins{x, w};
+  if (has_input(n, 2)) {
+    AT_ASSIGN(bias, input(n, 2));
+    ins.push_back(bias);
+  }
+  return emit(n, "nn.conv2d", ins, {{"strides", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", group}});
+}
+
+Expected<ValueId> Importer::convert_pool(const onnx::NodeProto &n, bool is_max) {
+  AT_ASSIGN(x, input(n, 0));
+  const Shape &xs = type_of(x).shape;
+  if (xs.size() != 4) return fail(n, "only 2-D pooling is supported (data " + shape_str(xs) + ")");
+  AT_ASSIGN(kernel, attr_ints(n, "kernel_shape", {}));
+  if (kernel.size() != 2) return fail(n, "kernel_shape must have 2 values");
+  AT_ASSIGN(strides, attr_ints(n, "strides", {1, 1}));
+  AT_ASSIGN(dilations, attr_ints(n, "dilations", {1, 1}));
+  AT_ASSIGN(ceil_mode, attr_int(n, "ceil_mode", 0));
+  if (strides.size() != 2 || dilations.size() != 2) return fail(n, "strides and dilations must have 2 values");
+  if (is_max) {
+    AT_ASSIGN(order, attr_int(n, "storage_order", 0));
+    (void)order;  // only affects the Indices output, which is rejected
+  }
+  AT_ASSIGN(pads, window_padding(n, xs, kernel, strides, dilations));
+  Attrs attrs{{"pool_size", kernel}, {"strides", strides}, {"padding", pads}, {"dilation", dilations},
+              {"ceil_mode", ceil_mode ? int64_t{1} : int64_t{0}}};
+  if (is_max) return emit(n, "nn.max_pool2d", {x}, attrs);
+  AT_ASSIGN(include_pad, attr_int(n, "count_include_pad", 0));
+  attrs.set("count_include_pad", include_pad ? int64_t{1} : int64_t{0});
+  return emit(n, "nn.avg_pool2d", {x}, attrs);
+}
+
+Expected<ValueId> Importer::convert_gemm(const onnx::NodeProto &n) {
+  // Y = alpha * A' * B' + beta * C  ->  dense(A', B'^T) [* alpha] [+ C [* beta]], as Relay does.
+  AT_ASSIGN(a, input(n, 0));
+  AT_ASSIGN(b, input(n, 1));
+  AT_ASSIGN(trans_a, attr_int(n, "transA", 0));
+  AT_ASSIGN(trans_b, attr_int(n, "transB", 0));
+  AT_ASSIGN(alpha, attr_float(n, "alpha", 1.0f));
+  AT_ASSIGN(beta, attr_float(n, "beta", 1.0f));
+  if (type_of(a).rank() != 2 || type_of(b).rank() != 2) return fail(n, "A and B must be matrices");
+  if (trans_a) {
+    AT_ASSIGN(t, emit(n, "transpose", {a}, {{"axes", Ints{1, 0}}}));
+    a = t;
+  }
+  if (!trans_b) {  // dense wants the weight as [N, K]
+    AT_ASSIGN(t, emit(n, "transpose", {b}, {{"axes", Ints{1, 0}}}));
+    b = t;
+  }
+  AT_ASSIGN(y, emit(n, "nn.dense", {a, b}));
+  if (alpha != 1.0f) {
+    ValueId s = b_.add_constant(n.output(0) + ".alpha", scalar_f32(alpha));
+    AT_ASSIGN(t, emit(n, "multiply", {y, s}));
+    y = t;
+  }
+  if (!has_input(n, 2) || beta == 0.0f) return y;
+  AT_ASSIGN(c, input(n, 2));
+  if (beta != 1.0f) {
+    ValueId s = b_.add_constant(n.output(0) + ".beta", scalar_f32(beta));
+    AT_ASSIGN(t, emit(n, "multiply", {c, s}));
+    c = t;
+  }
+  AT_ASSIGN(sum, emit(n, "add", {y, c}));
+  if (type_of(sum) != type_of(y)) return fail(n, "C of shape " + shape_str(type_of(c).shape) + " does not broadcast to the output");
+  return sum;
+}
+
+Expected<ValueId> Importer::convert_reshape(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  AT_ASSIGN(shape_t, constant_input(n, 1, DType::kInt64));
+  AT_ASSIGN(allowzero, attr_int(n, "allowzero", 0));
+  const Shape &in = type_of(x).shape;
+  Ints shape(shape_t.i64(), shape_t.i64() + shape_t.numel());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowzero) {
+      if (i >= in.size()) return fail(n, "shape has 0 at position " + std::to_string(i) + " beyond the input's rank");
+      shape[i] = in[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0) return fail(n, "shape has more than one -1");
+      infer = static_cast<int>(i);
+      continue;
+    }
+    if (shape[i] < 0) return fail(n, "shape has negative dimension " + std::to_string(shape[i]));
+    if (shape[i] > 0 && known > kMaxTensorElements / shape[i]) return fail(n, "shape is too large");
+    known *= shape[i];
+  }
+  int64_t total = type_of(x).numel();
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0)
+      return fail(n, "cannot reshape " + shape_str(in) + " to " + shape_str(shape));
+    shape[infer] = total / known;
+  }
+  return emit_reshape(n, x, shape);
+}
+
+Expected<ValueId> Importer::convert_unsqueeze(const onnx::NodeProto &n, bool squeeze) {
+  AT_ASSIGN(x, input(n, 0));
+  Ints axes;
+  if (opset_ < 13) {
+    AT_ASSIGN(a, attr_ints(n, "axes", {}));
+    axes = a;
+  } else if (has_input(n, 1)) {
+    AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
+    axes.assign(t.i64(), t.i64() + t.numel());
+  }
+  const Shape &in = type_of(x).shape;
+  int r = static_cast<int>(in.size());
+  if (!squeeze) {
+    if (axes.empty()) return fail(n, "axes must be given");
+    int out_rank = r + static_cast<int>(axes.size());
+    std::vector<bool> is_new(out_rank, false);
+    for (int64_t a : axes) {
+      auto ax = normalize_axis(a, out_rank);
+      if (!ax || is_new[*ax]) return fail(n, "bad or repeated axis " + std::to_string(a));
+      is_new[*ax] = true;
+    }
+    Ints shape;
+    for (int i = 0, j = 0; i < out_rank; ++i) shape.push_back(is_new[i] ? 1 : in[j++]);
+    return emit_reshape(n, x, shape);
+  }
+  std::vector<bool> drop(r, false);
+  for (int64_t a : axes) {
+    auto ax = normalize_axis(a, r);
+    if (!ax) return fail(n, ax.error().message);
+    if (in[*ax] != 1) return fail(n, "cannot squeeze axis " + std::to_string(a) + " of extent " + std::to_string(in[*ax]));
+    drop[*ax] = true;
+  }
+  Ints shape;
+  for (int i = 0; i < r; ++i)
+    if (!(axes.empty() ? in[i] == 1 : drop[i])) shape.push_back(in[i]);
+  return emit_reshape(n, x, shape);
+}
+
+Expected<ValueId> Importer::convert_softmax(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  const Shape &s = type_of(x).shape;
+  int r = static_cast<int>(s.size());
+  AT_ASSIGN(axis_attr, attr_int(n, "axis", opset_ < 13 ? 1 : -1));
+  auto axis = normalize_axis(axis_attr, r);
+  if (!axis) return fail(n, axis.error().message);
+  if (opset_ >= 13 || *axis == r - 1) return emit(n, "nn.softmax", {x}, {{"axis", int64_t{*axis}}});
+  // Before opset 13 Softmax works on the input coerced to 2-D at `axis`.
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < r; ++i) (i < *axis ? outer : inner) *= s[i];
+  AT_ASSIGN(flat, emit_reshape(n, x, {outer, inner}));
+  AT_ASSIGN(sm, emit(n, "nn.softmax", {flat}, {{"axis", int64_t{1}}}));
+  return emit_reshape(n, sm, s);
+}
+
+Expected<ValueId> Importer::convert_pad(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  AT_ASSIGN(mode, attr_string(n, "mode", "constant"));
+  if (mode != "constant") return fail(n, "mode '" + mode + "' is not supported (only constant)");
+  Ints pads;
+  float value = 0;
+  if (opset_ < 11) {
+    AT_ASSIGN(p, attr_ints(n, "pads", {}));
+    AT_ASSIGN(v, attr_float(n, "value", 0.0f));
+    pads = p, value = v;
+  } else {
+    AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
+    pads.assign(t.i64(), t.i64() + t.numel());
+    AT_ASSIGN(v, scalar_input(n, 2, 0.0f));
+    value = v;
+    if (has_input(n, 3)) return fail(n, "the axes input (opset 18) is not supported");
+  }
+  return emit(n, "nn.pad", {x}, {{"pad_width", pads}, {"pad_value", static_cast<double>(value)}});
+}
+
+Expected<ValueId> Importer::convert_constant(const onnx::NodeProto &n) {
+  if (n.attribute_size() != 1) return fail(n, "expected exactly one attribute");
+  const auto &a = n.attribute(0);
+  Tensor t;
+  if (a.name() == "value") {
+    auto v = tensor_from_proto(a.t());
+    if (!v) return fail(n, v.error().message);
+    t = v.take();
+  } else if (a.name() == "value_float") {
+    t = scalar_f32(a.f());
+  } else if (a.name() == "value_floats") {
+    t = tensor_f32({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
+  } else if (a.name() == "value_int") {
+    t = tensor_i64({}, {a.i()});
+  } else if (a.name() == "value_ints") {
+    t = tensor_i64({a.ints_size()}, Ints(a.ints().begin(), a.ints().end()));
+  } else {
+    return fail(n, "attribute '" + a.name() + "' is not supported");
+  }
+  return b_.add_constant(n.output(0), t);
+}
+
+}  // namespace
+
+Expected<Graph> import_onnx_bytes(const std::string &bytes, const std::string &label) {
+  onnx::ModelProto model;
+  if (bytes.empty()) return make_error(label + ": empty file");
+  if (!model.ParseFromString(bytes)) return make_error(label + ": not a valid ONNX protobuf (parse failed)");
+  if (!model.has_graph()) return make_error(label + ": not an ONNX model (no graph)");
+  try {
+    return Importer(label).run(model);
+  } catch (const std::exception &e) {
+    return make_error(label + ": " + first_line(e.what()));
+  }
+}
+
+Expected<Graph> import_onnx_file(const std::string &path) {
+  AT_ASSIGN(bytes, read_file(path));
+  return import_onnx_bytes(bytes, path);
+}
+
+Expected<Tensor> load_tensor_pb(const std::string &path) {
+  AT_ASSIGN(bytes, read_file(path));
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes)) return make_error(path + ": not a TensorProto");
+  auto r = tensor_from_proto(t);
+  if (!r) return make_error(path + ": " + r.error().message);
+  return r;
+}
+
+}  // namespace autotune

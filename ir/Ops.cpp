@@ -1,0 +1,379 @@
+#include "ir/Ops.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace autotune {
+
+const char *pattern_name(OpPattern p) {
+  switch (p) {
+    case OpPattern::kElemWise: return "ElemWise";
+    case OpPattern::kBroadcast: return "Broadcast";
+    case OpPattern::kInjective: return "Injective";
+    case OpPattern::kCommReduce: return "CommReduce";
+    case OpPattern::kOutEWiseFusable: return "OutEWiseFusable";
+    case OpPattern::kOpaque: return "Opaque";
+  }
+  return "?";
+}
+
+Expected<Shape> broadcast_shapes(const Shape &a, const Shape &b) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return make_error("shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t window_out_extent(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel, int64_t stride,
+                          int64_t dilation, bool ceil_mode) {
+  int64_t span = in + pad_begin + pad_end - ((kernel - 1) * dilation + 1);
+  if (span < 0) return 0;
+  int64_t steps = ceil_mode ? (span + stride - 1) / stride : span / stride;
+  return steps + 1;
+}
+
+Expected<int> normalize_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
+    return make_error("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+using Ints = std::vector<int64_t>;
+
+Status need_f32(const OpCall &c, size_t i) {
+  if (c.inputs[i].dtype != DType::kFloat32)
+    return make_error("input " + std::to_string(i) + " must be float32, got " + dtype_name(c.inputs[i].dtype));
+  return Status::ok();
+}
+
+Status need_rank(const OpCall &c, size_t i, int rank) {
+  if (c.inputs[i].rank() != rank)
+    return make_error("input " + std::to_string(i) + " must have rank " + std::to_string(rank) + ", got " +
+                      type_str(c.inputs[i]));
+  return Status::ok();
+}
+
+Status need_len(const OpCall &c, const std::string &attr, size_t n) {
+  if (c.attrs.ints(attr).size() != n)
+    return make_error("attribute '" + attr + "' must have " + std::to_string(n) + " values");
+  return Status::ok();
+}
+
+Status need_positive(const OpCall &c, const std::string &attr) {
+  for (int64_t v : c.attrs.ints(attr))
+    if (v < 1 || v > (int64_t{1} << 20)) return make_error("attribute '" + attr + "' values must be in [1, 2^20]");
+  return Status::ok();
+}
+
+Status need_pads(const OpCall &c, const std::string &attr, size_t n) {
+  AT_TRY(need_len(c, attr, n));
+  for (int64_t v : c.attrs.ints(attr))
+    if (v < 0 || v > (int64_t{1} << 20)) return make_error("attribute '" + attr + "' values must be in [0, 2^20]");
+  return Status::ok();
+}
+
+Expected<TensorType> unary_f32(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  return c.inputs[0];
+}
+
+Expected<TensorType> same_as_input(const OpCall &c) { return c.inputs[0]; }
+
+Expected<TensorType> binary(const OpCall &c) {
+  if (c.inputs[0].dtype != c.inputs[1].dtype)
+    return make_error(std::string("input dtypes differ: ") + dtype_name(c.inputs[0].dtype) + " and " +
+                      dtype_name(c.inputs[1].dtype));
+  AT_ASSIGN(shape, broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape));
+  return make_type(c.inputs[0].dtype, shape);
+}
+
+/** Shared by conv2d and the pools: the 2-D sliding window's output extents. */
+Expected<std::pair<int64_t, int64_t>> window_2d(const OpCall &c, int64_t kh, int64_t kw, bool ceil_mode) {
+  AT_TRY(need_len(c, "strides", 2));
+  AT_TRY(need_positive(c, "strides"));
+  AT_TRY(need_len(c, "dilation", 2));
+  AT_TRY(need_positive(c, "dilation"));
+  AT_TRY(need_pads(c, "padding", 4));
+  const Ints &s = c.attrs.ints("strides"), &d = c.attrs.ints("dilation"), &p = c.attrs.ints("padding");
+  const Shape &x = c.inputs[0].shape;
+  int64_t oh = window_out_extent(x[2], p[0], p[2], kh, s[0], d[0], ceil_mode);
+  int64_t ow = window_out_extent(x[3], p[1], p[3], kw, s[1], d[1], ceil_mode);
+  if (oh < 1 || ow < 1)
+    return make_error("window " + std::to_string(kh) + "x" + std::to_string(kw) + " does not fit input " +
+                      shape_str(x) + " with this padding");
+  return std::make_pair(oh, ow);
+}
+
+Expected<TensorType> infer_conv2d(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_f32(c, 1));
+  AT_TRY(need_rank(c, 0, 4));
+  AT_TRY(need_rank(c, 1, 4));
+  const Shape &x = c.inputs[0].shape, &w = c.inputs[1].shape;
+  int64_t groups = c.attrs.i("groups");
+  if (groups < 1 || x[1] % groups != 0 || w[0] % groups != 0)
+    return make_error("groups=" + std::to_string(groups) + " must divide input channels " + std::to_string(x[1]) +
+                      " and output channels " + std::to_string(w[0]));
+  if (w[1] * groups != x[1])
+    return make_error("weight " + shape_str(w) + " expects " + std::to_string(w[1] * groups) +
+                      " input channels, data has " + std::to_string(x[1]));
+  if (w[2] < 1 || w[3] < 1) return make_error("empty kernel " + shape_str(w));
+  if (c.inputs.size() == 3) {
+    AT_TRY(need_f32(c, 2));
+    if (c.inputs[2].shape != Shape{w[0]})
+      return make_error("bias must have shape (" + std::to_string(w[0]) + "), got " + shape_str(c.inputs[2].shape));
+  }
+  AT_ASSIGN(hw, window_2d(c, w[2], w[3], false));
+  return make_type(DType::kFloat32, {x[0], w[0], hw.first, hw.second});
+}
+
+Expected<TensorType> infer_pool2d(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_rank(c, 0, 4));
+  AT_TRY(need_len(c, "pool_size", 2));
+  AT_TRY(need_positive(c, "pool_size"));
+  const Ints &k = c.attrs.ints("pool_size");
+  const Ints &p = c.attrs.ints("padding");
+  if (p.size() == 4 && (p[0] >= k[0] || p[2] >= k[0] || p[1] >= k[1] || p[3] >= k[1]))
+    return make_error("padding must be smaller than the pool size");
+  AT_ASSIGN(hw, window_2d(c, k[0], k[1], c.attrs.i("ceil_mode") != 0));
+  const Shape &x = c.inputs[0].shape;
+  return make_type(DType::kFloat32, {x[0], x[1], hw.first, hw.second});
+}
+
+Expected<TensorType> infer_global_pool(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  if (c.inputs[0].rank() < 3) return make_error("input must have rank >= 3, got " + type_str(c.inputs[0]));
+  Shape s = c.inputs[0].shape;
+  for (size_t i = 2; i < s.size(); ++i) s[i] = 1;
+  return make_type(DType::kFloat32, s);
+}
+
+Expected<TensorType> infer_batch_norm(const OpCall &c) {
+  for (size_t i = 0; i < 5; ++i) AT_TRY(need_f32(c, i));
+  if (c.inputs[0].rank() < 2) return make_error("input must have rank >= 2");
+  int64_t ch = c.inputs[0].shape[1];
+  for (size_t i = 1; i < 5; ++i)
+    if (c.inputs[i].shape != Shape{ch})
+      return make_error("parameter " + std::to_string(i) + " must have shape (" + std::to_string(ch) + ")");
+  return c.inputs[0];
+}
+
+Expected<TensorType> infer_reshape(const OpCall &c) {
+  const Ints &ns = c.attrs.ints("newshape");
+  AT_ASSIGN(t, make_type(c.inputs[0].dtype, ns));
+  if (t.numel() != c.inputs[0].numel())
+    return make_error("cannot reshape " + shape_str(c.inputs[0].shape) + " to " + shape_str(ns));
+  return t;
+}
+
+Expected<TensorType> infer_transpose(const OpCall &c) {
+  const Ints &axes = c.attrs.ints("axes");
+  int r = c.inputs[0].rank();
+  if (static_cast<int>(axes.size()) != r) return make_error("axes must have " + std::to_string(r) + " values");
+  std::vector<bool> seen(r, false);
+  Shape s(r);
+  for (int i = 0; i < r; ++i) {
+    if (axes[i] < 0 || axes[i] >= r || seen[axes[i]]) return make_error("axes is not a permutation");
+    seen[axes[i]] = true;
+    s[i] = c.inputs[0].shape[axes[i]];
+  }
+  return make_type(c.inputs[0].dtype, s);
+}
+
+Expected<TensorType> infer_dense(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_f32(c, 1));
+  AT_TRY(need_rank(c, 0, 2));
+  AT_TRY(need_rank(c, 1, 2));
+  const Shape &a = c.inputs[0].shape, &w = c.inputs[1].shape;
+  if (a[1] != w[1]) return make_error("data " + shape_str(a) + " and weight " + shape_str(w) + " disagree on K");
+  return make_type(DType::kFloat32, {a[0], w[0]});
+}
+
+Expected<TensorType> infer_matmul(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_f32(c, 1));
+  Shape a = c.inputs[0].shape, b = c.inputs[1].shape;
+  if (a.empty() || b.empty()) return make_error("matmul of a scalar");
+  bool a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  int64_t m = a[a.size() - 2], k = a.back(), k2 = b[b.size() - 2], n = b.back();
+  if (k != k2) return make_error("shapes " + shape_str(c.inputs[0].shape) + " and " + shape_str(c.inputs[1].shape) + " disagree on K");
+  AT_ASSIGN(batch, broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2)));
+  Shape out = batch;
+  if (!a1) out.push_back(m);
+  if (!b1) out.push_back(n);
+  return make_type(DType::kFloat32, out);
+}
+
+Expected<TensorType> infer_concat(const OpCall &c) {
+  const TensorType &t0 = c.inputs[0];
+  AT_ASSIGN(axis, normalize_axis(c.attrs.i("axis"), t0.rank()));
+  if (t0.rank() == 0) return make_error("cannot concatenate scalars");
+  Shape s = t0.shape;
+  for (size_t i = 1; i < c.inputs.size(); ++i) {
+    const TensorType &t = c.inputs[i];
+    if (t.dtype != t0.dtype || t.rank() != t0.rank()) return make_error("inputs differ in dtype or rank");
+    for (int d = 0; d < t.rank(); ++d)
+      if (d != axis && t.shape[d] != t0.shape[d])
+        return make_error("input shapes " + shape_str(t0.shape) + " and " + shape_str(t.shape) + " differ off the axis");
+    s[axis] += t.shape[axis];
+  }
+  return make_type(t0.dtype, s);
+}
+
+Expected<TensorType> infer_pad(const OpCall &c) {
+  const Ints &p = c.attrs.ints("pad_width");
+  int r = c.inputs[0].rank();
+  if (static_cast<int>(p.size()) != 2 * r) return make_error("pad_width must have " + std::to_string(2 * r) + " values");
+  Shape s = c.inputs[0].shape;
+  for (int i = 0; i < r; ++i) {
+    if (std::abs(p[i]) > (int64_t{1} << 30) || std::abs(p[i + r]) > (int64_t{1} << 30)) return make_error("pad_width too large");
+    s[i] += p[i] + p[i + r];
+    if (s[i] < 0) return make_error("pad_width crops dimension " + std::to_string(i) + " below zero");
+  }
+  return make_type(c.inputs[0].dtype, s);
+}
+
+Expected<TensorType> infer_softmax(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(normalize_axis(c.attrs.i("axis"), c.inputs[0].rank()));
+  return c.inputs[0];
+}
+
+Expected<TensorType> infer_mean(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  int r = c.inputs[0].rank();
+  std::vector<bool> reduce(r, c.attrs.ints("axis").empty());
+  for (int64_t a : c.attrs.ints("axis")) {
+    AT_ASSIGN(ax, normalize_axis(a, r));
+    reduce[ax] = true;
+  }
+  Shape s;
+  for (int i = 0; i < r; ++i) {
+    if (!reduce[i]) s.push_back(c.inputs[0].shape[i]);
+    else if (c.attrs.i("keepdims")) s.push_back(1);
+  }
+  return make_type(DType::kFloat32, s);
+}
+
+Expected<TensorType> infer_shape_of(const OpCall &c) {
+  return make_type(DType::kInt64, {c.inputs[0].rank()});
+}
+
+Expected<TensorType> infer_take(const OpCall &c) {
+  if (c.inputs[1].dtype != DType::kInt64) return make_error("indices must be int64");
+  const TensorType &d = c.inputs[0];
+  if (d.rank() == 0) return make_error("cannot index a scalar");
+  AT_ASSIGN(axis, normalize_axis(c.attrs.i("axis"), d.rank()));
+  if (const Tensor *idx = c.constants[1]) {
+    for (int64_t i = 0; i < idx->numel(); ++i) {
+      int64_t v = idx->i64()[i];
+      if (v < -d.shape[axis] || v >= d.shape[axis]) return make_error("index " + std::to_string(v) + " out of range");
+    }
+  }
+  Shape s(d.shape.begin(), d.shape.begin() + axis);
+  s.insert(s.end(), c.inputs[1].shape.begin(), c.inputs[1].shape.end());
+  s.insert(s.end(), d.shape.begin() + axis + 1, d.shape.end());
+  return make_type(d.dtype, s);
+}
+
+Expected<TensorType> infer_clip(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  if (c.attrs.f("a_min") > c.attrs.f("a_max")) return make_error("a_min > a_max");
+  return c.inputs[0];
+}
+
+std::vector<AttrSpec> window_attrs(bool pool) {
+  std::vector<AttrSpec> a;
+  if (pool) a.push_back({"pool_size", AttrKind::kInts, std::nullopt});
+  a.push_back({"strides", AttrKind::kInts, Ints{1, 1}});
+  a.push_back({"padding", AttrKind::kInts, Ints{0, 0, 0, 0}});
+  a.push_back({"dilation", AttrKind::kInts, Ints{1, 1}});
+  return a;
+}
+
+std::vector<OpDef> make_ops() {
+  using P = OpPattern;
+  std::vector<OpDef> ops;
+  auto conv_attrs = window_attrs(false);
+  conv_attrs.push_back({"groups", AttrKind::kInt, int64_t{1}});
+  ops.push_back({"nn.conv2d", P::kOutEWiseFusable, 2, 3, conv_attrs, infer_conv2d});
+  ops.push_back({"nn.dense", P::kOutEWiseFusable, 2, 2, {}, infer_dense});
+  ops.push_back({"nn.matmul", P::kOutEWiseFusable, 2, 2, {}, infer_matmul});
+  ops.push_back({"nn.batch_norm", P::kBroadcast, 5, 5, {{"epsilon", AttrKind::kFloat, 1e-5}}, infer_batch_norm});
+
+  ops.push_back({"nn.relu", P::kElemWise, 1, 1, {}, unary_f32});
+  ops.push_back({"sigmoid", P::kElemWise, 1, 1, {}, unary_f32});
+  ops.push_back({"nn.hard_swish", P::kElemWise, 1, 1, {}, unary_f32});
+  ops.push_back({"nn.leaky_relu", P::kElemWise, 1, 1, {{"alpha", AttrKind::kFloat, 0.01}}, unary_f32});
+  ops.push_back({"nn.hard_sigmoid", P::kElemWise, 1, 1,
+                 {{"alpha", AttrKind::kFloat, 0.2}, {"beta", AttrKind::kFloat, 0.5}}, unary_f32});
+  ops.push_back({"clip", P::kElemWise, 1, 1,
+                 {{"a_min", AttrKind::kFloat, -kInf}, {"a_max", AttrKind::kFloat, kInf}}, infer_clip});
+  ops.push_back({"identity", P::kElemWise, 1, 1, {}, same_as_input});
+  ops.push_back({"nn.dropout", P::kElemWise, 1, 1, {{"rate", AttrKind::kFloat, 0.5}}, same_as_input});
+
+  for (const char *name : {"add", "subtract", "multiply", "divide"})
+    ops.push_back({name, P::kBroadcast, 2, 2, {}, binary});
+
+  auto pool_attrs = window_attrs(true);
+  pool_attrs.push_back({"ceil_mode", AttrKind::kInt, int64_t{0}});
+  ops.push_back({"nn.max_pool2d", P::kOutEWiseFusable, 1, 1, pool_attrs, infer_pool2d});
+  pool_attrs.push_back({"count_include_pad", AttrKind::kInt, int64_t{0}});
+  ops.push_back({"nn.avg_pool2d", P::kOutEWiseFusable, 1, 1, pool_attrs, infer_pool2d});
+  ops.push_back({"nn.global_avg_pool2d", P::kOutEWiseFusable, 1, 1, {}, infer_global_pool});
+  ops.push_back({"mean", P::kCommReduce, 1, 1,
+                 {{"axis", AttrKind::kInts, Ints{}}, {"keepdims", AttrKind::kInt, int64_t{1}}}, infer_mean});
+  ops.push_back({"nn.softmax", P::kOpaque, 1, 1, {{"axis", AttrKind::kInt, int64_t{-1}}}, infer_softmax});
+
+  ops.push_back({"reshape", P::kInjective, 1, 1, {{"newshape", AttrKind::kInts, std::nullopt}}, infer_reshape});
+  ops.push_back({"transpose", P::kInjective, 1, 1, {{"axes", AttrKind::kInts, std::nullopt}}, infer_transpose});
+  ops.push_back({"concatenate", P::kInjective, 1, -1, {{"axis", AttrKind::kInt, std::nullopt}}, infer_concat});
+  ops.push_back({"nn.pad", P::kInjective, 1, 1,
+                 {{"pad_width", AttrKind::kInts, std::nullopt}, {"pad_value", AttrKind::kFloat, 0.0}}, infer_pad});
+  ops.push_back({"take", P::kInjective, 2, 2, {{"axis", AttrKind::kInt, int64_t{0}}}, infer_take});
+  ops.push_back({"shape_of", P::kOpaque, 1, 1, {}, infer_shape_of});
+  return ops;
+}
+
+}  // namespace
+
+const std::vector<OpDef> &all_ops() {
+  static const std::vector<OpDef> ops = make_ops();
+  return ops;
+}
+
+const OpDef *find_op(const std::string &name) {
+  for (const OpDef &op : all_ops())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+Expected<TensorType> infer_node_type(const OpDef &op, const std::vector<TensorType> &inputs, Attrs &attrs,
+                                     const std::vector<const Tensor *> &constants) {
+  int n = static_cast<int>(inputs.size());
+  if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
+    std::string want = op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
+                       : op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                                           : std::to_string(op.min_inputs) + " to " + std::to_string(op.max_inputs);
+    return make_error("expected " + want + " inputs, got " + std::to_string(n));
+  }
+  AT_ASSIGN(normalized, normalize_attrs(op.attrs, attrs));
+  attrs = std::move(normalized);
+  return op.infer(OpCall{inputs, attrs, constants});
+}
+
+}  // namespace autotune

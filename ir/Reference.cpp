@@ -1,0 +1,442 @@
+#include "ir/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace autotune {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+/** Row-major strides of a shape. */
+Ints strides_of(const Shape &s) {
+  Ints st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+/** Strides of `in` when broadcast to `out` (0 along broadcast dims), aligned to out's rank. */
+Ints broadcast_strides(const Shape &in, const Shape &out) {
+  Ints st = strides_of(in), r(out.size(), 0);
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) r[off + i] = in[i] == 1 ? 0 : st[i];
+  return r;
+}
+
+/** Calls f(out_index, offset_a, offset_b) for every element of `out`, odometer-style. */
+template <typename F>
+void for_each_broadcast(const Shape &out, const Ints &sa, const Ints &sb, F f) {
+  int64_t n = TensorType{DType::kFloat32, out}.numel();
+  int r = static_cast<int>(out.size());
+  Ints idx(r, 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, oa, ob);
+    for (int d = r - 1; d >= 0; --d) {
+      ++idx[d];
+      oa += sa[d];
+      ob += sb[d];
+      if (idx[d] < out[d]) break;
+      oa -= sa[d] * out[d];
+      ob -= sb[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename T, typename Op>
+void binary_loop(const T *a, const T *b, T *o, const Shape &sa, const Shape &sb, const Shape &so, Op op) {
+  for_each_broadcast(so, broadcast_strides(sa, so), broadcast_strides(sb, so),
+                     [&](int64_t i, int64_t ia, int64_t ib) { o[i] = op(a[ia], b[ib]); });
+}
+
+Expected<Tensor> eval_binary(const Node &n, const Tensor &a, const Tensor &b) {
+  Tensor out(n.type);
+  const Shape &so = n.type.shape;
+  const std::string &op = n.op;
+  if (n.type.dtype == DType::kFloat32) {
+    const float *pa = a.f32(), *pb = b.f32();
+    float *po = out.f32();
+    if (op == "add") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](float x, float y) { return x + y; });
+    else if (op == "subtract") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](float x, float y) { return x - y; });
+    else if (op == "multiply") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](float x, float y) { return x * y; });
+    else binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](float x, float y) { return x / y; });
+    return out;
+  }
+  const int64_t *pa = a.i64(), *pb = b.i64();
+  int64_t *po = out.i64();
+  if (op == "divide") {
+    for (int64_t i = 0; i < b.numel(); ++i)
+      if (pb[i] == 0) return make_error("integer division by zero");
+  }
+  // Wrapping arithmetic through unsigned: shape math on hostile input must not be UB.
+  auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  if (op == "add") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [&](int64_t x, int64_t y) { return static_cast<int64_t>(u(x) + u(y)); });
+  else if (op == "subtract") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [&](int64_t x, int64_t y) { return static_cast<int64_t>(u(x) - u(y)); });
+  else if (op == "multiply") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [&](int64_t x, int64_t y) { return static_cast<int64_t>(u(x) * u(y)); });
+  else binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](int64_t x, int64_t y) { return (x == std::numeric_limits<int64_t>::min() && y == -1) ? x : x / y; });
+  return out;
+}
+
+template <typename F>
+Tensor map_f32(const Node &n, const Tensor &x, F f) {
+  Tensor out(n.type);
+  const float *p = x.f32();
+  float *o = out.f32();
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = f(p[i]);
+  return out;
+}
+
+/** The ox range [lo, hi) for which ox * stride + offset lies in [0, in). */
+std::pair<int64_t, int64_t> valid_range(int64_t offset, int64_t stride, int64_t in, int64_t out) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+  return {std::min(lo, out), std::clamp(hi, std::min(lo, out), out)};
+}
+
+Tensor eval_conv2d(const Node &n, const std::vector<Tensor> &in) {
+  const Tensor &x = in[0], &w = in[1];
+  const Shape &xs = x.shape(), &ws = w.shape(), &os = n.type.shape;
+  const Ints &s = n.attrs.ints("strides"), &d = n.attrs.ints("dilation"), &p = n.attrs.ints("padding");
+  int64_t groups = n.attrs.i("groups");
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3];
+  int64_t OH = os[2], OW = os[3], OG = O / groups;
+  (void)C;
+  Tensor out(n.type);
+  std::vector<double> acc(OH * OW);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t o = 0; o < O; ++o) {
+      int64_t g = o / OG;
+      std::fill(acc.begin(), acc.end(), in.size() == 3 ? in[2].f32()[o] : 0.0);
+      for (int64_t c = 0; c < CG; ++c) {
+        const float *plane = x.f32() + ((b * xs[1] + g * CG + c) * H) * W;
+        for (int64_t ky = 0; ky < KH; ++ky)
+          for (int64_t kx = 0; kx < KW; ++kx) {
+            double wv = w.f32()[((o * CG + c) * KH + ky) * KW + kx];
+            auto [y0, y1] = valid_range(ky * d[0] - p[0], s[0], H, OH);
+            auto [x0, x1] = valid_range(kx * d[1] - p[1], s[1], W, OW);
+            for (int64_t oy = y0; oy < y1; ++oy) {
+              const float *row = plane + (oy * s[0] + ky * d[0] - p[0]) * W;
+              double *arow = acc.data() + oy * OW;
+              for (int64_t ox = x0; ox < x1; ++ox) arow[ox] += wv * row[ox * s[1] + kx * d[1] - p[1]];
+            }
+          }
+      }
+      float *dst = out.f32() + (b * O + o) * OH * OW;
+      for (int64_t i = 0; i < OH * OW; ++i) dst[i] = static_cast<float>(acc[i]);
+    }
+  return out;
+}
+
+Tensor eval_pool2d(const Node &n, const Tensor &x, bool is_max) {
+  const Shape &xs = x.shape(), &os = n.type.shape;
+  const Ints &k = n.attrs.ints("pool_size"), &s = n.attrs.ints("strides"), &d = n.attrs.ints("dilation"),
+             &p = n.attrs.ints("padding");
+  bool include_pad = !is_max && n.attrs.i("count_include_pad") != 0;
+  int64_t H = xs[2], W = xs[3];
+  Tensor out(n.type);
+  float *o = out.f32();
+  for (int64_t bc = 0; bc < xs[0] * xs[1]; ++bc) {
+    const float *plane = x.f32() + bc * H * W;
+    for (int64_t oy = 0; oy < os[2]; ++oy)
+      for (int64_t ox = 0; ox < os[3]; ++ox) {
+        double m = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t count = 0, padded_count = 0;
+        for (int64_t ky = 0; ky < k[0]; ++ky)
+          for (int64_t kx = 0; kx < k[1]; ++kx) {
+            int64_t iy = oy * s[0] + ky * d[0] - p[0], ix = ox * s[1] + kx * d[1] - p[1];
+            // Positions in the explicit padding count for count_include_pad; those beyond it
+            // (only reachable in ceil_mode) never do.
+            if (iy >= -p[0] && iy < H + p[2] && ix >= -p[1] && ix < W + p[3]) ++padded_count;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+            double v = plane[iy * W + ix];
+            m = std::max(m, v);
+            sum += v;
+            ++count;
+          }
+        double r = is_max ? m : sum / static_cast<double>(include_pad ? padded_count : std::max<int64_t>(count, 1));
+        *o++ = static_cast<float>(r);
+      }
+  }
+  return out;
+}
+
+Tensor eval_global_pool(const Node &n, const Tensor &x) {
+  int64_t nc = x.shape()[0] * x.shape()[1], spatial = x.numel() / std::max<int64_t>(nc, 1);
+  Tensor out(n.type);
+  for (int64_t i = 0; i < nc; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < spatial; ++j) sum += x.f32()[i * spatial + j];
+    out.f32()[i] = static_cast<float>(sum / static_cast<double>(spatial));
+  }
+  return out;
+}
+
+Tensor eval_batch_norm(const Node &n, const std::vector<Tensor> &in) {
+  const Tensor &x = in[0];
+  double eps = n.attrs.f("epsilon");
+  int64_t N = x.shape()[0], C = x.shape()[1], inner = x.numel() / std::max<int64_t>(N * C, 1);
+  Tensor out(n.type);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      double scale = in[1].f32()[c] / std::sqrt(static_cast<double>(in[4].f32()[c]) + eps);
+      double mean = in[3].f32()[c], shift = in[2].f32()[c];
+      const float *src = x.f32() + (b * C + c) * inner;
+      float *dst = out.f32() + (b * C + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) dst[i] = static_cast<float>((src[i] - mean) * scale + shift);
+    }
+  return out;
+}
+
+Tensor eval_dense(const Node &n, const Tensor &a, const Tensor &w) {
+  int64_t M = a.shape()[0], K = a.shape()[1], N = w.shape()[0];
+  Tensor out(n.type);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(a.f32()[m * K + k]) * w.f32()[j * K + k];
+      out.f32()[m * N + j] = static_cast<float>(sum);
+    }
+  return out;
+}
+
+Tensor eval_matmul(const Node &n, const Tensor &a, const Tensor &b) {
+  // numpy semantics: 1-D operands are promoted to matrices, leading dims broadcast.
+  Shape as = a.shape(), bs = b.shape();
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  Shape batch = *broadcast_shapes(ab, bb);
+  Tensor out(n.type);
+  float *o = out.f32();
+  for_each_broadcast(batch, broadcast_strides(ab, batch), broadcast_strides(bb, batch),
+                     [&](int64_t i, int64_t ia, int64_t ib) {
+                       const float *pa = a.f32() + ia * M * K, *pb = b.f32() + ib * K * N;
+                       float *po = o + i * M * N;
+                       for (int64_t m = 0; m < M; ++m)
+                         for (int64_t j = 0; j < N; ++j) {
+                           double sum = 0;
+                           for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(pa[m * K + k]) * pb[k * N + j];
+                           po[m * N + j] = static_cast<float>(sum);
+                         }
+                     });
+  return out;
+}
+
+Tensor eval_softmax(const Node &n, const Tensor &x) {
+  int axis = *normalize_axis(n.attrs.i("axis"), x.type().rank());
+  const Shape &s = x.shape();
+  int64_t outer = 1, inner = 1, len = s.empty() ? 1 : s[axis];
+  for (int i = 0; i < axis; ++i) outer *= s[i];
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  Tensor out(n.type);
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t b = 0; b < inner; ++b) {
+      const float *src = x.f32() + a * len * inner + b;
+      float *dst = out.f32() + a * len * inner + b;
+      double m = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t i = 0; i < len; ++i) m = std::max(m, static_cast<double>(src[i * inner]));
+      for (int64_t i = 0; i < len; ++i) sum += std::exp(src[i * inner] - m);
+      for (int64_t i = 0; i < len; ++i) dst[i * inner] = static_cast<float>(std::exp(src[i * inner] - m) / sum);
+    }
+  return out;
+}
+
+Tensor eval_mean(const Node &n, const Tensor &x) {
+  int r = x.type().rank();
+  std::vector<bool> reduce(r, n.attrs.ints("axis").empty());
+  for (int64_t a : n.attrs.ints("axis")) reduce[*normalize_axis(a, r)] = true;
+  // Index the output through the input's dims with reduced dims given stride 0.
+  Shape kept(r);
+  for (int i = 0; i < r; ++i) kept[i] = reduce[i] ? 1 : x.shape()[i];
+  Ints ost = broadcast_strides(kept, x.shape());
+  std::vector<double> acc(n.type.numel(), 0.0);
+  for_each_broadcast(x.shape(), strides_of(x.shape()), ost,
+                     [&](int64_t i, int64_t, int64_t io) { acc[io] += x.f32()[i]; });
+  double count = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(n.type.numel(), 1));
+  Tensor out(n.type);
+  for (int64_t i = 0; i < n.type.numel(); ++i) out.f32()[i] = static_cast<float>(acc[i] / count);
+  return out;
+}
+
+/** Copies element by element through an index map, any dtype. */
+template <typename F>
+Tensor gather_elements(const Node &n, const Tensor &x, F source_offset_or_minus1, double fill = 0) {
+  Tensor out(n.type);
+  size_t es = dtype_size(n.type.dtype);
+  auto *dst = static_cast<uint8_t *>(out.raw());
+  const auto *src = static_cast<const uint8_t *>(x.raw());
+  int64_t total = n.type.numel();
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t j = source_offset_or_minus1(i);
+    if (j >= 0) std::memcpy(dst + i * es, src + j * es, es);
+    else if (n.type.dtype == DType::kFloat32) out.f32()[i] = static_cast<float>(fill);
+    else out.i64()[i] = static_cast<int64_t>(fill);
+  }
+  return out;
+}
+
+/** The multi-index of linear index i in shape s. */
+Ints unravel(int64_t i, const Shape &s) {
+  Ints idx(s.size());
+  for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+    idx[d] = s[d] ? i % s[d] : 0;
+    i = s[d] ? i / s[d] : 0;
+  }
+  return idx;
+}
+
+Tensor eval_transpose(const Node &n, const Tensor &x) {
+  const Ints &axes = n.attrs.ints("axes");
+  Ints st = strides_of(x.shape());
+  return gather_elements(n, x, [&](int64_t i) {
+    Ints idx = unravel(i, n.type.shape);
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[axes[d]];
+    return off;
+  });
+}
+
+Tensor eval_pad(const Node &n, const Tensor &x) {
+  const Ints &pw = n.attrs.ints("pad_width");
+  int r = x.type().rank();
+  Ints st = strides_of(x.shape());
+  return gather_elements(n, x, [&](int64_t i) -> int64_t {
+    Ints idx = unravel(i, n.type.shape);
+    int64_t off = 0;
+    for (int d = 0; d < r; ++d) {
+      int64_t j = idx[d] - pw[d];
+      if (j < 0 || j >= x.shape()[d]) return -1;
+      off += j * st[d];
+    }
+    return off;
+  }, n.attrs.f("pad_value"));
+}
+
+Tensor eval_concat(const Node &n, const std::vector<Tensor> &in) {
+  int axis = *normalize_axis(n.attrs.i("axis"), n.type.rank());
+  int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= n.type.shape[i];
+  size_t es = dtype_size(n.type.dtype);
+  Tensor out(n.type);
+  auto *dst = static_cast<uint8_t *>(out.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Tensor &t : in) {
+      size_t chunk = static_cast<size_t>(t.numel() / std::max<int64_t>(outer, 1)) * es;
+      std::memcpy(dst, static_cast<const uint8_t *>(t.raw()) + o * chunk, chunk);
+      dst += chunk;
+    }
+  return out;
+}
+
+Tensor eval_take(const Node &n, const Tensor &x, const Tensor &idx) {
+  int axis = *normalize_axis(n.attrs.i("axis"), x.type().rank());
+  int64_t outer = 1, inner = 1, len = x.shape()[axis];
+  for (int i = 0; i < axis; ++i) outer *= x.shape()[i];
+  for (int i = axis + 1; i < x.type().rank(); ++i) inner *= x.shape()[i];
+  int64_t ni = idx.numel();
+  return gather_elements(n, x, [&](int64_t i) {
+    int64_t b = i % inner, k = (i / inner) % std::max<int64_t>(ni, 1), a = i / inner / std::max<int64_t>(ni, 1);
+    int64_t j = idx.i64()[k];
+    if (j < 0) j += len;
+    return (a * len + j) * inner + b;
+  });
+}
+
+}  // namespace
+
+Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
+  const std::string &op = n.op;
+  if (op == "nn.conv2d") return eval_conv2d(n, in);
+  if (op == "nn.dense") return eval_dense(n, in[0], in[1]);
+  if (op == "nn.matmul") return eval_matmul(n, in[0], in[1]);
+  if (op == "nn.batch_norm") return eval_batch_norm(n, in);
+  if (op == "nn.relu") return map_f32(n, in[0], [](float v) { return v > 0 ? v : (std::isnan(v) ? v : 0.0f); });
+  if (op == "sigmoid") return map_f32(n, in[0], [](float v) { return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v)))); });
+  if (op == "nn.hard_swish")
+    return map_f32(n, in[0], [](float v) { return static_cast<float>(v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0)); });
+  if (op == "nn.leaky_relu") {
+    double alpha = n.attrs.f("alpha");
+    return map_f32(n, in[0], [alpha](float v) { return v < 0 ? static_cast<float>(alpha * v) : v; });
+  }
+  if (op == "nn.hard_sigmoid") {
+    double alpha = n.attrs.f("alpha"), beta = n.attrs.f("beta");
+    return map_f32(n, in[0], [=](float v) { return static_cast<float>(std::clamp(alpha * v + beta, 0.0, 1.0)); });
+  }
+  if (op == "clip") {
+    float lo = static_cast<float>(n.attrs.f("a_min")), hi = static_cast<float>(n.attrs.f("a_max"));
+    return map_f32(n, in[0], [=](float v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); });
+  }
+  if (op == "identity" || op == "nn.dropout") return in[0];
+  if (op == "add" || op == "subtract" || op == "multiply" || op == "divide") return eval_binary(n, in[0], in[1]);
+  if (op == "nn.max_pool2d") return eval_pool2d(n, in[0], true);
+  if (op == "nn.avg_pool2d") return eval_pool2d(n, in[0], false);
+  if (op == "nn.global_avg_pool2d") return eval_global_pool(n, in[0]);
+  if (op == "mean") return eval_mean(n, in[0]);
+  if (op == "nn.softmax") return eval_softmax(n, in[0]);
+  if (op == "reshape") return in[0].reshaped(n.type.shape);
+  if (op == "transpose") return eval_transpose(n, in[0]);
+  if (op == "concatenate") return eval_concat(n, in);
+  if (op == "nn.pad") return eval_pad(n, in[0]);
+  if (op == "take") return eval_take(n, in[0], in[1]);
+  if (op == "shape_of") return tensor_i64({in[0].type().rank()}, in[0].shape());
+  return make_error("reference executor has no kernel for op '" + op + "'");
+}
+
+Status check_inputs(const Graph &g, const std::vector<Tensor> &inputs) {
+  if (inputs.size() != g.inputs.size())
+    return make_error("model takes " + std::to_string(g.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].type() != g.inputs[i].type)
+      return make_error("input '" + g.inputs[i].name + "' must be " + type_str(g.inputs[i].type) + ", got " +
+                        type_str(inputs[i].type()));
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> run_reference(const Graph &g, const std::vector<Tensor> &inputs) {
+  AT_TRY(check_inputs(g, inputs));
+  // Last use of each node's value, so intermediates are freed as soon as possible.
+  std::vector<size_t> last_use(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].inputs)
+      if (v.kind == ValueId::Kind::kNode) last_use[v.index] = i;
+  for (ValueId v : g.outputs)
+    if (v.kind == ValueId::Kind::kNode) last_use[v.index] = g.nodes.size();
+  std::vector<Tensor> values(g.nodes.size());
+  auto value = [&](ValueId v) -> const Tensor & {
+    switch (v.kind) {
+      case ValueId::Kind::kInput: return inputs[v.index];
+      case ValueId::Kind::kConstant: return g.constants[v.index].value;
+      case ValueId::Kind::kNode: return values[v.index];
+    }
+    AT_CHECK(false, "bad value kind");
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node &n = g.nodes[i];
+    std::vector<Tensor> args;
+    for (ValueId v : n.inputs) args.push_back(value(v));
+    auto r = eval_node(n, args);
+    if (!r) return make_error("node %" + std::to_string(i) + " (" + n.op + "): " + r.error().message);
+    AT_CHECK(r->type() == n.type, "kernel of " + n.op + " produced " + type_str(r->type()) + ", expected " + type_str(n.type));
+    values[i] = r.take();
+    for (ValueId v : n.inputs)
+      if (v.kind == ValueId::Kind::kNode && last_use[v.index] == i) values[v.index] = Tensor();
+  }
+  std::vector<Tensor> outs;
+  for (ValueId v : g.outputs) outs.push_back(value(v));
+  return outs;
+}
+
+std::vector<Tensor> random_inputs(const Graph &g, uint64_t seed) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const TensorType &t = g.inputs[i].type;
+    out.push_back(t.dtype == DType::kFloat32 ? random_tensor(t, seed + i) : random_tensor(t, seed + i, 0, 2));
+  }
+  return out;
+}
+
+}  // namespace autotune

@@ -1,0 +1,23 @@
+#pragma once
+// The reference executor: plain, obviously-correct implementations of every op, accumulating in
+// double. It is the oracle every rewrite and every compiled kernel is checked against, so it
+// favours clarity over speed (single-threaded, no blocking).
+#include <vector>
+
+#include "ir/Graph.h"
+
+namespace autotune {
+
+/** Applies `node`'s op (attributes and output type taken from it) to concrete inputs. */
+Expected<Tensor> eval_node(const Node &node, const std::vector<Tensor> &inputs);
+
+/** Checks that `inputs` match the graph's inputs in number, dtype and shape; the error names the input. */
+Status check_inputs(const Graph &g, const std::vector<Tensor> &inputs);
+
+/** Runs the whole graph; intermediates are freed after their last use. */
+Expected<std::vector<Tensor>> run_reference(const Graph &g, const std::vector<Tensor> &inputs);
+
+/** Seeded random inputs of the graph's input types (float32 in [-1, 1); int64 in [0, 2)). */
+std::vector<Tensor> random_inputs(const Graph &g, uint64_t seed);
+
+}  // namespace autotune

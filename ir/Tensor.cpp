@@ -1,0 +1,170 @@
+#include "ir/Tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace autotune {
+
+const char *dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+Expected<DType> parse_dtype(const std::string &s) {
+  if (s == "float32") return DType::kFloat32;
+  if (s == "int64") return DType::kInt64;
+  return make_error("unknown dtype '" + s + "' (expected float32 or int64)");
+}
+
+size_t dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 8; }
+
+int64_t TensorType::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Expected<TensorType> make_type(DType dtype, Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return make_error("negative dimension in shape " + shape_str(shape));
+    if (d > 0 && n > kMaxTensorElements / d)
+      return make_error("shape " + shape_str(shape) + " has more than 2^34 elements");
+    n *= d;
+  }
+  return TensorType{dtype, std::move(shape)};
+}
+
+std::string shape_str(const Shape &s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + ")";
+}
+
+std::string type_str(const TensorType &t) {
+  return "Tensor[" + shape_str(t.shape) + ", " + dtype_name(t.dtype) + "]";
+}
+
+Tensor::Tensor(TensorType type) : type_(std::move(type)) {
+  size_t bytes = nbytes();
+  size_t alloc = (bytes + 63) / 64 * 64;
+  if (alloc == 0) alloc = 64;
+  void *p = std::aligned_alloc(64, alloc);
+  AT_CHECK(p != nullptr, "out of memory allocating " + std::to_string(alloc) + " bytes");
+  std::memset(p, 0, alloc);
+  data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
+}
+
+float *Tensor::f32() {
+  AT_CHECK(type_.dtype == DType::kFloat32, "tensor is " + std::string(dtype_name(type_.dtype)));
+  return reinterpret_cast<float *>(data_.get());
+}
+const float *Tensor::f32() const { return const_cast<Tensor *>(this)->f32(); }
+int64_t *Tensor::i64() {
+  AT_CHECK(type_.dtype == DType::kInt64, "tensor is " + std::string(dtype_name(type_.dtype)));
+  return reinterpret_cast<int64_t *>(data_.get());
+}
+const int64_t *Tensor::i64() const { return const_cast<Tensor *>(this)->i64(); }
+
+Tensor Tensor::reshaped(const Shape &shape) const {
+  Tensor t = *this;
+  t.type_.shape = shape;
+  AT_CHECK(t.numel() == numel(), "reshape " + shape_str(type_.shape) + " -> " + shape_str(shape));
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(type_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+Tensor scalar_f32(float v) { return tensor_f32({}, {v}); }
+
+Tensor tensor_f32(const Shape &shape, const std::vector<float> &values) {
+  Tensor t(TensorType{DType::kFloat32, shape});
+  AT_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count does not match shape");
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor tensor_i64(const Shape &shape, const std::vector<int64_t> &values) {
+  Tensor t(TensorType{DType::kInt64, shape});
+  AT_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count does not match shape");
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+namespace {
+// splitmix64: tiny, fast, and the same sequence on every platform (unlike <random>'s
+// distributions, whose outputs are implementation-defined).
+uint64_t splitmix64(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+Tensor random_tensor(const TensorType &type, uint64_t seed, float lo, float hi) {
+  Tensor t(type);
+  uint64_t state = seed;
+  int64_t n = t.numel();
+  if (type.dtype == DType::kFloat32) {
+    float *p = t.f32();
+    for (int64_t i = 0; i < n; ++i) {
+      double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
+      p[i] = static_cast<float>(lo + (hi - lo) * u);
+    }
+  } else {
+    int64_t *p = t.i64();
+    auto span = static_cast<uint64_t>(std::max<int64_t>(1, static_cast<int64_t>(hi - lo)));
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(lo) + static_cast<int64_t>(splitmix64(state) % span);
+  }
+  return t;
+}
+
+Expected<Difference> compare(const Tensor &a, const Tensor &b) {
+  if (a.type() != b.type())
+    return make_error("type mismatch: " + type_str(a.type()) + " vs " + type_str(b.type()));
+  Difference d;
+  int64_t n = a.numel();
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = a.dtype() == DType::kFloat32 ? a.f32()[i] : static_cast<double>(a.i64()[i]);
+    double y = b.dtype() == DType::kFloat32 ? b.f32()[i] : static_cast<double>(b.i64()[i]);
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) {
+        if (!d.nan_mismatch) d.first_index = i;
+        d.nan_mismatch = true;
+      }
+      continue;
+    }
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y && !d.nan_mismatch) {
+        d.nan_mismatch = true;
+        d.first_index = i;
+      }
+      continue;
+    }
+    double e = std::fabs(x - y);
+    if (e > d.max_abs) {
+      d.max_abs = e;
+      d.first_index = i;
+    }
+    d.max_ref = std::max(d.max_ref, std::fabs(y));
+    sq += e * e;
+  }
+  d.mse = n ? sq / static_cast<double>(n) : 0.0;
+  return d;
+}
+
+}  // namespace autotune

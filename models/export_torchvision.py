@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Exports torchvision models with torch.onnx.export and records PyTorch's own output.
+
+  export_torchvision.py --out DIR [--models resnet18,resnet50,...]
+
+For each model: seeded random weights (no download; BatchNorm statistics randomized too, so BN
+is not an identity), eval mode, a fixed 1x3x224x224 input, opset 13. Two exports per model, the
+two forms PyTorch writes: NAME.onnx with BatchNormalization folded into the convs
+(TrainingMode.EVAL, constant folding) and NAME_bn.onnx with BatchNormalization kept as its own
+node (TrainingMode.PRESERVE). Beside them NAME.input.npy and NAME.torch.npy, PyTorch's output on
+that input. Needs Debian's python3-torchvision; never a build or test dependency.
+"""
+import argparse
+import os
+
+import numpy as np
+import torch
+import torchvision
+
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_0", "densenet121", "googlenet"]
+
+
+def build(name):
+    kwargs = {"weights": None}
+    if name == "googlenet":
+        kwargs.update(aux_logits=False, init_weights=True)
+    model = getattr(torchvision.models, name)(**kwargs)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                c = m.num_features
+                m.weight.copy_(torch.rand(c, generator=g) * 0.5 + 0.5)
+                m.bias.copy_(torch.rand(c, generator=g) * 0.2 - 0.1)
+                m.running_mean.copy_(torch.rand(c, generator=g) * 0.2 - 0.1)
+                m.running_var.copy_(torch.rand(c, generator=g) + 0.5)
+    return model.eval()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default=",".join(MODELS))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+    for name in args.models.split(","):
+        model = build(name)
+        x = torch.rand(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            y = model(x)
+        np.save(os.path.join(args.out, name + ".input.npy"), x.numpy())
+        np.save(os.path.join(args.out, name + ".torch.npy"), y.numpy())
+        for suffix, mode in (("", torch.onnx.TrainingMode.EVAL), ("_bn", torch.onnx.TrainingMode.PRESERVE)):
+            path = os.path.join(args.out, name + suffix + ".onnx")
+            torch.onnx.export(model, x, path, opset_version=13, training=mode, do_constant_folding=True,
+                              input_names=["input"], output_names=["output"])
+        print(f"exported {name}: output {tuple(y.shape)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+// ONNX's own backend conformance data (Debian's libonnx-testdata) checks the reference executor:
+// every node and pytorch-converted test whose ops autotune supports is imported and run, and
+// each output must match ONNX's expected output within 1e-4 relative to its largest magnitude.
+// Tests that cannot be imported are listed as skipped with the importer's reason.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "ir/OnnxImport.h"
+#include "ir/Reference.h"
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CaseResult {
+  std::string name;
+  bool ran = false;
+  std::string skip_reason;
+  std::string failure;
+};
+
+/** Sorted files named prefix_<k>.pb in dir. */
+std::vector<fs::path> numbered(const fs::path &dir, const std::string &prefix) {
+  std::vector<fs::path> out;
+  for (int k = 0; fs::exists(dir / (prefix + "_" + std::to_string(k) + ".pb")); ++k)
+    out.push_back(dir / (prefix + "_" + std::to_string(k) + ".pb"));
+  return out;
+}
+
+CaseResult run_case(const fs::path &dir) {
+  CaseResult r;
+  r.name = dir.parent_path().filename().string() + "/" + dir.filename().string();
+  auto g = import_onnx_file((dir / "model.onnx").string());
+  if (!g) {
+    std::string msg = g.error().message;
+    r.skip_reason = msg.substr(msg.find(": ") + 2);
+    return r;
+  }
+  for (const auto &set : fs::directory_iterator(dir)) {
+    if (!set.is_directory() || set.path().filename().string().rfind("test_data_set", 0) != 0) continue;
+    std::vector<Tensor> inputs, expected;
+    for (const auto &p : numbered(set.path(), "input")) {
+      auto t = load_tensor_pb(p.string());
+      if (!t) return r.skip_reason = t.error().message, r;
+      inputs.push_back(t.take());
+    }
+    for (const auto &p : numbered(set.path(), "output")) {
+      auto t = load_tensor_pb(p.string());
+      if (!t) return r.skip_reason = t.error().message, r;
+      expected.push_back(t.take());
+    }
+    // Inputs the model folded to constants at import (e.g. shape tensors) are not graph inputs.
+    if (inputs.size() != g->inputs.size()) return r.skip_reason = "test feeds inputs the model holds as initializers", r;
+    auto outs = run_reference(*g, inputs);
+    r.ran = true;
+    if (!outs) return r.failure = outs.error().message, r;
+    if (outs->size() != expected.size()) return r.failure = "output count differs", r;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      auto d = compare((*outs)[i], expected[i]);
+      if (!d) return r.failure = "output " + std::to_string(i) + ": " + d.error().message, r;
+      if (d->nan_mismatch || d->relative() > 1e-4)
+        return r.failure = "output " + std::to_string(i) + ": relative error " + std::to_string(d->relative()) +
+                           " at element " + std::to_string(d->first_index),
+               r;
+    }
+  }
+  return r;
+}
+
+TEST(OnnxConformance, SupportedNodeTestsMatchExpectedOutputs) {
+  const fs::path root = AUTOTUNE_ONNX_TESTDATA;
+  if (!fs::exists(root / "node")) GTEST_SKIP() << root << " not found: install Debian's libonnx-testdata";
+  std::vector<CaseResult> results;
+  for (const char *suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    if (!fs::exists(root / suite)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto &e : fs::directory_iterator(root / suite))
+      if (fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto &d : dirs) results.push_back(run_case(d));
+  }
+  int ran = 0, passed = 0;
+  std::map<std::string, int> skip_counts;
+  for (const auto &r : results) {
+    if (!r.ran) {
+      ++skip_counts[r.skip_reason.substr(0, r.skip_reason.find(" (", 40))];
+      std::printf("skip %s: %s\n", r.name.c_str(), r.skip_reason.c_str());
+      continue;
+    }
+    ++ran;
+    if (r.failure.empty()) {
+      ++passed;
+      std::printf("pass %s\n", r.name.c_str());
+    } else {
+      ADD_FAILURE() << r.name << ": " << r.failure;
+    }
+  }
+  std::printf("ONNX conformance: %d run, %d passed, %zu skipped (of %zu)\n", ran, passed, results.size() - ran,
+              results.size());
+  // The suite must really exercise the executor: the supported ops cover well over a hundred tests.
+  EXPECT_GE(ran, 100);
+}
+
+}  // namespace
+}  // namespace autotune

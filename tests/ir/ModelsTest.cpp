@@ -1,0 +1,166 @@
+// Whole generated models through the importer, the reference executor and the CLI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ir/Npy.h"
+#include "ir/Reference.h"
+#include "tests/ir/TestUtil.h"
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::load_model;
+using testing::model_path;
+using testing::run_command;
+
+std::vector<Tensor> run_ok(const Graph &g, uint64_t seed) {
+  auto out = run_reference(g, random_inputs(g, seed));
+  EXPECT_TRUE(static_cast<bool>(out)) << (out ? "" : out.error().message);
+  return out ? out.take() : std::vector<Tensor>{};
+}
+
+bool all_finite(const Tensor &t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.f32()[i])) return false;
+  return true;
+}
+
+TEST(Models, SmallModelsRunWithFiniteOutputs) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy"}) {
+    SCOPED_TRACE(name);
+    Graph g = load_model(name);
+    for (const Tensor &t : run_ok(g, 3)) EXPECT_TRUE(all_finite(t));
+  }
+}
+
+TEST(Models, SoftmaxOutputsSumToOne) {
+  auto out = run_ok(load_model("tiny_cnn"), 5);
+  ASSERT_EQ(out.size(), 1u);
+  double sum = 0;
+  for (int64_t i = 0; i < out[0].numel(); ++i) sum += out[0].f32()[i];
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+}
+
+/** The folded and unfolded forms carry the same weights, so they must compute the same function. */
+void expect_forms_agree(const std::string &depth) {
+  Graph folded = load_model("resnet" + depth), kept = load_model("resnet" + depth + "_bn");
+  auto a = run_ok(folded, 7), b = run_ok(kept, 7);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].shape(), (Shape{1, 1000}));
+  EXPECT_TRUE(all_finite(a[0]));
+  auto d = compare(a[0], b[0]);
+  ASSERT_TRUE(static_cast<bool>(d));
+  EXPECT_LT(d->relative(), 1e-4) << "max abs " << d->max_abs << " of " << d->max_ref;
+  EXPECT_GT(d->max_ref, 0.0);
+}
+
+TEST(Models, ResNet18FoldedAndUnfoldedBatchNormAgree) { expect_forms_agree("18"); }
+TEST(Models, ResNet50FoldedAndUnfoldedBatchNormAgree) { expect_forms_agree("50"); }
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("autotune_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string cli(const std::string &args, int *code) {
+    std::string out;
+    *code = run_command(std::string(AUTOTUNE_CLI) + " " + args, &out);
+    return out;
+  }
+  std::string path(const std::string &name) { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, RunWritesTheReferenceOutput) {
+  Graph g = load_model("tiny_cnn");
+  Tensor x = random_tensor(g.inputs[0].type, 42);
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("x.npy"), x)));
+  int code;
+  std::string out = cli("run --model " + model_path("tiny_cnn") + " --input " + path("x.npy") + " --output " + path("y.npy"), &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("output 0: Tensor[(1, 10), float32]"), std::string::npos) << out;
+  auto y = read_npy(path("y.npy"));
+  ASSERT_TRUE(static_cast<bool>(y)) << y.error().message;
+  auto expected = run_reference(g, {x});
+  ASSERT_TRUE(static_cast<bool>(expected));
+  auto d = compare(*y, (*expected)[0]);
+  ASSERT_TRUE(static_cast<bool>(d));
+  EXPECT_EQ(d->max_abs, 0.0);
+}
+
+TEST_F(Cli, SeveralOutputsGoToNumberedFiles) {
+  int code;
+  std::string out = cli("run --model " + model_path("shape_ops") + " --output " + path("o.npy"), &code);
+  ASSERT_EQ(code, 0) << out;
+  auto a = read_npy(path("o.npy")), b = read_npy(path("o.1.npy"));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->shape(), (Shape{2, 67}));
+  EXPECT_EQ(b->shape(), (Shape{2, 3}));
+}
+
+TEST_F(Cli, InputOfTheWrongShapeIsOneLineAndWritesNothing) {
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("bad.npy"), random_tensor({DType::kFloat32, {1, 3, 16, 16}}, 1))));
+  int code;
+  std::string out = cli("run --model " + model_path("tiny_cnn") + " --input " + path("bad.npy") + " --output " + path("y.npy"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out, "autotune: error: " + path("bad.npy") +
+                     ": model input 'input' must be Tensor[(1, 3, 32, 32), float32], file holds Tensor[(1, 3, 16, 16), float32]\n");
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+}
+
+TEST_F(Cli, InputOfTheWrongDtypeIsRejected) {
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("i.npy"), random_tensor({DType::kInt64, {1, 3, 32, 32}}, 1, 0, 5))));
+  int code;
+  std::string out = cli("run --model " + model_path("tiny_cnn") + " --input " + path("i.npy"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("file holds Tensor[(1, 3, 32, 32), int64]"), std::string::npos) << out;
+}
+
+TEST_F(Cli, BadModelsAndFlagsExitOneWithOneLine) {
+  std::ofstream(path("junk.onnx")) << "not a model";
+  for (const std::string &args : {"run --model " + path("junk.onnx"), "inspect --model " + path("missing.onnx"),
+                                  "run --model " + model_path("mlp") + " --bogus", "inspect --model " + model_path("mlp") + " --format svg",
+                                  std::string("frobnicate")}) {
+    int code;
+    std::string out = cli(args, &code);
+    EXPECT_EQ(code, 1) << args;
+    EXPECT_EQ(out.rfind("autotune: error: ", 0), 0u) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
+TEST_F(Cli, InspectJsonListsNodesWithShapes) {
+  int code;
+  std::string out = cli("inspect --model " + model_path("tiny_cnn") + " --format json", &code);
+  ASSERT_EQ(code, 0);
+  auto j = nlohmann::json::parse(out);
+  ASSERT_FALSE(j["nodes"].empty());
+  EXPECT_EQ(j["nodes"][0]["op"], "nn.conv2d");
+  EXPECT_EQ(j["nodes"][0]["shape"], nlohmann::json({1, 8, 32, 32}));
+  EXPECT_EQ(j["nodes"][0]["dtype"], "float32");
+  EXPECT_EQ(j["nodes"][0]["inputs"][0], "%input");
+}
+
+TEST_F(Cli, InspectDotAndHelp) {
+  int code;
+  std::string out = cli("inspect --model " + model_path("mlp") + " --format dot", &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_EQ(out.rfind("digraph main {", 0), 0u);
+  EXPECT_NE(out.find("nn.dense"), std::string::npos);
+  for (const char *cmd : {"--help", "run --help", "inspect --help"}) {
+    out = cli(cmd, &code);
+    EXPECT_EQ(code, 0);
+    EXPECT_NE(out.find("Example"), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace autotune
