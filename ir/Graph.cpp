@@ -40,6 +40,25 @@ bool valid_ref(const Graph &g, ValueId v, int before_node) {
 }
 }  // namespace
 
+Status verify_graph(const Graph &g);
+
+namespace {
+/** A function body applied to arguments of `arg_types`: a valid graph, no constants, one output. */
+Status check_function(const Graph &body, const std::vector<TensorType> &arg_types) {
+  if (!body.constants.empty()) return make_error("function body holds constants (they must be arguments)");
+  if (body.outputs.size() != 1) return make_error("function body must have exactly one output");
+  if (body.inputs.size() != arg_types.size())
+    return make_error("function takes " + std::to_string(body.inputs.size()) + " arguments, got " +
+                      std::to_string(arg_types.size()));
+  for (size_t k = 0; k < arg_types.size(); ++k)
+    if (body.inputs[k].type != arg_types[k])
+      return make_error("argument " + std::to_string(k) + " is " + type_str(arg_types[k]) + ", parameter %" +
+                        body.inputs[k].name + " is " + type_str(body.inputs[k].type));
+  if (auto st = verify_graph(body); !st) return make_error("in function body: " + st.error().message);
+  return Status::ok();
+}
+}  // namespace
+
 Status verify_graph(const Graph &g) {
   std::unordered_set<std::string> names;
   for (const auto &in : g.inputs)
@@ -49,13 +68,19 @@ Status verify_graph(const Graph &g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node &n = g.nodes[i];
     std::string where = "node %" + std::to_string(i) + " (" + n.op + ")";
-    const OpDef *def = find_op(n.op);
-    if (!def) return make_error(where + ": unknown op");
     std::vector<TensorType> types;
     for (ValueId v : n.inputs) {
       if (!valid_ref(g, v, static_cast<int>(i))) return make_error(where + ": input refers to an undefined or later value");
       types.push_back(g.type_of(v));
     }
+    if (n.op == kFunctionOp) {
+      if (!n.body) return make_error(where + ": function node without a body");
+      if (auto st = check_function(*n.body, types); !st) return make_error(where + ": " + st.error().message);
+      if (n.type != n.body->type_of(n.body->outputs[0])) return make_error(where + ": stored type differs from the body's");
+      continue;
+    }
+    const OpDef *def = find_op(n.op);
+    if (!def) return make_error(where + ": unknown op");
     Attrs attrs = n.attrs;
     auto t = infer_node_type(*def, types, attrs, constant_inputs(g, n.inputs));
     if (!t) return make_error(where + ": " + t.error().message);
@@ -101,11 +126,24 @@ Expected<Node> GraphBuilder::make_node(const std::string &op, std::vector<ValueI
   }
   auto t = infer_node_type(*def, types, attrs, constant_inputs(g_, inputs));
   if (!t) return make_error(op + ": " + t.error().message);
-  return Node{op, std::move(inputs), std::move(attrs), t.take(), std::move(origin)};
+  return Node{op, std::move(inputs), std::move(attrs), t.take(), std::move(origin), nullptr};
 }
 
 ValueId GraphBuilder::insert(Node node) {
   g_.nodes.push_back(std::move(node));
+  return ValueId::node(static_cast<int>(g_.nodes.size()) - 1);
+}
+
+Expected<ValueId> GraphBuilder::add_function(std::shared_ptr<const Graph> body, std::vector<ValueId> args,
+                                             std::string origin) {
+  std::vector<TensorType> types;
+  for (ValueId v : args) {
+    AT_CHECK(valid_ref(g_, v, static_cast<int>(g_.nodes.size())), "builder input out of range");
+    types.push_back(g_.type_of(v));
+  }
+  AT_TRY(check_function(*body, types));
+  TensorType type = body->type_of(body->outputs[0]);
+  g_.nodes.push_back({kFunctionOp, std::move(args), {}, std::move(type), std::move(origin), std::move(body)});
   return ValueId::node(static_cast<int>(g_.nodes.size()) - 1);
 }
 

@@ -2,6 +2,7 @@
 // The graph IR: typed SSA over tensors. Values are graph inputs, constants (weights) and node
 // results; each node applies one registered op to earlier values and yields one tensor. Nodes
 // are stored in topological order, so a loop over `nodes` is an execution order.
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -34,12 +35,24 @@ struct GraphConstant {
   Tensor value;
 };
 
+struct Graph;
+
+/** The op name of a primitive function node: a fused group whose body is a Graph of its own. */
+inline constexpr const char *kFunctionOp = "fn";
+
 struct Node {
   std::string op;
   std::vector<ValueId> inputs;
   Attrs attrs;         // normalized against the op's schema
   TensorType type;     // inferred output type
   std::string origin;  // where it came from (the ONNX node name), for messages; not printed
+  /**
+   * Set for op == kFunctionOp: the fused group, a graph with one input per argument (%p0, %p1,
+   * ...), no constants of its own, and one output. Shared and immutable.
+   */
+  std::shared_ptr<const Graph> body;
+
+  bool is_function() const { return body != nullptr; }
 };
 
 struct Graph {
@@ -53,7 +66,10 @@ struct Graph {
   std::string value_name(ValueId v) const;
 };
 
-/** Checks the graph's invariants: references point backwards, every node's type re-infers to itself, names are unique. */
+/**
+ * Checks the graph's invariants: references point backwards, every node's type re-infers to
+ * itself, attributes are normalized, names are unique; function bodies are checked the same way.
+ */
 Status verify_graph(const Graph &g);
 
 /**
@@ -69,6 +85,8 @@ class GraphBuilder {
                            std::string origin = "") const;
   /** Appends a node made by make_node. */
   ValueId insert(Node node);
+  /** A primitive function node applying `body` to `args`; checks arity and argument types. */
+  Expected<ValueId> add_function(std::shared_ptr<const Graph> body, std::vector<ValueId> args, std::string origin = "");
   /** make_node + insert. */
   Expected<ValueId> add_node(const std::string &op, std::vector<ValueId> inputs, Attrs attrs,
                              std::string origin = "");

@@ -151,60 +151,10 @@ class Parser {
     AT_TRY(expect_ident("def"));
     if (tok_.kind != Tok::kAt) return fail("expected '@main'");
     AT_TRY(advance());
-    AT_TRY(expect("("));
-    while (!is(")")) {
-      if (tok_.kind != Tok::kPercent) return fail("expected an input like %x: Tensor[...]");
-      std::string name = tok_.text;
-      AT_TRY(advance());
-      AT_TRY(expect(":"));
-      AT_ASSIGN(type, parse_type());
-      AT_TRY(define(name, b_.add_input(name, type)));
-      if (!is(")")) AT_TRY(expect(","));
-    }
-    AT_TRY(advance());
-    AT_TRY(expect("->"));
-    std::vector<TensorType> declared;
-    if (is("(")) {
-      AT_TRY(advance());
-      while (!is(")")) {
-        AT_ASSIGN(t, parse_type());
-        declared.push_back(t);
-        if (!is(")")) AT_TRY(expect(","));
-      }
-      AT_TRY(advance());
-    } else {
-      AT_ASSIGN(t, parse_type());
-      declared.push_back(t);
-    }
-    AT_TRY(expect("{"));
-    while (!(tok_.kind == Tok::kIdent && tok_.text == "return")) AT_TRY(parse_statement());
-    Token return_at = tok_;
-    AT_TRY(advance());
-    std::vector<ValueId> outs;
-    if (is("(")) {
-      AT_TRY(advance());
-      while (!is(")")) {
-        AT_ASSIGN(v, parse_ref());
-        outs.push_back(v);
-        if (!is(")")) AT_TRY(expect(","));
-      }
-      AT_TRY(advance());
-    } else {
-      AT_ASSIGN(v, parse_ref());
-      outs.push_back(v);
-    }
-    AT_TRY(expect(";"));
-    AT_TRY(expect("}"));
+    Scope top;
+    AT_TRY(parse_function(top));
     if (tok_.kind != Tok::kEnd) return fail("unexpected text after the closing '}'");
-    if (outs.size() != declared.size())
-      return fail_at(return_at, "returns " + std::to_string(outs.size()) + " values but declares " + std::to_string(declared.size()));
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const TensorType &actual = b_.graph().type_of(outs[i]);
-      if (actual != declared[i])
-        return fail_at(return_at, "return value " + std::to_string(i) + " is " + type_str(actual) + " but declared " + type_str(declared[i]));
-      b_.add_output(outs[i]);
-    }
-    return b_.finish();
+    return top.b.finish();
   }
 
  private:
@@ -228,7 +178,86 @@ class Parser {
     return advance();
   }
   Status define(const std::string &name, ValueId v) {
-    if (!names_.emplace(name, v).second) return fail("%" + name + " is defined twice");
+    if (!scope_->names.emplace(name, v).second) return fail("%" + name + " is defined twice");
+    return Status::ok();
+  }
+
+  /** Values in scope while one function body is read; @main and each fn body have their own. */
+  struct Scope {
+    GraphBuilder b;
+    std::unordered_map<std::string, ValueId> names;
+  };
+
+  /** "(%x: T, ...) -> T { statements return v; }" into `scope`. */
+  Status parse_function(Scope &scope) {
+    Scope *outer = scope_;
+    scope_ = &scope;
+    Status st = parse_function_in_scope();
+    scope_ = outer;
+    return st;
+  }
+
+  Status parse_function_in_scope() {
+    AT_TRY(expect("("));
+    while (!is(")")) {
+      if (tok_.kind != Tok::kPercent) return fail("expected a parameter like %x: Tensor[...]");
+      Token at = tok_;
+      std::string name = tok_.text;
+      AT_TRY(advance());
+      AT_TRY(expect(":"));
+      AT_ASSIGN(type, parse_type());
+      if (scope_->names.count(name)) return fail_at(at, "%" + name + " is defined twice");
+      ValueId v = scope_->b.add_input(name, type);
+      if (scope_->b.graph().inputs.back().name != name) return fail_at(at, "%" + name + " is not a plain name");
+      AT_TRY(define(name, v));
+      if (!is(")")) AT_TRY(expect(","));
+    }
+    AT_TRY(advance());
+    AT_TRY(expect("->"));
+    std::vector<TensorType> declared;
+    if (is("(")) {
+      AT_TRY(advance());
+      while (!is(")")) {
+        AT_ASSIGN(t, parse_type());
+        declared.push_back(t);
+        if (!is(")")) AT_TRY(expect(","));
+      }
+      AT_TRY(advance());
+    } else {
+      AT_ASSIGN(t, parse_type());
+      declared.push_back(t);
+    }
+    AT_TRY(expect("{"));
+    while (!(tok_.kind == Tok::kIdent && tok_.text == "return")) {
+      if (tok_.kind == Tok::kEnd) return fail("missing 'return'");
+      AT_TRY(parse_statement());
+    }
+    Token return_at = tok_;
+    AT_TRY(advance());
+    std::vector<ValueId> outs;
+    if (is("(")) {
+      AT_TRY(advance());
+      while (!is(")")) {
+        AT_ASSIGN(v, parse_ref());
+        outs.push_back(v);
+        if (!is(")")) AT_TRY(expect(","));
+      }
+      AT_TRY(advance());
+    } else {
+      AT_ASSIGN(v, parse_ref());
+      outs.push_back(v);
+    }
+    AT_TRY(expect(";"));
+    AT_TRY(expect("}"));
+    if (outs.size() != declared.size())
+      return fail_at(return_at, "returns " + std::to_string(outs.size()) + " values but declares " + std::to_string(declared.size()));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const TensorType &actual = scope_->b.graph().type_of(outs[i]);
+      if (actual != declared[i])
+        return fail_at(return_at, "return value " + std::to_string(i) + " is " + type_str(actual) + " but declared " +
+                                      type_str(declared[i]));
+      scope_->b.add_output(outs[i]);
+    }
     return Status::ok();
   }
 
@@ -258,8 +287,8 @@ class Parser {
 
   Expected<ValueId> parse_ref() {
     if (tok_.kind != Tok::kPercent) return fail("expected a value like %x");
-    auto it = names_.find(tok_.text);
-    if (it == names_.end()) return fail("%" + tok_.text + " is not defined");
+    auto it = scope_->names.find(tok_.text);
+    if (it == scope_->names.end()) return fail("%" + tok_.text + " is not defined");
     ValueId v = it->second;
     AT_TRY(advance());
     return v;
@@ -322,12 +351,18 @@ class Parser {
     Token op_at = tok_;
     std::string op = tok_.text;
     AT_TRY(advance());
+    bool numbered = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    size_t index = scope_->b.graph().nodes.size();
+    if (op != "constant" && (!numbered || name != std::to_string(index)))
+      return fail_at(stmt, "node results are numbered in order: expected %" + std::to_string(index) + ", got %" + name);
+    std::shared_ptr<Graph> body;
+    if (op == kFunctionOp) {
+      Scope inner;
+      AT_TRY(parse_function(inner));
+      body = std::make_shared<Graph>(inner.b.finish());
+    }
     AT_TRY(expect("("));
     if (op == "constant") return parse_constant(name);
-    bool numbered = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    size_t index = b_.graph().nodes.size();
-    if (!numbered || name != std::to_string(index))
-      return fail_at(stmt, "node results are numbered in order: expected %" + std::to_string(index) + ", got %" + name);
     std::vector<ValueId> args;
     Attrs attrs;
     while (!is(")")) {
@@ -348,7 +383,8 @@ class Parser {
     }
     AT_TRY(advance());
     AT_TRY(expect(";"));
-    auto v = b_.add_node(op, std::move(args), std::move(attrs));
+    if (body && !attrs.items().empty()) return fail_at(op_at, "a function takes no attributes");
+    auto v = body ? scope_->b.add_function(std::move(body), std::move(args)) : scope_->b.add_node(op, std::move(args), std::move(attrs));
     if (!v) return fail_at(op_at, "%" + name + ": " + v.error().message);
     return define(name, *v);
   }
@@ -372,7 +408,7 @@ class Parser {
     AT_ASSIGN(type, parse_type());
     AT_TRY(expect(")"));
     AT_TRY(expect(";"));
-    if (names_.count(name)) return fail("%" + name + " is defined twice");
+    if (scope_->names.count(name)) return fail("%" + name + " is defined twice");
     Tensor t;
     if (inline_values) {
       if (static_cast<int64_t>(values.size()) != type.numel())
@@ -385,16 +421,15 @@ class Parser {
     } else {
       t = type.dtype == DType::kFloat32 ? random_tensor(type, fnv1a(name)) : random_tensor(type, fnv1a(name), 0, 2);
     }
-    ValueId v = b_.add_constant(name, t);
-    if (b_.graph().constants.back().name != name) return fail("constant name %" + name + " is not a plain name");
+    ValueId v = scope_->b.add_constant(name, t);
+    if (scope_->b.graph().constants.back().name != name) return fail("constant name %" + name + " is not a plain name");
     return define(name, v);
   }
 
   Lexer lex_;
   std::string label_;
   Token tok_;
-  GraphBuilder b_;
-  std::unordered_map<std::string, ValueId> names_;
+  Scope *scope_ = nullptr;
 };
 
 }  // namespace

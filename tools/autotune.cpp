@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ir/Npy.h"
 #include "ir/OnnxImport.h"
+#include "ir/Pass.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
 #include "tools/Args.h"
@@ -19,34 +21,57 @@ namespace {
 const char *kUsage = R"(autotune: a cost-model-driven autotuner and benchmark harness for neural networks
 
 Usage:
-  autotune inspect --model M.onnx [--format text|dot|json]
-  autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--executor reference] [--seed K]
+  autotune inspect --model M.onnx [--stage imported|optimized|fused] [--format text|dot|json] [pass options]
+  autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--stage S] [--executor reference]
   autotune <command> --help
 
 Examples:
-  autotune inspect --model resnet18.onnx                 # the graph IR, Relay-style text
-  autotune inspect --model resnet18.onnx --format dot | dot -Tsvg > resnet18.svg
-  autotune run --model resnet18.onnx --output logits.npy # seeded random input
+  autotune inspect --model resnet18.onnx                      # the graph IR, Relay-style text
+  autotune inspect --model resnet18.onnx --stage fused        # fused groups as primitive functions
+  autotune inspect --model resnet18.onnx --stage fused --format dot | dot -Tsvg > resnet18.svg
+  autotune run --model resnet18.onnx --output logits.npy      # seeded random input
+)";
+
+const char *kPassOptions = R"(Pass options (inspect and run):
+  --stage S            imported: as read from ONNX; optimized: after the graph passes
+                       (infer-shapes, simplify, fold-constants, fold-batch-norm,
+                       eliminate-common-subexpr, eliminate-dead-code); fused: then fuse-ops
+  --opt-level N        run the passes whose opt level is <= N (default 3; TVM's levels:
+                       fuse-ops 0, eliminate-dead-code 1, fold-constants 2,
+                       eliminate-common-subexpr 3)
+  --disable-pass P     never run pass P (repeatable)
+  --print-after-all    print the IR after each pass to stderr
+  --time-passes        print each pass's time to stderr
+  --verify             run the reference executor before and after each pass on seeded
+                       random inputs; report each pass's error on stderr and fail if a
+                       pass changes the result beyond 1e-5 relative
 )";
 
 const char *kInspectHelp = R"(autotune inspect: import an ONNX model and print its graph IR
 
 Usage:
-  autotune inspect --model M.onnx [--format text|dot|json]
+  autotune inspect --model M.onnx [--stage imported|optimized|fused] [--format text|dot|json]
+                   [--opt-level N] [--disable-pass P]... [--print-after-all] [--time-passes] [--verify]
 
 Options:
-  --model M.onnx   the model (ONNX opsets 7-17, static input shapes)
-  --format F       text (default): Relay-style IR, read back by the parser
-                   dot: Graphviz; json: nodes with op, inputs, attributes, output shape and dtype
+  --model M.onnx   the model (ONNX opsets 1-17, static input shapes)
+  --format F       text (default): Relay-style IR, read back by the parser; fused groups print
+                   as primitive functions (fn)
+                   dot: Graphviz, fused groups as clusters
+                   json: nodes with op, inputs, attributes, output shape and dtype; at the
+                   fused stage also "groups": [{"id", "ops", "pattern", "inputs", "outputs"}]
+  --stage S        default: imported
 
-Example:
+Examples:
   autotune inspect --model resnet18.onnx --format json > resnet18.json
+  autotune inspect --model resnet50.onnx --stage fused --verify --time-passes
 )";
 
 const char *kRunHelp = R"(autotune run: run a model on an input and write or summarize its output
 
 Usage:
   autotune run --model M.onnx [--input X.npy]... [--output Y.npy] [--executor reference] [--seed K]
+               [--stage imported|optimized|fused] [pass options]
 
 Options:
   --model M.onnx     the model
@@ -57,6 +82,7 @@ Options:
   --executor E       reference (default and, for now, the only executor): the plain
                      float32 oracle every compiled kernel is checked against
   --seed K           seed of the random input (default 0)
+  --stage S          the graph to execute (default: optimized)
 
 Example:
   autotune run --model resnet18.onnx --input image.npy --output logits.npy
@@ -92,15 +118,43 @@ std::string output_path(const std::string &base, size_t i) {
   return stem + "." + std::to_string(i) + ".npy";
 }
 
+const std::set<std::string> kPassValueFlags = {"stage", "opt-level", "disable-pass"};
+const std::set<std::string> kPassSwitches = {"print-after-all", "time-passes", "verify"};
+
+FlagSpec with_pass_flags(FlagSpec spec) {
+  spec.with_value.insert(kPassValueFlags.begin(), kPassValueFlags.end());
+  spec.switches.insert(kPassSwitches.begin(), kPassSwitches.end());
+  spec.repeatable.insert("disable-pass");
+  return spec;
+}
+
+/** Imports the model and lowers it to the requested stage under the pass flags. */
+Expected<Graph> load_graph(const Args &args, const std::string &default_stage) {
+  AT_ASSIGN(stage, parse_stage(args.get("stage", default_stage)));
+  AT_ASSIGN(opt_level, args.get_int("opt-level", 3));
+  AT_ASSIGN(g, import_onnx_file(args.get("model")));
+  PassContext ctx;
+  ctx.opt_level = static_cast<int>(opt_level);
+  for (const std::string &p : args.all("disable-pass")) ctx.disabled.insert(p);
+  if (args.has("print-after-all")) ctx.instruments.push_back(std::make_shared<PrintIRInstrument>(stderr));
+  if (args.has("verify")) ctx.instruments.push_back(std::make_shared<VerifyInstrument>(0, 1e-5, stderr));
+  auto timing = std::make_shared<TimingInstrument>();  // last: it times the pass alone
+  if (args.has("time-passes")) ctx.instruments.push_back(timing);
+  auto lowered = lower_to_stage(g, stage, ctx);
+  if (!lowered) return make_error(args.get("model") + ": " + lowered.error().message);
+  if (args.has("time-passes")) std::fprintf(stderr, "pass times:\n%s", timing->report().c_str());
+  return lowered;
+}
+
 int cmd_inspect(const std::vector<std::string> &argv) {
-  auto args = Args::parse("inspect", argv, {{"model", "format"}, {"help"}, {}});
+  auto args = Args::parse("inspect", argv, with_pass_flags({{"model", "format"}, {"help"}, {}}));
   if (!args) return fail(args.error());
-  if (args->has("help")) return std::fputs(kInspectHelp, stdout), 0;
+  if (args->has("help")) return std::printf("%s\n%s", kInspectHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("inspect: --model is required (see 'autotune inspect --help')"));
   std::string format = args->get("format", "text");
   if (format != "text" && format != "dot" && format != "json")
     return fail(make_error("inspect: --format must be text, dot or json, got '" + format + "'"));
-  auto g = import_onnx_file(args->get("model"));
+  auto g = load_graph(*args, "imported");
   if (!g) return fail(g.error());
   std::string out = format == "text" ? print_text(*g) : format == "dot" ? print_dot(*g) : print_json(*g);
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -108,9 +162,9 @@ int cmd_inspect(const std::vector<std::string> &argv) {
 }
 
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, {{"model", "input", "output", "executor", "seed"}, {"help"}, {"input"}});
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
-  if (args->has("help")) return std::fputs(kRunHelp, stdout), 0;
+  if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
   std::string executor = args->get("executor", "reference");
   if (executor != "reference") return fail(make_error("run: unknown --executor '" + executor + "' (available: reference)"));
@@ -118,7 +172,7 @@ int cmd_run(const std::vector<std::string> &argv) {
   if (!seed) return fail(seed.error());
 
   auto t0 = Clock::now();
-  auto g = import_onnx_file(args->get("model"));
+  auto g = load_graph(*args, "optimized");
   if (!g) return fail(g.error());
   double import_ms = ms_since(t0);
 
@@ -149,7 +203,8 @@ int cmd_run(const std::vector<std::string> &argv) {
       if (auto st = write_npy(output_path(args->get("output"), i), (*outs)[i]); !st) return fail(st.error());
   for (size_t i = 0; i < outs->size(); ++i)
     std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
-  std::printf("executor %s: %zu nodes, import %.1f ms, run %.1f ms\n", executor.c_str(), g->nodes.size(), import_ms, run_ms);
+  std::printf("executor %s, %s graph: %zu nodes, import+passes %.1f ms, run %.1f ms\n", executor.c_str(),
+              args->get("stage", "optimized").c_str(), g->nodes.size(), import_ms, run_ms);
   if (args->has("output")) std::printf("wrote %s\n", args->get("output").c_str());
   return 0;
 }

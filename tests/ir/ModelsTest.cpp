@@ -162,5 +162,53 @@ TEST_F(Cli, InspectDotAndHelp) {
   }
 }
 
+TEST_F(Cli, InspectFusedJsonListsGroups) {
+  int code;
+  std::string out = cli("inspect --model " + model_path("resnet18_bn") + " --stage fused --format json", &code);
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["groups"].size(), 24u);
+  const auto &g = j["groups"][0];
+  EXPECT_EQ(g["id"], "%0");
+  EXPECT_EQ(g["ops"], nlohmann::json({"nn.conv2d", "nn.relu"}));
+  EXPECT_EQ(g["pattern"], "OutEWiseFusable");
+  EXPECT_EQ(g["inputs"][0], "%input");
+  EXPECT_EQ(g["outputs"], nlohmann::json({"%0"}));
+}
+
+TEST_F(Cli, VerifyReportsEveryPassAndDisablePassIsHonoured) {
+  int code;
+  std::string out = cli("inspect --model " + model_path("tiny_cnn") + " --stage fused --verify --disable-pass fold-batch-norm", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("verify fuse-ops"), std::string::npos);
+  EXPECT_EQ(out.find("verify fold-batch-norm"), std::string::npos);
+  EXPECT_NE(out.find("nn.batch_norm"), std::string::npos);  // kept, since its pass was disabled
+  out = cli("inspect --model " + model_path("tiny_cnn") + " --stage fused --disable-pass fold-everything", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("unknown pass 'fold-everything'"), std::string::npos) << out;
+}
+
+TEST_F(Cli, RunExecutesTheOptimizedGraphByDefaultAndEveryStageAgrees) {
+  Graph g = load_model("resnet18_bn");
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("x.npy"), random_tensor(g.inputs[0].type, 8))));
+  std::vector<Tensor> outs;
+  for (const char *stage : {"", " --stage imported", " --stage fused"}) {
+    int code;
+    std::string out = cli("run --model " + model_path("resnet18_bn") + " --input " + path("x.npy") + " --output " + path("y.npy") + stage, &code);
+    ASSERT_EQ(code, 0) << out;
+    if (*stage == '\0') {  // BN folded: 20 convs, 17 relus, 8 adds, pool, reshape, dense, bias add
+      EXPECT_NE(out.find("optimized graph: 50 nodes"), std::string::npos) << out;
+    }
+    auto y = read_npy(path("y.npy"));
+    ASSERT_TRUE(static_cast<bool>(y));
+    outs.push_back(y.take());
+  }
+  for (size_t i = 1; i < outs.size(); ++i) {
+    auto d = compare(outs[i], outs[0]);
+    ASSERT_TRUE(static_cast<bool>(d));
+    EXPECT_LT(d->relative(), 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace autotune
