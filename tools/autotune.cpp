@@ -1,5 +1,6 @@
 // autotune: the one CLI binary. Thin: it parses flags, calls the libraries, and turns their
 // errors into one line on stderr and exit code 1.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "ir/Pass.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
+#include "runtime/Runtime.h"
 #include "tools/Args.h"
 
 namespace autotune::cli {
@@ -22,7 +24,8 @@ const char *kUsage = R"(autotune: a cost-model-driven autotuner and benchmark ha
 
 Usage:
   autotune inspect --model M.onnx [--stage imported|optimized|fused] [--format text|dot|json] [pass options]
-  autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--stage S] [--executor reference]
+  autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--executor compiled|reference]
+  autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json]
   autotune <command> --help
 
 Examples:
@@ -30,6 +33,7 @@ Examples:
   autotune inspect --model resnet18.onnx --stage fused        # fused groups as primitive functions
   autotune inspect --model resnet18.onnx --stage fused --format dot | dot -Tsvg > resnet18.svg
   autotune run --model resnet18.onnx --output logits.npy      # seeded random input
+  autotune bench --model resnet50.onnx --runs 50              # latency and per-group times
 )";
 
 const char *kPassOptions = R"(Pass options (inspect and run):
@@ -70,8 +74,8 @@ Examples:
 const char *kRunHelp = R"(autotune run: run a model on an input and write or summarize its output
 
 Usage:
-  autotune run --model M.onnx [--input X.npy]... [--output Y.npy] [--executor reference] [--seed K]
-               [--stage imported|optimized|fused] [pass options]
+  autotune run --model M.onnx [--input X.npy]... [--output Y.npy] [--executor compiled|reference]
+               [--seed K] [--threads T] [--stage imported|optimized|fused] [pass options]
 
 Options:
   --model M.onnx     the model
@@ -79,10 +83,13 @@ Options:
                      without it, a seeded random input of the model's input shape
   --output Y.npy     where to write the output (a model with several outputs writes
                      Y.npy, Y.1.npy, ...); without it, only the summary is printed
-  --executor E       reference (default and, for now, the only executor): the plain
-                     float32 oracle every compiled kernel is checked against
+  --executor E       compiled (default): each fused group JIT-compiled with LLVM for this
+                     CPU and run on a thread pool; reference: the plain float32 oracle
+                     every compiled kernel is checked against
+  --threads T        compiled executor threads (default: one per hardware thread)
   --seed K           seed of the random input (default 0)
-  --stage S          the graph to execute (default: optimized)
+  --stage S          the graph the reference executor runs (default: optimized); the
+                     compiled executor always runs the fused graph
 
 Example:
   autotune run --model resnet18.onnx --input image.npy --output logits.npy
@@ -161,51 +168,169 @@ int cmd_inspect(const std::vector<std::string> &argv) {
   return 0;
 }
 
+/** The model's inputs: from .npy files in order, or seeded random ones. */
+Expected<std::vector<Tensor>> read_inputs(const Args &args, const Graph &g) {
+  const auto &files = args.all("input");
+  if (files.empty()) {
+    AT_ASSIGN(seed, args.get_int("seed", 0));
+    return random_inputs(g, static_cast<uint64_t>(seed));
+  }
+  if (files.size() != g.inputs.size())
+    return make_error("the model takes " + std::to_string(g.inputs.size()) + " inputs, " + std::to_string(files.size()) +
+                      " --input files given");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < files.size(); ++i) {
+    AT_ASSIGN(t, read_npy(files[i]));
+    if (t.type() != g.inputs[i].type)
+      return make_error(files[i] + ": model input '" + g.inputs[i].name + "' must be " + type_str(g.inputs[i].type) +
+                        ", file holds " + type_str(t.type()));
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+/** Compiles the model (import, passes, fusion, kernels) under the flags. */
+Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
+  AT_ASSIGN(threads, args.get_int("threads", 0));
+  AT_ASSIGN(fused, load_graph(args, "fused"));
+  CompileOptions options;
+  options.threads = static_cast<int>(threads);
+  auto m = CompiledModel::compile(fused, options);
+  if (!m) return make_error(args.get("model") + ": " + m.error().message);
+  return m;
+}
+
+std::string fallback_note(const CompiledModel &m) {
+  int n = 0;
+  for (const GroupInfo &g : m.groups()) n += !g.fallback.empty();
+  if (!n) return "";
+  return ", " + std::to_string(n) + " on the reference executor";
+}
+
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed"}, {"help"}, {"input"}}));
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
-  std::string executor = args->get("executor", "reference");
-  if (executor != "reference") return fail(make_error("run: unknown --executor '" + executor + "' (available: reference)"));
-  auto seed = args->get_int("seed", 0);
-  if (!seed) return fail(seed.error());
+  std::string executor = args->get("executor", "compiled");
+  if (executor != "reference" && executor != "compiled")
+    return fail(make_error("run: unknown --executor '" + executor + "' (compiled or reference)"));
+  if (executor == "compiled" && args->has("stage"))
+    return fail(make_error("run: --stage applies to the reference executor; the compiled one runs the fused graph"));
 
   auto t0 = Clock::now();
-  auto g = load_graph(*args, "optimized");
-  if (!g) return fail(g.error());
-  double import_ms = ms_since(t0);
-
-  std::vector<Tensor> inputs;
-  const auto &files = args->all("input");
-  if (files.empty()) {
-    inputs = random_inputs(*g, static_cast<uint64_t>(*seed));
+  std::unique_ptr<CompiledModel> compiled;
+  Graph g;
+  if (executor == "compiled") {
+    auto m = compile_model(*args);
+    if (!m) return fail(m.error());
+    compiled = m.take();
+    g = compiled->graph();
   } else {
-    if (files.size() != g->inputs.size())
-      return fail(make_error("run: the model takes " + std::to_string(g->inputs.size()) + " inputs, " +
-                             std::to_string(files.size()) + " --input files given"));
-    for (size_t i = 0; i < files.size(); ++i) {
-      auto t = read_npy(files[i]);
-      if (!t) return fail(t.error());
-      if (t->type() != g->inputs[i].type)
-        return fail(make_error(files[i] + ": model input '" + g->inputs[i].name + "' must be " +
-                               type_str(g->inputs[i].type) + ", file holds " + type_str(t->type())));
-      inputs.push_back(t.take());
-    }
+    auto lg = load_graph(*args, "optimized");
+    if (!lg) return fail(lg.error());
+    g = lg.take();
   }
+  double prepare_ms = ms_since(t0);
+  auto inputs = read_inputs(*args, g);
+  if (!inputs) return fail(make_error("run: " + inputs.error().message));
+
   auto t1 = Clock::now();
-  auto outs = run_reference(*g, inputs);
+  auto outs = compiled ? compiled->run(*inputs) : run_reference(g, *inputs);
   if (!outs) return fail(make_error(args->get("model") + ": " + outs.error().message));
   double run_ms = ms_since(t1);
 
   if (args->has("output"))
     for (size_t i = 0; i < outs->size(); ++i)
       if (auto st = write_npy(output_path(args->get("output"), i), (*outs)[i]); !st) return fail(st.error());
-  for (size_t i = 0; i < outs->size(); ++i)
-    std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
-  std::printf("executor %s, %s graph: %zu nodes, import+passes %.1f ms, run %.1f ms\n", executor.c_str(),
-              args->get("stage", "optimized").c_str(), g->nodes.size(), import_ms, run_ms);
+  for (size_t i = 0; i < outs->size(); ++i) std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
+  if (compiled) {
+    std::printf("executor compiled: %zu kernels (%d compiled, %d from cache%s) on %d threads, prepare %.1f ms, run %.1f ms\n",
+                g.nodes.size(), compiled->kernels_compiled(), compiled->kernels_cached(), fallback_note(*compiled).c_str(),
+                compiled->threads(), prepare_ms, run_ms);
+  } else {
+    std::printf("executor reference, %s graph: %zu nodes, import+passes %.1f ms, run %.1f ms\n",
+                args->get("stage", "optimized").c_str(), g.nodes.size(), prepare_ms, run_ms);
+  }
   if (args->has("output")) std::printf("wrote %s\n", args->get("output").c_str());
+  return 0;
+}
+
+const char *kBenchHelp = R"(autotune bench: end-to-end latency of the compiled model, and each fused group's time
+
+Usage:
+  autotune bench --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [pass options]
+
+Options:
+  --runs N       timed runs (default 20); median, min and max are reported
+  --warmup N     untimed runs first (default 3)
+  --threads T    threads (default: one per hardware thread)
+  --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
+
+Example:
+  autotune bench --model resnet50.onnx --runs 50 --json
+)";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int cmd_bench(const std::vector<std::string> &argv) {
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed"}, {"help", "json"}, {}}));
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
+  if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
+  auto runs = args->get_int("runs", 20), warmup = args->get_int("warmup", 3);
+  if (!runs) return fail(runs.error());
+  if (!warmup) return fail(warmup.error());
+  if (*runs < 1) return fail(make_error("bench: --runs must be at least 1"));
+  auto m = compile_model(*args);
+  if (!m) return fail(m.error());
+  CompiledModel &model = **m;
+  auto inputs = read_inputs(*args, model.graph());
+  if (!inputs) return fail(inputs.error());
+  for (int64_t i = 0; i < *warmup; ++i)
+    if (auto r = model.run(*inputs); !r) return fail(r.error());
+  std::vector<double> total;
+  std::vector<std::vector<double>> per_group(model.groups().size());
+  std::vector<double> group_ms;
+  for (int64_t i = 0; i < *runs; ++i) {
+    auto t0 = Clock::now();
+    if (auto r = model.run(*inputs, &group_ms); !r) return fail(r.error());
+    total.push_back(ms_since(t0));
+    for (size_t k = 0; k < group_ms.size(); ++k) per_group[k].push_back(group_ms[k]);
+  }
+  double med = median(total), lo = *std::min_element(total.begin(), total.end()), hi = *std::max_element(total.begin(), total.end());
+  double flops = 0;
+  for (const GroupInfo &gi : model.groups()) flops += gi.flops;
+  if (args->has("json")) {
+    std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
+                "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"groups\": [",
+                args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
+                model.compile_ms());
+    for (size_t k = 0; k < per_group.size(); ++k) {
+      const GroupInfo &gi = model.groups()[k];
+      std::printf("%s{\"id\": \"%s\", \"ops\": \"%s\", \"median_ms\": %.4f, \"gflops_per_s\": %.2f, \"compiled\": %s}",
+                  k ? ", " : "", gi.name.c_str(), gi.ops.c_str(), median(per_group[k]),
+                  gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9), gi.fallback.empty() ? "true" : "false");
+    }
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("%s: %zu groups, %.2f GFLOP per run, %d threads, compiled in %.0f ms (%d kernels compiled, %d from cache)\n",
+              args->get("model").c_str(), model.groups().size(), flops / 1e9, model.threads(), model.compile_ms(),
+              model.kernels_compiled(), model.kernels_cached());
+  std::printf("%-6s %-34s %-20s %10s %10s\n", "group", "ops", "output", "median ms", "GFLOP/s");
+  for (size_t k = 0; k < per_group.size(); ++k) {
+    const GroupInfo &gi = model.groups()[k];
+    double ms = median(per_group[k]);
+    std::printf("%-6s %-34s %-20s %10.3f %10.1f%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), gi.shape.c_str(), ms,
+                gi.flops / 1e6 / std::max(ms, 1e-9), gi.fallback.empty() ? "" : ("  [reference executor: " + gi.fallback + "]").c_str());
+  }
+  std::printf("end to end: median %.3f ms, min %.3f ms, max %.3f ms over %lld runs (%.1f GFLOP/s)\n", med, lo, hi,
+              static_cast<long long>(*runs), flops / 1e6 / med);
   return 0;
 }
 
@@ -223,8 +348,9 @@ int main(int argc, char **argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (cmd == "inspect") return cmd_inspect(rest);
   if (cmd == "run") return cmd_run(rest);
+  if (cmd == "bench") return cmd_bench(rest);
   if (cmd.rfind("--", 0) == 0)
     return fail(autotune::make_error("the tuning job (autotune --model M --trials N) is not built yet; "
-                                     "available commands: inspect, run (see 'autotune --help')"));
+                                     "available commands: inspect, run, bench (see 'autotune --help')"));
   return fail(autotune::make_error("unknown command '" + cmd + "' (see 'autotune --help')"));
 }

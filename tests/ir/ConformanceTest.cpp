@@ -1,7 +1,9 @@
-// ONNX's own backend conformance data (Debian's libonnx-testdata) checks the reference executor:
-// every node and pytorch-converted test whose ops autotune supports is imported and run, and
+// ONNX's own backend conformance data (Debian's libonnx-testdata) checks the reference executor
+// and the compiled path: every node and pytorch-converted test whose ops autotune supports is
+// imported and run on the reference executor, then optimized, fused, JIT-compiled and run again;
 // each output must match ONNX's expected output within 1e-4 relative to its largest magnitude.
-// Tests that cannot be imported are listed as skipped with the importer's reason.
+// Tests that cannot be imported are listed as skipped with the importer's reason; groups the
+// compiler leaves to the reference executor are counted and listed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 
 #include "ir/OnnxImport.h"
 #include "ir/Reference.h"
+#include "runtime/Runtime.h"
 
 namespace autotune {
 namespace {
@@ -20,7 +23,22 @@ struct CaseResult {
   bool ran = false;
   std::string skip_reason;
   std::string failure;
+  int groups = 0, fallbacks = 0;
+  std::string fallback_reasons;
 };
+
+/** Checks outputs against the expected ones; "" when they match. */
+std::string check(const std::string &what, const std::vector<Tensor> &outs, const std::vector<Tensor> &expected) {
+  if (outs.size() != expected.size()) return what + ": output count differs";
+  for (size_t i = 0; i < expected.size(); ++i) {
+    auto d = compare(outs[i], expected[i]);
+    if (!d) return what + " output " + std::to_string(i) + ": " + d.error().message;
+    if (d->nan_mismatch || d->relative() > 1e-4)
+      return what + " output " + std::to_string(i) + ": relative error " + std::to_string(d->relative()) + " at element " +
+             std::to_string(d->first_index);
+  }
+  return "";
+}
 
 /** Sorted files named prefix_<k>.pb in dir. */
 std::vector<fs::path> numbered(const fs::path &dir, const std::string &prefix) {
@@ -57,15 +75,21 @@ CaseResult run_case(const fs::path &dir) {
     auto outs = run_reference(*g, inputs);
     r.ran = true;
     if (!outs) return r.failure = outs.error().message, r;
-    if (outs->size() != expected.size()) return r.failure = "output count differs", r;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      auto d = compare((*outs)[i], expected[i]);
-      if (!d) return r.failure = "output " + std::to_string(i) + ": " + d.error().message, r;
-      if (d->nan_mismatch || d->relative() > 1e-4)
-        return r.failure = "output " + std::to_string(i) + ": relative error " + std::to_string(d->relative()) +
-                           " at element " + std::to_string(d->first_index),
-               r;
+    if (r.failure = check("reference", *outs, expected); !r.failure.empty()) return r;
+    // The compiled path: the default passes, fusion, one JIT-compiled kernel per group.
+    CompileOptions options;
+    options.cache_dir = (fs::temp_directory_path() / "autotune_conformance_cache").string();
+    auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+    if (!fused) return r.failure = "passes: " + fused.error().message, r;
+    auto m = CompiledModel::compile(*fused, options);
+    if (!m) return r.failure = "compile: " + m.error().message, r;
+    for (const GroupInfo &gi : (*m)->groups()) {
+      ++r.groups;
+      if (!gi.fallback.empty()) ++r.fallbacks, r.fallback_reasons += " [" + gi.ops + ": " + gi.fallback + "]";
     }
+    auto compiled = (*m)->run(inputs);
+    if (!compiled) return r.failure = "compiled run: " + compiled.error().message, r;
+    if (r.failure = check("compiled", *compiled, expected); !r.failure.empty()) return r;
   }
   return r;
 }
@@ -82,7 +106,7 @@ TEST(OnnxConformance, SupportedNodeTestsMatchExpectedOutputs) {
     std::sort(dirs.begin(), dirs.end());
     for (const auto &d : dirs) results.push_back(run_case(d));
   }
-  int ran = 0, passed = 0;
+  int ran = 0, passed = 0, groups = 0, fallbacks = 0;
   std::map<std::string, int> skip_counts;
   for (const auto &r : results) {
     if (!r.ran) {
@@ -91,15 +115,18 @@ TEST(OnnxConformance, SupportedNodeTestsMatchExpectedOutputs) {
       continue;
     }
     ++ran;
+    groups += r.groups;
+    fallbacks += r.fallbacks;
     if (r.failure.empty()) {
       ++passed;
-      std::printf("pass %s\n", r.name.c_str());
+      std::printf("pass %s%s\n", r.name.c_str(), r.fallback_reasons.empty() ? "" : (" (reference executor for" + r.fallback_reasons + ")").c_str());
     } else {
       ADD_FAILURE() << r.name << ": " << r.failure;
     }
   }
-  std::printf("ONNX conformance: %d run, %d passed, %zu skipped (of %zu)\n", ran, passed, results.size() - ran,
-              results.size());
+  std::printf("ONNX conformance: %d run, %d passed (reference and compiled), %zu skipped (of %zu); "
+              "%d compiled groups, %d left to the reference executor\n",
+              ran, passed, results.size() - ran, results.size(), groups - fallbacks, fallbacks);
   // The suite must really exercise the executor: the supported ops cover well over a hundred tests.
   EXPECT_GE(ran, 100);
 }

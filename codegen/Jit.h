@@ -1,0 +1,58 @@
+#pragma once
+// Compiles lowered kernels to machine code for the host CPU with LLVM ORC's LLJIT: LoopIR ->
+// LLVM IR -> the O3 pipeline -> an object file -> linked into the process. Object files are
+// cached on disk, keyed by a hash of the unoptimized IR, the target and the LLVM version, so a
+// second run of the same model does not recompile. Thread-safe: kernels compile in parallel.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/Kernel.h"
+#include "codegen/LLVMEmitter.h"
+
+namespace llvm::orc {
+class LLJIT;
+}
+
+namespace autotune {
+
+/** void stage(void **buffers, int64_t begin, int64_t end) */
+using StageFn = void (*)(void **, int64_t, int64_t);
+
+struct CompiledKernel {
+  std::vector<StageFn> stages;
+  bool from_cache = false;
+  double compile_ms = 0;
+};
+
+struct JitOptions {
+  std::string cache_dir;  // empty: no disk cache
+};
+
+class Jit {
+ public:
+  static Expected<std::unique_ptr<Jit>> create(JitOptions options = {});
+  ~Jit();
+
+  Expected<CompiledKernel> compile(const LoweredKernel &k);
+  const TargetInfo &target() const { return target_; }
+  /** LLVM IR of a kernel, optimized or not, for inspection and tests. */
+  Expected<std::string> llvm_ir(const LoweredKernel &k, bool optimized);
+  /** Native assembly of a kernel. */
+  Expected<std::string> assembly(const LoweredKernel &k);
+
+ private:
+  Jit() = default;
+  JitOptions options_;
+  TargetInfo target_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::mutex mu_;  // guards linking into the JIT's dylib
+  std::atomic<int> next_id_{0};  // temporary cache file names
+};
+
+/** The default on-disk cache: $XDG_CACHE_HOME/autotune/kernels or ~/.cache/autotune/kernels. */
+std::string default_kernel_cache_dir();
+
+}  // namespace autotune

@@ -1,0 +1,40 @@
+#pragma once
+// A lowered kernel: the loop IR of one fused group, ready for LLVM. A kernel runs as a list of
+// stages, one after another; each stage is a loop nest whose outermost loop (parallel_var over
+// [0, parallel_extent)) the runtime splits across threads. Buffers are the group's arguments
+// (graph values and weights, in argument order), then its output, then temporaries that carry
+// data from one stage to the next.
+#include <string>
+#include <vector>
+
+#include "codegen/LoopIR.h"
+
+namespace autotune {
+
+struct KernelStage {
+  std::string name;
+  std::string parallel_var;
+  int64_t parallel_extent = 1;
+  loop::Stmt body;  // uses parallel_var; the emitter wraps it in the loop over the thread's range
+};
+
+/** A weight argument wants a packed layout, made once when the model is loaded. */
+struct WeightPacking {
+  int param = -1;  // argument index
+  enum Kind { kOIHWToOIHWo, kNKToNKn } kind = kOIHWToOIHWo;
+  int64_t block = 0;  // the inner block of output channels (o) or rows (n)
+};
+
+struct LoweredKernel {
+  std::string name;
+  std::vector<loop::Buffer> buffers;  // params..., output, temps...
+  int num_params = 0;                 // buffers[0..num_params) are the arguments, then the output
+  std::vector<KernelStage> stages;
+  std::vector<WeightPacking> packings;
+  std::string schedule;               // a one-line description of the schedule used
+
+  /** The printed loop IR of every stage. */
+  std::string to_string() const;
+};
+
+}  // namespace autotune

@@ -1,0 +1,367 @@
+#include "codegen/LLVMEmitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <unordered_map>
+
+namespace autotune {
+
+using namespace loop;
+
+std::string stage_symbol(const LoweredKernel &k, size_t i) { return k.name + "_s" + std::to_string(i); }
+
+namespace {
+
+class StageEmitter {
+ public:
+  StageEmitter(llvm::Module &m, const LoweredKernel &k) : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k) {}
+
+  Status emit(size_t stage_index, const TargetInfo &target) {
+    const KernelStage &stage = k_.stages[stage_index];
+    auto *ptr = llvm::PointerType::get(ctx_, 0);
+    auto *i64 = llvm::Type::getInt64Ty(ctx_);
+    // The body: one noalias, 64-byte aligned pointer per buffer, so LLVM knows buffers never alias.
+    std::vector<llvm::Type *> params(k_.buffers.size(), ptr);
+    params.push_back(i64);
+    params.push_back(i64);
+    auto *body_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), params, false);
+    fn_ = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage, stage_symbol(k_, stage_index) + "_body", m_);
+    set_target_attrs(fn_, target);
+    fn_->addFnAttr(llvm::Attribute::AlwaysInline);
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      fn_->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+      fn_->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+      buffers_[k_.buffers[i].get()] = fn_->getArg(static_cast<unsigned>(i));
+    }
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+    llvm::Value *begin = fn_->getArg(static_cast<unsigned>(k_.buffers.size()));
+    llvm::Value *end = fn_->getArg(static_cast<unsigned>(k_.buffers.size()) + 1);
+    AT_TRY(emit_loop(stage.parallel_var, begin, b_.CreateSub(end, begin), stage.body));
+    b_.CreateRetVoid();
+
+    // The entry point the runtime calls: unpacks the buffer table and calls the body (inlined).
+    auto *entry_ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), {ptr, i64, i64}, false);
+    auto *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, stage_symbol(k_, stage_index), m_);
+    set_target_attrs(entry, target);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
+    std::vector<llvm::Value *> args;
+    for (size_t i = 0; i < k_.buffers.size(); ++i)
+      args.push_back(b_.CreateAlignedLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i), llvm::Align(8)));
+    args.push_back(entry->getArg(1));
+    args.push_back(entry->getArg(2));
+    b_.CreateCall(fn_, args);
+    b_.CreateRetVoid();
+    return Status::ok();
+  }
+
+ private:
+  static void set_target_attrs(llvm::Function *f, const TargetInfo &t) {
+    f->addFnAttr("target-cpu", t.cpu);
+    f->addFnAttr("target-features", t.features);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+  }
+
+  llvm::Type *scalar_type(Type t) {
+    switch (t) {
+      case Type::kF32: return llvm::Type::getFloatTy(ctx_);
+      case Type::kI64: return llvm::Type::getInt64Ty(ctx_);
+      case Type::kBool: return llvm::Type::getInt1Ty(ctx_);
+    }
+    return nullptr;
+  }
+
+  bool is_vector(const Expr &e) { return vector_mode_ && !vec_var_.empty() && uses_var(e, vec_var_); }
+
+  llvm::Value *splat(llvm::Value *v) {
+    if (!vector_mode_ || vec_var_.empty() || v->getType()->isVectorTy()) return v;
+    return b_.CreateVectorSplat(lanes_, v);
+  }
+
+  /** Makes a and b both vectors (splatting a scalar) when either is one. */
+  void match(llvm::Value *&a, llvm::Value *&b) {
+    if (a->getType()->isVectorTy() != b->getType()->isVectorTy()) {
+      if (!a->getType()->isVectorTy()) a = b_.CreateVectorSplat(lanes_, a);
+      else b = b_.CreateVectorSplat(lanes_, b);
+    }
+  }
+
+  llvm::Value *element_ptr(const Buffer &buf, llvm::Value *index) {
+    auto it = buffers_.find(buf.get());
+    AT_CHECK(it != buffers_.end(), "buffer " + buf->name + " is not bound");
+    return b_.CreateInBoundsGEP(scalar_type(buf->type), it->second, index);
+  }
+
+  /** An index emitted for lane 0 of the current vector loop (scalar mode). */
+  llvm::Value *scalar_index(const Expr &index) {
+    bool saved = vector_mode_;
+    vector_mode_ = false;
+    llvm::Value *v = emit(index);
+    vector_mode_ = saved;
+    return v;
+  }
+
+  llvm::Value *emit_load(const Expr &e) {
+    const Expr &index = e->args[0];
+    llvm::Type *t = scalar_type(e->type);
+    if (!is_vector(index)) return b_.CreateAlignedLoad(t, element_ptr(e->buffer, emit(index)), llvm::Align(4));
+    auto stride = stride_of(index, vec_var_);
+    if (stride == 1) {
+      auto *vt = llvm::FixedVectorType::get(t, lanes_);
+      return b_.CreateAlignedLoad(vt, element_ptr(e->buffer, scalar_index(index)), llvm::Align(4));
+    }
+    // Per-lane loads (strided or irregular indices).
+    llvm::Value *idx = emit(index);
+    llvm::Value *out = llvm::PoisonValue::get(llvm::FixedVectorType::get(t, lanes_));
+    for (int l = 0; l < lanes_; ++l) {
+      llvm::Value *li = b_.CreateExtractElement(idx, l);
+      out = b_.CreateInsertElement(out, b_.CreateAlignedLoad(t, element_ptr(e->buffer, li), llvm::Align(4)), l);
+    }
+    return out;
+  }
+
+  llvm::Value *emit(const Expr &e) {
+    switch (e->kind) {
+      case ExprKind::kInt: return b_.getInt64(static_cast<uint64_t>(e->int_value));
+      case ExprKind::kFloat: return llvm::ConstantFP::get(llvm::Type::getFloatTy(ctx_), e->float_value);
+      case ExprKind::kVar: {
+        if (is_vector(e)) {
+          std::vector<llvm::Constant *> steps;
+          for (int l = 0; l < lanes_; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(l)));
+          return b_.CreateAdd(b_.CreateVectorSplat(lanes_, vars_.at(e->name)), llvm::ConstantVector::get(steps));
+        }
+        auto it = vars_.find(e->name);
+        AT_CHECK(it != vars_.end(), "unbound variable " + e->name);
+        return it->second;
+      }
+      case ExprKind::kBinary: return emit_binary(e);
+      case ExprKind::kSelect: {
+        llvm::Value *c = emit(e->args[0]), *a = emit(e->args[1]), *b = emit(e->args[2]);
+        match(a, b);
+        if (c->getType()->isVectorTy() && !a->getType()->isVectorTy()) a = splat(a), b = splat(b);
+        if (!c->getType()->isVectorTy() && a->getType()->isVectorTy()) c = splat(c);
+        return b_.CreateSelect(c, a, b);
+      }
+      case ExprKind::kLoad: return emit_load(e);
+      case ExprKind::kCast: {
+        llvm::Value *v = emit(e->args[0]);
+        llvm::Type *to = scalar_type(e->type);
+        if (v->getType()->isVectorTy()) to = llvm::FixedVectorType::get(to, lanes_);
+        Type from = e->args[0]->type;
+        if (e->type == Type::kF32) return from == Type::kBool ? b_.CreateUIToFP(v, to) : b_.CreateSIToFP(v, to);
+        return b_.CreateFPToSI(v, to);
+      }
+      case ExprKind::kCall: return emit_call(e);
+    }
+    AT_CHECK(false, "bad expression kind");
+  }
+
+  llvm::Value *emit_binary(const Expr &e) {
+    llvm::Value *a = emit(e->args[0]), *b = emit(e->args[1]);
+    match(a, b);
+    bool fp = e->args[0]->type == Type::kF32;
+    switch (e->op) {
+      case BinOp::kAdd: return fp ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+      case BinOp::kSub: return fp ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+      case BinOp::kMul: return fp ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+      case BinOp::kDiv: {
+        if (fp) return b_.CreateFDiv(a, b);
+        // Floor division: truncating division corrected when the remainder's sign differs.
+        llvm::Value *q = b_.CreateSDiv(a, b), *r = b_.CreateSRem(a, b);
+        llvm::Value *zero = llvm::Constant::getNullValue(a->getType());
+        llvm::Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
+        return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
+      }
+      case BinOp::kMod: {
+        AT_CHECK(!fp, "float modulo");
+        llvm::Value *r = b_.CreateSRem(a, b);
+        llvm::Value *zero = llvm::Constant::getNullValue(a->getType());
+        llvm::Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
+        return b_.CreateSelect(adjust, b_.CreateAdd(r, b), r);
+      }
+      case BinOp::kMin:
+        return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, b) : b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+      case BinOp::kMax:
+        return fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, a, b) : b_.CreateSelect(b_.CreateICmpSGT(a, b), a, b);
+      case BinOp::kLT: return fp ? b_.CreateFCmpOLT(a, b) : b_.CreateICmpSLT(a, b);
+      case BinOp::kLE: return fp ? b_.CreateFCmpOLE(a, b) : b_.CreateICmpSLE(a, b);
+      case BinOp::kEQ: return fp ? b_.CreateFCmpOEQ(a, b) : b_.CreateICmpEQ(a, b);
+      case BinOp::kNE: return fp ? b_.CreateFCmpUNE(a, b) : b_.CreateICmpNE(a, b);
+      case BinOp::kAnd: return b_.CreateAnd(a, b);
+      case BinOp::kOr: return b_.CreateOr(a, b);
+    }
+    AT_CHECK(false, "bad binary op");
+  }
+
+  llvm::Value *emit_call(const Expr &e) {
+    std::vector<llvm::Value *> args;
+    bool any_vector = false;
+    for (const Expr &a : e->args) {
+      args.push_back(emit(a));
+      any_vector |= args.back()->getType()->isVectorTy();
+    }
+    if (any_vector)
+      for (auto &a : args) a = splat(a);
+    llvm::Type *t = args[0]->getType();
+    if (e->name == "fmuladd") return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, args);
+    if (e->name == "exp") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, args[0]);
+    if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
+    if (e->name == "floor") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, args[0]);
+    AT_CHECK(false, "unknown intrinsic " + e->name);
+  }
+
+  Status emit_loop(const std::string &v, llvm::Value *min, llvm::Value *extent, const Stmt &body) {
+    llvm::BasicBlock *pre = b_.GetInsertBlock();
+    auto *header = llvm::BasicBlock::Create(ctx_, v + ".header", fn_);
+    auto *loop_body = llvm::BasicBlock::Create(ctx_, v + ".body", fn_);
+    auto *exit = llvm::BasicBlock::Create(ctx_, v + ".exit", fn_);
+    llvm::Value *end = b_.CreateAdd(min, extent);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode *iv = b_.CreatePHI(b_.getInt64Ty(), 2, v);
+    iv->addIncoming(min, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), loop_body, exit);
+    b_.SetInsertPoint(loop_body);
+    llvm::Value *saved = vars_.count(v) ? vars_[v] : nullptr;
+    vars_[v] = iv;
+    AT_TRY(emit_stmt(body));
+    llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1));
+    iv->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    if (saved) vars_[v] = saved;
+    else vars_.erase(v);
+    return Status::ok();
+  }
+
+  Status emit_stmt(const Stmt &s) {
+    switch (s->kind) {
+      case StmtKind::kSeq:
+        for (const Stmt &x : s->body) AT_TRY(emit_stmt(x));
+        return Status::ok();
+      case StmtKind::kFor: {
+        if (s->for_kind == ForKind::kSerial || s->for_kind == ForKind::kParallel)
+          return emit_loop(s->var, emit(s->min), emit(s->extent), s->body[0]);
+        auto extent = as_int(s->extent);
+        if (!extent) return make_error(std::string(for_kind_name(s->for_kind)) + " loop " + s->var + " needs a constant extent");
+        if (s->for_kind == ForKind::kUnrolled) {
+          llvm::Value *base = emit(s->min);
+          for (int64_t k = 0; k < *extent; ++k) {
+            vars_[s->var] = b_.CreateAdd(base, b_.getInt64(static_cast<uint64_t>(k)));
+            AT_TRY(emit_stmt(s->body[0]));
+          }
+          vars_.erase(s->var);
+          return Status::ok();
+        }
+        if (!vec_var_.empty()) return make_error("nested vectorized loops (" + vec_var_ + ", " + s->var + ")");
+        vec_var_ = s->var;
+        lanes_ = static_cast<int>(*extent);
+        vars_[s->var] = emit(s->min);
+        vector_mode_ = true;
+        Status st = emit_stmt(s->body[0]);
+        vector_mode_ = false;
+        vec_var_.clear();
+        vars_.erase(s->var);
+        return st;
+      }
+      case StmtKind::kStore: {
+        llvm::Value *value = emit(s->value);
+        if (!is_vector(s->index)) {
+          if (value->getType()->isVectorTy()) return make_error("store of a vector to a scalar location in " + s->buffer->name);
+          b_.CreateAlignedStore(value, element_ptr(s->buffer, emit(s->index)), llvm::Align(4));
+          return Status::ok();
+        }
+        value = splat(value);
+        if (stride_of(s->index, vec_var_) == 1) {
+          b_.CreateAlignedStore(value, element_ptr(s->buffer, scalar_index(s->index)), llvm::Align(4));
+          return Status::ok();
+        }
+        llvm::Value *idx = emit(s->index);
+        for (int l = 0; l < lanes_; ++l)
+          b_.CreateAlignedStore(b_.CreateExtractElement(value, l), element_ptr(s->buffer, b_.CreateExtractElement(idx, l)),
+                                llvm::Align(4));
+        return Status::ok();
+      }
+      case StmtKind::kAllocate: {
+        // Stack allocations go in the entry block, where LLVM promotes small ones to registers.
+        llvm::IRBuilder<> eb(entry_, entry_->begin());
+        auto *arr = llvm::ArrayType::get(scalar_type(s->buffer->type), static_cast<uint64_t>(s->buffer->size));
+        llvm::AllocaInst *a = eb.CreateAlloca(arr);
+        a->setAlignment(llvm::Align(32));
+        buffers_[s->buffer.get()] = a;
+        return emit_stmt(s->body[0]);
+      }
+      case StmtKind::kIf: {
+        if (is_vector(s->index)) return make_error("a branch on a vector condition");
+        llvm::Value *c = emit(s->index);
+        auto *then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+        auto *else_bb = llvm::BasicBlock::Create(ctx_, "else", fn_);
+        auto *done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+        b_.CreateCondBr(c, then_bb, else_bb);
+        b_.SetInsertPoint(then_bb);
+        AT_TRY(emit_stmt(s->body[0]));
+        b_.CreateBr(done);
+        b_.SetInsertPoint(else_bb);
+        if (s->body.size() > 1) AT_TRY(emit_stmt(s->body[1]));
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        return Status::ok();
+      }
+      case StmtKind::kLet: {
+        if (is_vector(s->value)) return make_error("let " + s->var + " of a vector value");
+        llvm::Value *saved = vars_.count(s->var) ? vars_[s->var] : nullptr;
+        vars_[s->var] = emit(s->value);
+        AT_TRY(emit_stmt(s->body[0]));
+        if (saved) vars_[s->var] = saved;
+        else vars_.erase(s->var);
+        return Status::ok();
+      }
+    }
+    return make_error("bad statement kind");
+  }
+
+  llvm::Module &m_;
+  llvm::LLVMContext &ctx_;
+  llvm::IRBuilder<> b_;
+  const LoweredKernel &k_;
+  llvm::Function *fn_ = nullptr;
+  llvm::BasicBlock *entry_ = nullptr;
+  std::unordered_map<const BufferNode *, llvm::Value *> buffers_;
+  std::unordered_map<std::string, llvm::Value *> vars_;
+  std::string vec_var_;
+  int lanes_ = 1;
+  bool vector_mode_ = false;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const TargetInfo &target) {
+  auto m = std::make_unique<llvm::Module>(k.name, ctx);
+  m->setTargetTriple(target.triple);
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    StageEmitter e(*m, k);
+    if (auto st = e.emit(i, target); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
+  }
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*m, &os)) return make_error(k.name + ": invalid LLVM IR: " + os.str().substr(0, 300));
+  return m;
+}
+
+std::string LoweredKernel::to_string() const {
+  std::string s = "kernel " + name + " (" + schedule + ")\n";
+  for (size_t i = 0; i < buffers.size(); ++i)
+    s += "  buffer " + buffers[i]->name + "[" + std::to_string(buffers[i]->size) + "]" +
+         (static_cast<int>(i) < num_params ? " param" : static_cast<int>(i) == num_params ? " output" : " temp") + "\n";
+  for (const KernelStage &st : stages)
+    s += "stage " + st.name + ": parallel (" + st.parallel_var + ", 0, " + std::to_string(st.parallel_extent) + ") {\n" +
+         loop::to_string(st.body, 2) + "}\n";
+  return s;
+}
+
+}  // namespace autotune

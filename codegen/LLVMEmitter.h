@@ -1,0 +1,28 @@
+#pragma once
+// LoopIR -> LLVM IR through IRBuilder. One function per stage, `void @<kernel>_s<k>(ptr bufs,
+// i64 begin, i64 end)`, running the stage's parallel loop over [begin, end); `bufs` holds one
+// pointer per kernel buffer (64-byte aligned, never aliasing). No fast-math reassociation:
+// accumulations keep their order, and fused multiply-adds are only formed where the IR asks for
+// them (fmuladd).
+#include <memory>
+
+#include "codegen/Kernel.h"
+#include "ir/Error.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace autotune {
+
+struct TargetInfo {
+  std::string triple, cpu, features;
+};
+
+Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const TargetInfo &target);
+
+/** The name of stage `i`'s entry function. */
+std::string stage_symbol(const LoweredKernel &k, size_t i);
+
+}  // namespace autotune

@@ -1,0 +1,307 @@
+#include "codegen/LoopIR.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "ir/Error.h"
+
+namespace autotune::loop {
+namespace {
+
+Expr make(ExprKind kind, Type type) {
+  auto e = std::make_shared<ExprNode>();
+  e->kind = kind;
+  e->type = type;
+  return e;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+
+}  // namespace
+
+Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope) {
+  return std::make_shared<BufferNode>(BufferNode{std::move(name), type, size, scope});
+}
+
+Expr int_imm(int64_t v) {
+  auto e = std::make_shared<ExprNode>();
+  e->kind = ExprKind::kInt;
+  e->type = Type::kI64;
+  e->int_value = v;
+  return e;
+}
+
+Expr float_imm(double v) {
+  auto e = std::make_shared<ExprNode>();
+  e->kind = ExprKind::kFloat;
+  e->type = Type::kF32;
+  e->float_value = v;
+  return e;
+}
+
+Expr var(const std::string &name) {
+  auto e = std::make_shared<ExprNode>();
+  e->kind = ExprKind::kVar;
+  e->type = Type::kI64;
+  e->name = name;
+  return e;
+}
+
+std::optional<int64_t> as_int(const Expr &e) {
+  if (e->kind == ExprKind::kInt) return e->int_value;
+  return std::nullopt;
+}
+
+Expr binary(BinOp op, Expr a, Expr b) {
+  AT_CHECK(a != nullptr && b != nullptr, "null operand");
+  auto ia = as_int(a), ib = as_int(b);
+  bool cmp = op == BinOp::kLT || op == BinOp::kLE || op == BinOp::kEQ || op == BinOp::kNE;
+  if (ia && ib) {
+    int64_t x = *ia, y = *ib;
+    switch (op) {
+      case BinOp::kAdd: return int_imm(x + y);
+      case BinOp::kSub: return int_imm(x - y);
+      case BinOp::kMul: return int_imm(x * y);
+      case BinOp::kDiv: return int_imm(floor_div(x, y));
+      case BinOp::kMod: return int_imm(x - floor_div(x, y) * y);
+      case BinOp::kMin: return int_imm(std::min(x, y));
+      case BinOp::kMax: return int_imm(std::max(x, y));
+      default: break;
+    }
+  }
+  if (a->type == Type::kI64 && !cmp) {
+    if (op == BinOp::kAdd && ia == 0) return b;
+    if ((op == BinOp::kAdd || op == BinOp::kSub) && ib == 0) return a;
+    if (op == BinOp::kMul && (ia == 1)) return b;
+    if ((op == BinOp::kMul || op == BinOp::kDiv) && ib == 1) return a;
+    if (op == BinOp::kMul && (ia == 0 || ib == 0)) return int_imm(0);
+    if (op == BinOp::kMod && ib == 1) return int_imm(0);
+    // (x + c1) + c2 -> x + (c1 + c2): keeps unrolled and split indices short.
+    if (op == BinOp::kAdd && ib && a->kind == ExprKind::kBinary && a->op == BinOp::kAdd && as_int(a->args[1]))
+      return binary(BinOp::kAdd, a->args[0], int_imm(*as_int(a->args[1]) + *ib));
+  }
+  auto e = make(ExprKind::kBinary, cmp || op == BinOp::kAnd || op == BinOp::kOr ? Type::kBool : a->type);
+  auto *n = const_cast<ExprNode *>(e.get());
+  n->op = op;
+  n->args = {std::move(a), std::move(b)};
+  return e;
+}
+
+Expr select(Expr cond, Expr a, Expr b) {
+  auto e = make(ExprKind::kSelect, a->type);
+  const_cast<ExprNode *>(e.get())->args = {std::move(cond), std::move(a), std::move(b)};
+  return e;
+}
+
+Expr load(Buffer b, Expr index) {
+  auto e = make(ExprKind::kLoad, b->type);
+  auto *n = const_cast<ExprNode *>(e.get());
+  n->buffer = std::move(b);
+  n->args = {std::move(index)};
+  return e;
+}
+
+Expr cast(Type t, Expr v) {
+  if (v->type == t) return v;
+  if (t == Type::kF32 && v->kind == ExprKind::kInt) return float_imm(static_cast<double>(v->int_value));
+  auto e = make(ExprKind::kCast, t);
+  const_cast<ExprNode *>(e.get())->args = {std::move(v)};
+  return e;
+}
+
+Expr call(const std::string &fn, std::vector<Expr> args, Type t) {
+  auto e = make(ExprKind::kCall, t);
+  auto *n = const_cast<ExprNode *>(e.get());
+  n->name = fn;
+  n->args = std::move(args);
+  return e;
+}
+
+Expr min(Expr a, Expr b) { return binary(BinOp::kMin, std::move(a), std::move(b)); }
+Expr max(Expr a, Expr b) { return binary(BinOp::kMax, std::move(a), std::move(b)); }
+Expr operator+(Expr a, Expr b) { return binary(BinOp::kAdd, std::move(a), std::move(b)); }
+Expr operator-(Expr a, Expr b) { return binary(BinOp::kSub, std::move(a), std::move(b)); }
+Expr operator*(Expr a, Expr b) { return binary(BinOp::kMul, std::move(a), std::move(b)); }
+Expr operator/(Expr a, Expr b) { return binary(BinOp::kDiv, std::move(a), std::move(b)); }
+Expr operator%(Expr a, Expr b) { return binary(BinOp::kMod, std::move(a), std::move(b)); }
+Expr operator<(Expr a, Expr b) { return binary(BinOp::kLT, std::move(a), std::move(b)); }
+Expr operator<=(Expr a, Expr b) { return binary(BinOp::kLE, std::move(a), std::move(b)); }
+Expr operator==(Expr a, Expr b) { return binary(BinOp::kEQ, std::move(a), std::move(b)); }
+Expr both(Expr a, Expr b) { return binary(BinOp::kAnd, std::move(a), std::move(b)); }
+Expr operator+(Expr a, int64_t b) { return std::move(a) + int_imm(b); }
+Expr operator*(Expr a, int64_t b) { return std::move(a) * int_imm(b); }
+
+bool uses_var(const Expr &e, const std::string &v) {
+  if (e->kind == ExprKind::kVar) return e->name == v;
+  for (const Expr &a : e->args)
+    if (uses_var(a, v)) return true;
+  return false;
+}
+
+std::optional<int64_t> stride_of(const Expr &e, const std::string &v) {
+  if (!uses_var(e, v)) return 0;
+  switch (e->kind) {
+    case ExprKind::kVar: return 1;
+    case ExprKind::kCast: return stride_of(e->args[0], v);
+    case ExprKind::kBinary: {
+      auto a = stride_of(e->args[0], v), b = stride_of(e->args[1], v);
+      if (!a || !b) return std::nullopt;
+      if (e->op == BinOp::kAdd) return *a + *b;
+      if (e->op == BinOp::kSub) return *a - *b;
+      if (e->op == BinOp::kMul) {
+        if (*a == 0 && as_int(e->args[0])) return *as_int(e->args[0]) * *b;
+        if (*b == 0 && as_int(e->args[1])) return *as_int(e->args[1]) * *a;
+      }
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
+  if (!uses_var(e, v)) return e;
+  switch (e->kind) {
+    case ExprKind::kVar: return value;
+    case ExprKind::kBinary: return binary(e->op, substitute(e->args[0], v, value), substitute(e->args[1], v, value));
+    case ExprKind::kSelect:
+      return select(substitute(e->args[0], v, value), substitute(e->args[1], v, value), substitute(e->args[2], v, value));
+    case ExprKind::kLoad: return load(e->buffer, substitute(e->args[0], v, value));
+    case ExprKind::kCast: return cast(e->type, substitute(e->args[0], v, value));
+    case ExprKind::kCall: {
+      std::vector<Expr> args;
+      for (const Expr &a : e->args) args.push_back(substitute(a, v, value));
+      return call(e->name, std::move(args), e->type);
+    }
+    default: return e;
+  }
+}
+
+const char *for_kind_name(ForKind k) {
+  switch (k) {
+    case ForKind::kSerial: return "for";
+    case ForKind::kParallel: return "parallel";
+    case ForKind::kVectorized: return "vectorized";
+    case ForKind::kUnrolled: return "unrolled";
+  }
+  return "?";
+}
+
+namespace {
+Stmt make_stmt(StmtKind kind) {
+  auto s = std::make_shared<StmtNode>();
+  s->kind = kind;
+  return s;
+}
+StmtNode *mut(const Stmt &s) { return const_cast<StmtNode *>(s.get()); }
+}  // namespace
+
+Stmt for_loop(const std::string &v, Expr min, Expr extent, ForKind kind, Stmt body) {
+  Stmt s = make_stmt(StmtKind::kFor);
+  auto *n = mut(s);
+  n->var = v;
+  n->min = std::move(min);
+  n->extent = std::move(extent);
+  n->for_kind = kind;
+  n->body = {std::move(body)};
+  return s;
+}
+
+Stmt store(Buffer b, Expr index, Expr value) {
+  Stmt s = make_stmt(StmtKind::kStore);
+  auto *n = mut(s);
+  n->buffer = std::move(b);
+  n->index = std::move(index);
+  n->value = std::move(value);
+  return s;
+}
+
+Stmt allocate(Buffer b, Stmt body) {
+  Stmt s = make_stmt(StmtKind::kAllocate);
+  mut(s)->buffer = std::move(b);
+  mut(s)->body = {std::move(body)};
+  return s;
+}
+
+Stmt seq(std::vector<Stmt> stmts) {
+  if (stmts.size() == 1) return stmts[0];
+  Stmt s = make_stmt(StmtKind::kSeq);
+  mut(s)->body = std::move(stmts);
+  return s;
+}
+
+Stmt if_then(Expr cond, Stmt then_case, Stmt else_case) {
+  Stmt s = make_stmt(StmtKind::kIf);
+  mut(s)->index = std::move(cond);
+  mut(s)->body = {std::move(then_case)};
+  if (else_case) mut(s)->body.push_back(std::move(else_case));
+  return s;
+}
+
+Stmt let(const std::string &v, Expr value, Stmt body) {
+  Stmt s = make_stmt(StmtKind::kLet);
+  mut(s)->var = v;
+  mut(s)->value = std::move(value);
+  mut(s)->body = {std::move(body)};
+  return s;
+}
+
+std::string to_string(const Expr &e) {
+  switch (e->kind) {
+    case ExprKind::kInt: return std::to_string(e->int_value);
+    case ExprKind::kFloat: {
+      char buf[48];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(e->float_value));
+      std::string s(buf, end);
+      if (s.find_first_of(".en") == std::string::npos) s += ".0";
+      return s + "f";
+    }
+    case ExprKind::kVar: return e->name;
+    case ExprKind::kBinary: {
+      static const char *ops[] = {"+", "-", "*", "/", "%", "min", "max", "<", "<=", "==", "!=", "&&", "||"};
+      const char *o = ops[static_cast<int>(e->op)];
+      if (e->op == BinOp::kMin || e->op == BinOp::kMax)
+        return std::string(o) + "(" + to_string(e->args[0]) + ", " + to_string(e->args[1]) + ")";
+      return "(" + to_string(e->args[0]) + " " + o + " " + to_string(e->args[1]) + ")";
+    }
+    case ExprKind::kSelect:
+      return "select(" + to_string(e->args[0]) + ", " + to_string(e->args[1]) + ", " + to_string(e->args[2]) + ")";
+    case ExprKind::kLoad: return e->buffer->name + "[" + to_string(e->args[0]) + "]";
+    case ExprKind::kCast: return std::string(e->type == Type::kF32 ? "float32" : "int64") + "(" + to_string(e->args[0]) + ")";
+    case ExprKind::kCall: {
+      std::string s = e->name + "(";
+      for (size_t i = 0; i < e->args.size(); ++i) s += (i ? ", " : "") + to_string(e->args[i]);
+      return s + ")";
+    }
+  }
+  return "?";
+}
+
+std::string to_string(const Stmt &s, int indent) {
+  std::string pad(indent, ' ');
+  switch (s->kind) {
+    case StmtKind::kFor:
+      return pad + for_kind_name(s->for_kind) + " (" + s->var + ", " + to_string(s->min) + ", " + to_string(s->extent) +
+             ") {\n" + to_string(s->body[0], indent + 2) + pad + "}\n";
+    case StmtKind::kStore: return pad + s->buffer->name + "[" + to_string(s->index) + "] = " + to_string(s->value) + "\n";
+    case StmtKind::kAllocate:
+      return pad + "allocate " + s->buffer->name + "[" + std::to_string(s->buffer->size) + "]\n" + to_string(s->body[0], indent);
+    case StmtKind::kSeq: {
+      std::string out;
+      for (const Stmt &b : s->body) out += to_string(b, indent);
+      return out;
+    }
+    case StmtKind::kIf: {
+      std::string out = pad + "if (" + to_string(s->index) + ") {\n" + to_string(s->body[0], indent + 2) + pad + "}";
+      if (s->body.size() > 1) out += " else {\n" + to_string(s->body[1], indent + 2) + pad + "}";
+      return out + "\n";
+    }
+    case StmtKind::kLet:
+      return pad + "let " + s->var + " = " + to_string(s->value) + "\n" + to_string(s->body[0], indent);
+  }
+  return "?";
+}
+
+}  // namespace autotune::loop

@@ -1,0 +1,116 @@
+#pragma once
+// The loop IR: what a fused group becomes before LLVM. Expressions over int64 indices and
+// float32 values; statements are loops, stores into buffers, local allocations and branches.
+// Nodes are immutable and shared; builders fold constants so printed IR stays readable.
+//
+// Vectorization is a loop kind, as in Halide: a `vectorized` loop of constant extent L is
+// emitted as L-lane vector code; each load and store inside it becomes a vector access, a
+// scalar access broadcast, or per-lane accesses, decided from the stride of its index in the
+// loop variable (stride_of). `unrolled` loops are emitted once per iteration. A kernel's
+// outermost loop may be `parallel`: the runtime splits its range across threads.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autotune::loop {
+
+enum class Type { kF32, kI64, kBool };
+
+enum class BufferScope {
+  kParam,  // a kernel argument: a graph value or a weight
+  kTemp,   // lives across the stages of one kernel call; the runtime allocates it
+  kLocal,  // private to one iteration of a stage's parallel loop (stack)
+};
+
+struct BufferNode {
+  std::string name;
+  Type type = Type::kF32;
+  int64_t size = 0;  // elements
+  BufferScope scope = BufferScope::kParam;
+};
+using Buffer = std::shared_ptr<const BufferNode>;
+Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope);
+
+enum class ExprKind { kInt, kFloat, kVar, kBinary, kSelect, kLoad, kCast, kCall };
+enum class BinOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kLT, kLE, kEQ, kNE, kAnd, kOr };
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+struct ExprNode {
+  ExprKind kind;
+  Type type;
+  int64_t int_value = 0;     // kInt
+  double float_value = 0;    // kFloat
+  std::string name;          // kVar: variable; kCall: intrinsic (exp, sqrt, fmuladd, floor)
+  BinOp op = BinOp::kAdd;    // kBinary
+  std::vector<Expr> args;    // operands; kLoad: {index}; kSelect: {cond, a, b}; kCast: {value}
+  Buffer buffer;             // kLoad
+};
+
+Expr int_imm(int64_t v);
+Expr float_imm(double v);
+Expr var(const std::string &name);  // int64 loop or let variable
+Expr binary(BinOp op, Expr a, Expr b);
+Expr select(Expr cond, Expr a, Expr b);
+Expr load(Buffer b, Expr index);
+Expr cast(Type t, Expr v);
+Expr call(const std::string &fn, std::vector<Expr> args, Type t = Type::kF32);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+/** Logical and (a named function: an overloaded && would also capture null checks on Expr). */
+Expr both(Expr a, Expr b);
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);  // integers: floor division (indices here are never negative where it matters)
+Expr operator%(Expr a, Expr b);  // integers: floor modulo
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator==(Expr a, Expr b);
+Expr operator+(Expr a, int64_t b);
+Expr operator*(Expr a, int64_t b);
+
+/** Constant value of an int expression, if it is one. */
+std::optional<int64_t> as_int(const Expr &e);
+/** Does `e` mention variable `v`? */
+bool uses_var(const Expr &e, const std::string &v);
+/**
+ * The constant c with e(v + 1) - e(v) == c for all v, when e is affine in v (0 when e does not
+ * depend on v); nullopt otherwise. Decides how a vectorized access is emitted.
+ */
+std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
+/** `e` with variable `v` replaced by `value`, re-folded. */
+Expr substitute(const Expr &e, const std::string &v, const Expr &value);
+
+enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet };
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+const char *for_kind_name(ForKind k);
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  std::string var;           // kFor, kLet
+  Expr min, extent;          // kFor
+  ForKind for_kind = ForKind::kSerial;
+  Buffer buffer;             // kStore, kAllocate
+  Expr index, value;         // kStore; kLet: value; kIf: index holds the condition
+  std::vector<Stmt> body;    // kFor/kAllocate/kLet: {body}; kSeq: the statements; kIf: {then[, else]}
+};
+
+Stmt for_loop(const std::string &var, Expr min, Expr extent, ForKind kind, Stmt body);
+Stmt store(Buffer b, Expr index, Expr value);
+Stmt allocate(Buffer b, Stmt body);
+Stmt seq(std::vector<Stmt> stmts);
+Stmt if_then(Expr cond, Stmt then_case, Stmt else_case = nullptr);
+Stmt let(const std::string &var, Expr value, Stmt body);
+
+std::string to_string(const Expr &e);
+std::string to_string(const Stmt &s, int indent = 0);
+
+}  // namespace autotune::loop

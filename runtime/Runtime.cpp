@@ -1,0 +1,286 @@
+#include "runtime/Runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <mutex>
+
+#include "ir/OnnxImport.h"
+#include "ir/Reference.h"
+
+namespace autotune {
+
+MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::pair<int, int>> &lifetimes) {
+  // Greedy by size (largest first): each buffer takes the lowest offset that overlaps no buffer
+  // already placed whose lifetime overlaps its own.
+  std::vector<size_t> order(bytes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  MemoryPlan plan;
+  plan.offsets.assign(bytes.size(), 0);
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    size_t size = (bytes[i] + 63) / 64 * 64;
+    std::vector<std::pair<size_t, size_t>> busy;  // address ranges of live, placed buffers
+    for (size_t j : placed)
+      if (lifetimes[j].first <= lifetimes[i].second && lifetimes[i].first <= lifetimes[j].second)
+        busy.emplace_back(plan.offsets[j], plan.offsets[j] + (bytes[j] + 63) / 64 * 64);
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto &[b, e] : busy) {
+      if (offset + size <= b) break;
+      offset = std::max(offset, e);
+    }
+    plan.offsets[i] = offset;
+    plan.total = std::max(plan.total, offset + size);
+    placed.push_back(i);
+  }
+  return plan;
+}
+
+double group_flops(const Graph &body) {
+  double f = 0;
+  for (const Node &n : body.nodes) {
+    const Shape &o = n.type.shape;
+    if (n.op == "nn.conv2d") {
+      const Shape &w = body.type_of(n.inputs[1]).shape;
+      f += 2.0 * static_cast<double>(n.type.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+    } else if (n.op == "nn.dense" || n.op == "nn.matmul") {
+      const Shape &a = body.type_of(n.inputs[0]).shape;
+      f += 2.0 * static_cast<double>(n.type.numel()) * static_cast<double>(a.back());
+    } else {
+      f += static_cast<double>(TensorType{DType::kFloat32, o}.numel());
+    }
+  }
+  return f;
+}
+
+namespace {
+
+/** Where a value lives while the model runs. */
+struct Loc {
+  enum Kind { kInput, kConstant, kArena, kOutput } kind = kArena;
+  int index = 0;      // input, constant or output slot
+  size_t offset = 0;  // arena
+};
+
+struct Exec {
+  int node = 0;
+  bool compiled = false;
+  CompiledKernel kernel;
+  std::vector<int64_t> extents;  // each stage's parallel extent
+  std::vector<Loc> args;         // the group's arguments, in order
+  std::vector<Tensor> packed;    // per argument: the packed weight, when the kernel wants one
+  std::vector<WeightPacking> dynamic_packings;  // weights that are not constants: packed at each run
+  std::vector<size_t> temps;     // arena offsets of the kernel's temporaries
+};
+
+std::string kernel_name(const Graph &body) {
+  std::string s;
+  for (const Node &n : body.nodes) {
+    std::string op = n.op.substr(n.op.rfind('.') + 1);
+    if (!s.empty()) s += "_";
+    s += op;
+  }
+  return s.size() > 40 ? s.substr(0, 40) : s;
+}
+
+}  // namespace
+
+struct CompiledModel::Impl {
+  std::vector<Exec> execs;
+  std::vector<Loc> node_loc;
+  std::shared_ptr<uint8_t> arena;
+  std::mutex run_mu;  // one run at a time: the arena is shared
+};
+
+CompiledModel::~CompiledModel() = default;
+
+Expected<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string &onnx_path, CompileOptions options) {
+  AT_ASSIGN(g, import_onnx_file(onnx_path));
+  auto fused = lower_to_stage(g, Stage::kFused, options.passes);
+  if (!fused) return make_error(onnx_path + ": " + fused.error().message);
+  return compile(*fused, std::move(options));
+}
+
+Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &input, CompileOptions options) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CompiledModel> m(new CompiledModel());
+  bool fused = !input.nodes.empty();
+  for (const Node &n : input.nodes) fused &= n.is_function();
+  if (fused) {
+    m->graph_ = input;
+  } else {
+    AT_ASSIGN(f, run_passes(input, {"fuse-ops"}, PassContext{}));
+    m->graph_ = std::move(f);
+  }
+  const Graph &g = m->graph_;
+  m->pool_ = std::make_unique<ThreadPool>(options.threads);
+  AT_ASSIGN(jit, Jit::create({options.cache_dir}));
+  m->jit_ = std::move(jit);
+  m->impl_ = std::make_unique<Impl>();
+  Impl &impl = *m->impl_;
+
+  // Lower every group, then compile the kernels in parallel.
+  size_t n = g.nodes.size();
+  std::vector<Expected<LoweredKernel>> lowered;
+  for (size_t i = 0; i < n; ++i) {
+    const Node &node = g.nodes[i];
+    GroupInfo info;
+    info.name = "%" + std::to_string(i);
+    for (const Node &b : node.body->nodes) info.ops += (info.ops.empty() ? "" : "+") + b.op;
+    info.shape = shape_str(node.type.shape);
+    info.flops = group_flops(*node.body);
+    m->info_.push_back(info);
+    lowered.push_back(lower_group(*node.body, kernel_name(*node.body), default_schedule(*node.body)));
+  }
+  std::vector<Expected<CompiledKernel>> compiled(n, Expected<CompiledKernel>(make_error("not compiled")));
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;)
+        if (lowered[i]) compiled[i] = m->jit_->compile(*lowered[i]);
+    };
+    std::vector<std::future<void>> workers;
+    for (int t = 0; t < m->pool_->size(); ++t) workers.push_back(std::async(std::launch::async, work));
+    for (auto &w : workers) w.get();
+  }
+
+  // Where values live: graph outputs in the caller's tensors, the rest in one planned arena.
+  impl.node_loc.assign(n, Loc{});
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (g.outputs[k].kind == ValueId::Kind::kNode && impl.node_loc[g.outputs[k].index].kind != Loc::kOutput)
+      impl.node_loc[g.outputs[k].index] = {Loc::kOutput, static_cast<int>(k), 0};
+  std::vector<int> last_use(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    last_use[i] = static_cast<int>(i);
+    for (ValueId v : g.nodes[i].inputs)
+      if (v.kind == ValueId::Kind::kNode) last_use[v.index] = static_cast<int>(i);
+  }
+  std::vector<size_t> bytes;
+  std::vector<std::pair<int, int>> lifetimes;
+  std::vector<std::pair<int, int>> owner;  // (node, -1) for a value, (node, temp k) for a kernel temporary
+  for (size_t i = 0; i < n; ++i) {
+    if (impl.node_loc[i].kind == Loc::kArena) {
+      bytes.push_back(g.nodes[i].type.numel() * sizeof(float));
+      lifetimes.emplace_back(static_cast<int>(i), last_use[i]);
+      owner.emplace_back(static_cast<int>(i), -1);
+    }
+    if (!lowered[i] || !compiled[i]) continue;
+    for (size_t b = lowered[i]->num_params + 1; b < lowered[i]->buffers.size(); ++b) {
+      bytes.push_back(static_cast<size_t>(lowered[i]->buffers[b]->size) * sizeof(float));
+      lifetimes.emplace_back(static_cast<int>(i), static_cast<int>(i));
+      owner.emplace_back(static_cast<int>(i), static_cast<int>(b));
+    }
+  }
+  MemoryPlan plan = plan_memory(bytes, lifetimes);
+  m->arena_bytes_ = plan.total;
+  void *arena = std::aligned_alloc(64, std::max<size_t>(64, (plan.total + 63) / 64 * 64));
+  if (!arena) return make_error("cannot allocate " + std::to_string(plan.total) + " bytes of activations");
+  impl.arena = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(arena), [](uint8_t *p) { std::free(p); });
+
+  impl.execs.resize(n);
+  for (size_t j = 0; j < owner.size(); ++j)
+    if (owner[j].second < 0) impl.node_loc[owner[j].first].offset = plan.offsets[j];
+    else impl.execs[owner[j].first].temps.push_back(plan.offsets[j]);
+
+  for (size_t i = 0; i < n; ++i) {
+    Exec &e = impl.execs[i];
+    e.node = static_cast<int>(i);
+    const Node &node = g.nodes[i];
+    for (ValueId v : node.inputs) {
+      if (v.kind == ValueId::Kind::kInput) e.args.push_back({Loc::kInput, v.index, 0});
+      else if (v.kind == ValueId::Kind::kConstant) e.args.push_back({Loc::kConstant, v.index, 0});
+      else e.args.push_back(impl.node_loc[v.index]);
+    }
+    e.packed.resize(node.inputs.size());
+    GroupInfo &info = m->info_[i];
+    std::string why = !lowered[i] ? lowered[i].error().message : !compiled[i] ? compiled[i].error().message : "";
+    if (why.empty()) {
+      for (const WeightPacking &p : lowered[i]->packings) {
+        ValueId w = node.inputs[p.param];
+        if (w.kind == ValueId::Kind::kConstant) e.packed[p.param] = pack_weight(g.constants[w.index].value, p);
+        else e.dynamic_packings.push_back(p);  // computed by the graph: packed at each run
+      }
+    }
+    if (!why.empty()) {
+      info.fallback = why;
+      info.schedule = "reference executor";
+      continue;
+    }
+    e.compiled = true;
+    e.kernel = compiled[i].take();
+    for (const KernelStage &s : lowered[i]->stages) e.extents.push_back(s.parallel_extent);
+    info.schedule = lowered[i]->schedule;
+    if (e.kernel.from_cache) ++m->kernels_cached_;
+    else ++m->kernels_compiled_;
+  }
+  m->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+Expected<std::vector<Tensor>> CompiledModel::run(const std::vector<Tensor> &inputs, std::vector<double> *group_ms) {
+  AT_TRY(check_inputs(graph_, inputs));
+  std::lock_guard<std::mutex> lock(impl_->run_mu);
+  const Graph &g = graph_;
+  std::vector<Tensor> outs;
+  for (ValueId v : g.outputs) outs.emplace_back(g.type_of(v));
+  uint8_t *arena = impl_->arena.get();
+  auto ptr = [&](const Loc &l) -> void * {
+    switch (l.kind) {
+      case Loc::kInput: return const_cast<void *>(inputs[l.index].raw());
+      case Loc::kConstant: return const_cast<void *>(g.constants[l.index].value.raw());
+      case Loc::kArena: return arena + l.offset;
+      case Loc::kOutput: return outs[l.index].raw();
+    }
+    return nullptr;
+  };
+  if (group_ms) group_ms->assign(impl_->execs.size(), 0.0);
+  std::vector<void *> bufs;
+  for (Exec &e : impl_->execs) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Node &node = g.nodes[e.node];
+    void *out = ptr(impl_->node_loc[e.node]);
+    if (e.compiled) {
+      for (const WeightPacking &p : e.dynamic_packings) {
+        Tensor w(g.type_of(node.inputs[p.param]));
+        std::memcpy(w.raw(), ptr(e.args[p.param]), w.nbytes());
+        e.packed[p.param] = pack_weight(w, p);
+      }
+      bufs.clear();
+      for (size_t a = 0; a < e.args.size(); ++a)
+        bufs.push_back(e.packed[a].defined() && e.packed[a].numel() ? const_cast<void *>(e.packed[a].raw()) : ptr(e.args[a]));
+      bufs.push_back(out);
+      for (size_t off : e.temps) bufs.push_back(arena + off);
+      for (size_t s = 0; s < e.kernel.stages.size(); ++s) {
+        StageFn fn = e.kernel.stages[s];
+        void **table = bufs.data();
+        pool_->parallel_for(e.extents[s], [fn, table](int64_t b, int64_t end) { fn(table, b, end); });
+      }
+    } else {
+      std::vector<Tensor> args;
+      for (size_t a = 0; a < e.args.size(); ++a) {
+        Tensor t(g.type_of(node.inputs[a]));
+        std::memcpy(t.raw(), ptr(e.args[a]), t.nbytes());
+        args.push_back(std::move(t));
+      }
+      AT_ASSIGN(r, eval_node(node, args));
+      std::memcpy(out, r.raw(), r.nbytes());
+    }
+    if (group_ms) (*group_ms)[e.node] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // An output that is also produced for a second output slot of the same node is copied.
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    ValueId v = g.outputs[k];
+    if (v.kind != ValueId::Kind::kNode) {
+      const Tensor &src = v.kind == ValueId::Kind::kInput ? inputs[v.index] : g.constants[v.index].value;
+      std::memcpy(outs[k].raw(), src.raw(), src.nbytes());
+    } else if (impl_->node_loc[v.index].index != static_cast<int>(k)) {
+      std::memcpy(outs[k].raw(), ptr(impl_->node_loc[v.index]), outs[k].nbytes());
+    }
+  }
+  return outs;
+}
+
+}  // namespace autotune

@@ -1,0 +1,80 @@
+#pragma once
+// The runtime's C++ API, in one header: load an ONNX model (or a fused graph), compile each fused
+// group into a kernel, plan memory, and run on a thread pool.
+//
+//   auto model = autotune::CompiledModel::load("resnet50.onnx", {});
+//   if (!model) { ... model.error().message ... }
+//   auto outputs = (*model)->run({input_tensor});
+//
+// A group that cannot be lowered or compiled runs on the reference executor instead; groups()
+// says which and why.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/Jit.h"
+#include "codegen/Lower.h"
+#include "ir/Graph.h"
+#include "ir/Pass.h"
+#include "runtime/ThreadPool.h"
+
+namespace autotune {
+
+struct CompileOptions {
+  int threads = 0;                                   // 0: one per hardware thread
+  std::string cache_dir = default_kernel_cache_dir();  // "" disables the on-disk kernel cache
+  PassContext passes;                                // for load(): how the graph is optimized and fused
+};
+
+struct GroupInfo {
+  std::string name;      // "%12"
+  std::string ops;       // "nn.conv2d+add+nn.relu"
+  std::string shape;     // of its output
+  std::string schedule;  // the schedule used, or "reference executor"
+  std::string fallback;  // why it runs on the reference executor ("" when compiled)
+  double flops = 0;      // arithmetic of one call (multiply-adds count 2)
+};
+
+class CompiledModel {
+ public:
+  /** Imports, optimizes, fuses and compiles an ONNX model. */
+  static Expected<std::unique_ptr<CompiledModel>> load(const std::string &onnx_path, CompileOptions options = {});
+  /** Compiles a graph (fused here if it is not yet). */
+  static Expected<std::unique_ptr<CompiledModel>> compile(const Graph &g, CompileOptions options = {});
+  ~CompiledModel();
+
+  /** Runs the model; inputs must match the graph's input types. group_ms, if given, gets each group's time. */
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs, std::vector<double> *group_ms = nullptr);
+
+  const Graph &graph() const { return graph_; }
+  const std::vector<GroupInfo> &groups() const { return info_; }
+  int threads() const { return pool_->size(); }
+  double compile_ms() const { return compile_ms_; }
+  int kernels_compiled() const { return kernels_compiled_; }
+  int kernels_cached() const { return kernels_cached_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+
+ private:
+  CompiledModel() = default;
+  struct Impl;
+  Graph graph_;
+  std::vector<GroupInfo> info_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Jit> jit_;
+  std::unique_ptr<Impl> impl_;
+  double compile_ms_ = 0;
+  int kernels_compiled_ = 0, kernels_cached_ = 0;
+  size_t arena_bytes_ = 0;
+};
+
+/** Offsets for buffers with [first, last] lifetimes (node indices) so that live buffers never overlap; 64-byte aligned. */
+struct MemoryPlan {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+};
+MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::pair<int, int>> &lifetimes);
+
+/** The arithmetic of one call of a fused group: 2 per multiply-add of conv/dense/matmul, 1 per element otherwise. */
+double group_flops(const Graph &body);
+
+}  // namespace autotune

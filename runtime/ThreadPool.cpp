@@ -1,0 +1,67 @@
+#include "runtime/ThreadPool.h"
+
+#include <immintrin.h>
+
+namespace autotune {
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto &t : workers_) t.join();
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
+  int t = size();
+  if (n <= 0) return;
+  if (t == 1 || n == 1) {
+    fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    pending_.store(static_cast<int>(workers_.size()));
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  int64_t end = n / t;
+  if (end > 0) fn(0, end);
+  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  while (true) {
+    // Spin for a while (kernels come back to back), then sleep until the next call.
+    for (int spin = 0; spin < 200000 && generation_.load(std::memory_order_acquire) == seen; ++spin) _mm_pause();
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return generation_.load() != seen; });
+    }
+    if (stop_) return;
+    const std::function<void(int64_t, int64_t)> *fn;
+    int64_t n;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_.load();
+      fn = fn_;
+      n = n_;
+    }
+    int t = size();
+    int64_t begin = n * index / t, end = n * (index + 1) / t;
+    if (begin < end) (*fn)(begin, end);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace autotune

@@ -1,0 +1,39 @@
+#pragma once
+// A fixed pool of worker threads for the kernels' parallel loops. parallel_for splits [0, n) into
+// one contiguous chunk per thread (the calling thread takes the first). Workers spin briefly
+// between calls, since an inference issues dozens of back-to-back kernels, then sleep.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace autotune {
+
+class ThreadPool {
+ public:
+  /** threads <= 0: one per hardware thread. */
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn);
+
+ private:
+  void worker(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
+  int64_t n_ = 0;
+};
+
+}  // namespace autotune

@@ -1,0 +1,139 @@
+// Hand-written loop nests through LLVM and the JIT, run on real buffers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "codegen/Jit.h"
+
+namespace autotune {
+namespace {
+
+using namespace loop;
+
+std::unique_ptr<Jit> make_jit(const std::string &cache = "") {
+  auto j = Jit::create({cache});
+  EXPECT_TRUE(static_cast<bool>(j)) << (j ? "" : j.error().message);
+  return j ? j.take() : nullptr;
+}
+
+/** One-stage kernel over buffers a (in), out; body uses parallel var "r" over [0, extent). */
+LoweredKernel kernel(const std::string &name, std::vector<Buffer> bufs, int params, int64_t extent, Stmt body) {
+  LoweredKernel k;
+  k.name = name;
+  k.buffers = std::move(bufs);
+  k.num_params = params;
+  k.stages.push_back({"s", "r", extent, std::move(body)});
+  return k;
+}
+
+TEST(Jit, VectorizedStridedAndBroadcastAccesses) {
+  // out[r*8 + v] = a[r*8 + v] (vector load) * a[2*v] (strided: per-lane) + a[r] (broadcast)
+  Buffer a = make_buffer("a", Type::kF32, 32, BufferScope::kParam), out = make_buffer("out", Type::kF32, 32, BufferScope::kParam);
+  Expr r = var("r"), v = var("v");
+  Stmt body = for_loop("v", int_imm(0), int_imm(8), ForKind::kVectorized,
+                       store(out, r * 8 + v, load(a, r * 8 + v) * load(a, v * 2) + load(a, r)));
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("vec", {a, out}, 1, 4, body));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> av(32), ov(32, -1);
+  std::iota(av.begin(), av.end(), 0.0f);
+  void *bufs[] = {av.data(), ov.data()};
+  ck->stages[0](bufs, 0, 4);
+  for (int i = 0; i < 4; ++i)
+    for (int l = 0; l < 8; ++l) EXPECT_EQ(ov[i * 8 + l], av[i * 8 + l] * av[2 * l] + av[i]) << i << "," << l;
+}
+
+TEST(Jit, RangeSplitsTheParallelLoop) {
+  Buffer out = make_buffer("out", Type::kF32, 10, BufferScope::kParam);
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("range", {out}, 0, 10, store(out, var("r"), cast(Type::kF32, var("r")))));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> o(10, -1);
+  void *bufs[] = {o.data()};
+  ck->stages[0](bufs, 3, 7);
+  EXPECT_EQ(o, (std::vector<float>{-1, -1, -1, 3, 4, 5, 6, -1, -1, -1}));
+}
+
+TEST(Jit, LocalAccumulatorsUnrolledLoopsLetAndBranches) {
+  // out[0] = sum over i of (i odd ? a[i] : 0), through a local accumulator, unrolled by 4.
+  Buffer a = make_buffer("a", Type::kF32, 8, BufferScope::kParam), out = make_buffer("out", Type::kF32, 1, BufferScope::kParam);
+  Buffer acc = make_buffer("acc", Type::kF32, 1, BufferScope::kLocal);
+  Expr i = var("io") * 4 + var("ii");
+  Stmt add = if_then(i % int_imm(2) == int_imm(1), store(acc, int_imm(0), load(acc, int_imm(0)) + load(a, var("t"))));
+  Stmt body = allocate(acc, seq({store(acc, int_imm(0), float_imm(0)),
+                                 for_loop("io", int_imm(0), int_imm(2), ForKind::kSerial,
+                                          for_loop("ii", int_imm(0), int_imm(4), ForKind::kUnrolled, let("t", i, add))),
+                                 store(out, int_imm(0), load(acc, int_imm(0)))}));
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("acc", {a, out}, 1, 1, body));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> av{1, 2, 3, 4, 5, 6, 7, 8}, ov(1);
+  void *bufs[] = {av.data(), ov.data()};
+  ck->stages[0](bufs, 0, 1);
+  EXPECT_EQ(ov[0], 2 + 4 + 6 + 8);
+}
+
+TEST(Jit, FloorDivisionAndModuloOfNegativeValues) {
+  Buffer out = make_buffer("out", Type::kF32, 2, BufferScope::kParam);
+  Expr x = var("r") - int_imm(7);  // -7 at r = 0
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("floor", {out}, 0, 1,
+                                seq({store(out, int_imm(0), cast(Type::kF32, x / int_imm(2))),
+                                     store(out, int_imm(1), cast(Type::kF32, x % int_imm(2)))})));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> o(2);
+  void *bufs[] = {o.data()};
+  ck->stages[0](bufs, 0, 1);
+  EXPECT_EQ(o, (std::vector<float>{-4, 1}));
+}
+
+TEST(Jit, ExpCallsResolve) {
+  Buffer a = make_buffer("a", Type::kF32, 8, BufferScope::kParam), out = make_buffer("out", Type::kF32, 8, BufferScope::kParam);
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("exp", {a, out}, 1, 1,
+                                for_loop("v", int_imm(0), int_imm(8), ForKind::kVectorized, store(out, var("v"), call("exp", {load(a, var("v"))})))));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> av{0, 1, -1, 2, 0.5f, -3, 4, 10}, ov(8);
+  void *bufs[] = {av.data(), ov.data()};
+  ck->stages[0](bufs, 0, 1);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(ov[i], std::exp(av[i]), 1e-6 * std::exp(av[i]));
+}
+
+TEST(Jit, IllegalLoopIRIsAnErrorNotACrash) {
+  Buffer out = make_buffer("out", Type::kF32, 8, BufferScope::kParam);
+  auto jit = make_jit();
+  Stmt nested = for_loop("a", int_imm(0), int_imm(2), ForKind::kVectorized,
+                         for_loop("b", int_imm(0), int_imm(2), ForKind::kVectorized, store(out, var("a") * 2 + var("b"), float_imm(0))));
+  auto ck = jit->compile(kernel("bad", {out}, 0, 1, nested));
+  ASSERT_FALSE(static_cast<bool>(ck));
+  EXPECT_NE(ck.error().message.find("nested vectorized loops"), std::string::npos);
+  auto ck2 = jit->compile(kernel("bad2", {out}, 0, 1, for_loop("a", int_imm(0), var("r"), ForKind::kUnrolled, store(out, var("a"), float_imm(0)))));
+  ASSERT_FALSE(static_cast<bool>(ck2));
+  EXPECT_NE(ck2.error().message.find("needs a constant extent"), std::string::npos);
+}
+
+TEST(Jit, ObjectCacheServesASecondCompile) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("autotune_jit_cache_" + std::to_string(::getpid()))).string();
+  Buffer out = make_buffer("out", Type::kF32, 4, BufferScope::kParam);
+  LoweredKernel k = kernel("cached", {out}, 0, 4, store(out, var("r"), float_imm(3)));
+  {
+    auto jit = make_jit(dir);
+    auto ck = jit->compile(k);
+    ASSERT_TRUE(static_cast<bool>(ck));
+    EXPECT_FALSE(ck->from_cache);
+  }
+  auto jit = make_jit(dir);  // a new process's JIT: only the disk cache can serve it
+  auto ck = jit->compile(k);
+  ASSERT_TRUE(static_cast<bool>(ck));
+  EXPECT_TRUE(ck->from_cache);
+  std::vector<float> o(4);
+  void *bufs[] = {o.data()};
+  ck->stages[0](bufs, 0, 4);
+  EXPECT_EQ(o, (std::vector<float>{3, 3, 3, 3}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace autotune

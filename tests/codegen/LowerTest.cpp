@@ -1,0 +1,234 @@
+// Every template of the lowering, compiled and run against the reference executor on seeded
+// random inputs. Each case asserts that no group fell back to the reference executor, so a
+// passing case really ran JIT-compiled code.
+#include <gtest/gtest.h>
+
+#include "codegen/Lower.h"
+#include "ir/Parser.h"
+#include "ir/Pass.h"
+#include "ir/Reference.h"
+#include "runtime/Runtime.h"
+
+namespace autotune {
+namespace {
+
+CompileOptions no_cache() {
+  CompileOptions o;
+  o.cache_dir = "";
+  return o;
+}
+
+/** Compiles IR text (fused here) and compares with the reference on seeded inputs. */
+void expect_compiled_matches(const std::string &ir, double tolerance = 1e-5, const std::string &want_schedule = "") {
+  auto g = parse_text(ir);
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  auto m = CompiledModel::compile(*g, no_cache());
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  for (const GroupInfo &gi : (*m)->groups()) {
+    EXPECT_EQ(gi.fallback, "") << gi.ops;
+    if (!want_schedule.empty()) {
+      EXPECT_NE(gi.schedule.find(want_schedule), std::string::npos) << gi.schedule;
+    }
+  }
+  for (uint64_t seed : {1, 2}) {
+    auto inputs = random_inputs(*g, seed);
+    auto expected = run_reference(*g, inputs);
+    auto got = (*m)->run(inputs);
+    ASSERT_TRUE(expected && got);
+    ASSERT_EQ(expected->size(), got->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      auto d = compare((*got)[i], (*expected)[i]);
+      ASSERT_TRUE(static_cast<bool>(d));
+      EXPECT_LE(d->relative(), tolerance) << "output " << i << ", max abs " << d->max_abs;
+      EXPECT_FALSE(d->nan_mismatch);
+    }
+  }
+}
+
+TEST(Lower, BlockedConvWithPaddingStrideBiasAndEpilogue) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 8, 9, 11), float32]) -> Tensor[(1, 32, 5, 6), float32] {
+    %w = constant(Tensor[(32, 8, 3, 3), float32]);
+    %b = constant(Tensor[(32), float32]);
+    %0 = nn.conv2d(%x, %w, %b, strides=[2, 2], padding=[1, 1, 1, 1]);
+    %1 = nn.relu(%0);
+    return %1;
+  })", 1e-5, "oc_block 16");
+}
+
+TEST(Lower, BlockedConvWithResidualAddAndPixelTail) {
+  // 7x7 = 49 output pixels: 8 blocks of 6 and a tail of 1.
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 16, 7, 7), float32], %skip: Tensor[(2, 16, 7, 7), float32]) -> Tensor[(2, 16, 7, 7), float32] {
+    %w = constant(Tensor[(16, 16, 1, 1), float32]);
+    %0 = nn.conv2d(%x, %w);
+    %1 = add(%0, %skip);
+    %2 = nn.relu(%1);
+    return %2;
+  })");
+}
+
+TEST(Lower, BlockedConvWithEightChannelBlocksAndDilation) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 12, 12), float32]) -> Tensor[(1, 24, 8, 8), float32] {
+    %w = constant(Tensor[(24, 3, 3, 3), float32]);
+    %0 = nn.conv2d(%x, %w, padding=[0, 0, 0, 0], dilation=[2, 2]);
+    return %0;
+  })", 1e-5, "oc_block 8");
+}
+
+TEST(Lower, GroupedAndDepthwiseConvUseTheDirectTemplate) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 8, 10, 10), float32]) -> Tensor[(1, 8, 5, 5), float32] {
+    %w = constant(Tensor[(8, 1, 3, 3), float32]);
+    %b = constant(Tensor[(8), float32]);
+    %0 = nn.conv2d(%x, %w, %b, strides=[2, 2], padding=[1, 1, 1, 1], groups=8);
+    %1 = clip(%0, a_min=0.0f, a_max=6.0f);
+    return %1;
+  })", 1e-5, "direct conv");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 4, 6, 6), float32]) -> Tensor[(1, 6, 6, 6), float32] {
+    %w = constant(Tensor[(6, 2, 3, 3), float32]);
+    %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], groups=2);
+    return %0;
+  })", 1e-5, "direct conv");
+}
+
+TEST(Lower, DenseBlockedAndDirect) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(3, 20), float32]) -> Tensor[(3, 40), float32] {
+    %w = constant(Tensor[(40, 20), float32]);
+    %b = constant(Tensor[(40), float32]);
+    %0 = nn.dense(%x, %w);
+    %1 = add(%0, %b);
+    %2 = sigmoid(%1);
+    return %2;
+  })", 1e-5, "oc_block 8");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5), float32]) -> Tensor[(2, 7), float32] {
+    %w = constant(Tensor[(7, 5), float32]);
+    %0 = nn.dense(%x, %w);
+    return %0;
+  })", 1e-5, "direct dense");
+}
+
+TEST(Lower, MatmulWithBroadcastBatchAndVectorOperands) {
+  expect_compiled_matches(R"(def @main(%a: Tensor[(2, 1, 3, 4), float32], %b: Tensor[(3, 4, 9), float32]) -> Tensor[(2, 3, 3, 9), float32] {
+    %0 = nn.matmul(%a, %b);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%a: Tensor[(4), float32], %b: Tensor[(2, 4, 3), float32]) -> Tensor[(2, 3), float32] {
+    %0 = nn.matmul(%a, %b);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%a: Tensor[(5, 4), float32], %b: Tensor[(4), float32]) -> Tensor[(5), float32] {
+    %0 = nn.matmul(%a, %b);
+    return %0;
+  })");
+}
+
+TEST(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 10, 11), float32]) -> Tensor[(1, 3, 5, 6), float32] {
+    %0 = nn.max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1]);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 10, 11), float32]) -> Tensor[(1, 3, 5, 6), float32] {
+    %0 = nn.max_pool2d(%x, pool_size=[2, 2], strides=[2, 2], ceil_mode=1);
+    return %0;
+  })");
+  for (const char *include : {"0", "1"}) {
+    std::string ir = R"(def @main(%x: Tensor[(2, 4, 9, 9), float32]) -> Tensor[(2, 4, 5, 5), float32] {
+    %0 = nn.avg_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], count_include_pad=INC);
+    %1 = nn.leaky_relu(%0, alpha=0.1f);
+    return %1;
+  })";
+    ir.replace(ir.find("INC"), 3, include);
+    expect_compiled_matches(ir);
+  }
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 8, 8), float32]) -> Tensor[(1, 3, 4, 4), float32] {
+    %0 = nn.avg_pool2d(%x, pool_size=[3, 3], strides=[2, 2], ceil_mode=1, dilation=[1, 1]);
+    return %0;
+  })");
+}
+
+TEST(Lower, GlobalPoolMeanAndSoftmax) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5, 4, 3), float32]) -> Tensor[(2, 5, 1, 1), float32] {
+    %0 = nn.global_avg_pool2d(%x);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4, 5), float32]) -> Tensor[(2, 1, 1, 5), float32] {
+    %0 = sigmoid(%x);
+    %1 = mean(%0, axis=[1, 2], keepdims=1);
+    return %1;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4), float32]) -> Tensor[(3), float32] {
+    %0 = mean(%x, axis=[0, 2], keepdims=0);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4), float32]) -> Tensor[(2, 3, 4), float32] {
+    %0 = nn.softmax(%x, axis=1);
+    return %0;
+  })");
+}
+
+TEST(Lower, InjectiveAndElementwiseChainsInline) {
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4), float32], %y: Tensor[(4), float32]) -> Tensor[(2, 6, 12), float32] {
+    %0 = transpose(%x, axes=[0, 2, 1]);
+    %1 = reshape(%0, newshape=[2, 12]);
+    %2 = nn.pad(%1, pad_width=[0, 1, 0, 2], pad_value=-0.5f);
+    %3 = nn.hard_swish(%2);
+    %4 = nn.hard_sigmoid(%3);
+    %5 = concatenate(%4, %4, axis=1);
+    %6 = reshape(%5, newshape=[2, 6, 5]);
+    %7 = concatenate(%6, %6, axis=2);
+    %8 = nn.pad(%7, pad_width=[0, 0, 0, 0, 0, 2]);
+    return %8;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 10), float32]) -> Tensor[(2, 3, 2), float32] {
+    %i = constant([9, 0, -1, 4, 5, 2], Tensor[(3, 2), int64]);
+    %0 = take(%x, %i, axis=1);
+    %1 = clip(%0, a_min=-0.5f, a_max=0.5f);
+    return %1;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 4, 3, 3), float32]) -> Tensor[(1, 4, 3, 3), float32] {
+    %g = constant(Tensor[(4), float32]);
+    %b = constant(Tensor[(4), float32]);
+    %m = constant(Tensor[(4), float32]);
+    %v = constant([1.0f, 0.5f, 2.0f, 0.25f], Tensor[(4), float32]);
+    %0 = nn.batch_norm(%x, %g, %b, %m, %v);
+    %1 = multiply(%0, %x);
+    return %1;
+  })");
+}
+
+TEST(Lower, KernelsPrintTheirLoopIR) {
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 16, 4, 4), float32]) -> Tensor[(1, 16, 4, 4), float32] {
+    %w = constant(Tensor[(16, 16, 1, 1), float32]);
+    %0 = nn.conv2d(%x, %w);
+    %1 = nn.relu(%0);
+    return %1;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = run_passes(*g, {"fuse-ops"}, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  const Graph &body = *f->nodes[0].body;
+  auto k = lower_group(body, "conv", default_schedule(body));
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  std::string text = k->to_string();
+  EXPECT_NE(text.find("stage conv2d: parallel (u, 0, 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("fmuladd(p0["), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorized (v"), std::string::npos) << text;
+  ASSERT_EQ(k->packings.size(), 1u);
+  EXPECT_EQ(k->packings[0].block, 16);
+}
+
+TEST(Lower, IntegerKernelsFallBackToTheReferenceExecutorAndSaySo) {
+  auto g = parse_text(R"(def @main(%x: Tensor[(4), int64]) -> Tensor[(4), int64] {
+    %0 = add(%x, %x);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto m = CompiledModel::compile(*g, no_cache());
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  ASSERT_EQ((*m)->groups().size(), 1u);
+  EXPECT_EQ((*m)->groups()[0].fallback, "integer-valued kernels are not compiled");
+  auto out = (*m)->run({tensor_i64({4}, {1, -2, 3, 4})});
+  ASSERT_TRUE(static_cast<bool>(out));
+  EXPECT_EQ(std::vector<int64_t>((*out)[0].i64(), (*out)[0].i64() + 4), (std::vector<int64_t>{2, -4, 6, 8}));
+}
+
+}  // namespace
+}  // namespace autotune

@@ -1,0 +1,126 @@
+// The runtime: memory planning, the thread pool, and whole models compiled and checked against
+// the reference executor.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "ir/OnnxImport.h"
+#include "ir/Reference.h"
+#include "runtime/Runtime.h"
+
+namespace autotune {
+namespace {
+
+std::string model_path(const std::string &name) { return std::string(AUTOTUNE_MODELS_DIR) + "/" + name + ".onnx"; }
+
+CompileOptions test_options() {
+  CompileOptions o;
+  o.cache_dir = (std::filesystem::temp_directory_path() / "autotune_runtime_test_cache").string();
+  return o;
+}
+
+TEST(MemoryPlan, LiveBuffersNeverOverlapAndDeadOnesShareSpace) {
+  std::mt19937 rng(7);
+  std::vector<size_t> bytes;
+  std::vector<std::pair<int, int>> life;
+  size_t sum = 0;
+  for (int i = 0; i < 60; ++i) {
+    bytes.push_back(64 + rng() % 10000);
+    int a = static_cast<int>(rng() % 50);
+    life.emplace_back(a, a + static_cast<int>(rng() % 5));
+    sum += (bytes.back() + 63) / 64 * 64;
+  }
+  MemoryPlan p = plan_memory(bytes, life);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    EXPECT_EQ(p.offsets[i] % 64, 0u);
+    for (size_t j = i + 1; j < bytes.size(); ++j) {
+      bool live_together = life[i].first <= life[j].second && life[j].first <= life[i].second;
+      bool overlap = p.offsets[i] < p.offsets[j] + bytes[j] && p.offsets[j] < p.offsets[i] + bytes[i];
+      EXPECT_FALSE(live_together && overlap) << i << " and " << j;
+    }
+  }
+  EXPECT_LT(p.total, sum / 2);
+}
+
+TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 7, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    for (int rep = 0; rep < 20; ++rep)
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 20) << n;
+  }
+}
+
+void expect_model_matches(const std::string &name) {
+  SCOPED_TRACE(name);
+  auto m = CompiledModel::load(model_path(name), test_options());
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  for (const GroupInfo &g : (*m)->groups()) EXPECT_EQ(g.fallback, "") << g.ops;
+  auto g = import_onnx_file(model_path(name));
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto inputs = random_inputs(*g, 5);
+  auto expected = run_reference(*g, inputs);
+  auto got = (*m)->run(inputs);
+  ASSERT_TRUE(expected && got) << (got ? "" : got.error().message);
+  for (size_t i = 0; i < got->size(); ++i) {
+    auto d = compare((*got)[i], (*expected)[i]);
+    ASSERT_TRUE(static_cast<bool>(d));
+    EXPECT_LT(d->relative(), 1e-4) << "output " << i;
+    EXPECT_GT(d->max_ref, 0.0);
+  }
+}
+
+TEST(CompiledModel, SmallModelsMatchTheReference) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy"}) expect_model_matches(name);
+}
+TEST(CompiledModel, ResNet18MatchesTheReference) { expect_model_matches("resnet18_bn"); }
+TEST(CompiledModel, ResNet50MatchesTheReference) { expect_model_matches("resnet50"); }
+
+TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {
+  auto m = CompiledModel::load(model_path("resnet18"), test_options());
+  ASSERT_TRUE(static_cast<bool>(m));
+  const Graph &g = (*m)->graph();
+  // The lower bound: the most bytes alive at once (a node's inputs and output together).
+  std::vector<int> last(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    last[i] = static_cast<int>(i);
+    for (ValueId v : g.nodes[i].inputs)
+      if (v.kind == ValueId::Kind::kNode) last[v.index] = static_cast<int>(i);
+  }
+  size_t all = 0, peak = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    all += static_cast<size_t>(g.nodes[i].type.numel()) * 4;
+    size_t live = 0;
+    for (size_t j = 0; j <= i; ++j)
+      if (last[j] >= static_cast<int>(i) && g.outputs[0].index != static_cast<int>(j)) live += static_cast<size_t>(g.nodes[j].type.numel()) * 4;
+    peak = std::max(peak, live);
+  }
+  EXPECT_GE((*m)->arena_bytes(), peak);
+  EXPECT_LE((*m)->arena_bytes(), peak + peak / 2) << "peak " << peak;  // temporaries (padded inputs) come on top
+  EXPECT_LT((*m)->arena_bytes(), all / 2);
+}
+
+TEST(CompiledModel, RepeatedRunsGiveIdenticalResults) {
+  auto m = CompiledModel::load(model_path("tiny_cnn"), test_options());
+  ASSERT_TRUE(static_cast<bool>(m));
+  auto inputs = random_inputs((*m)->graph(), 9);
+  auto a = (*m)->run(inputs), b = (*m)->run(inputs);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(compare((*a)[0], (*b)[0])->max_abs, 0.0);
+}
+
+TEST(CompiledModel, BadInputsAreErrors) {
+  EXPECT_FALSE(static_cast<bool>(CompiledModel::load("/nonexistent.onnx", test_options())));
+  auto m = CompiledModel::load(model_path("tiny_cnn"), test_options());
+  ASSERT_TRUE(static_cast<bool>(m));
+  auto r = (*m)->run({random_tensor({DType::kFloat32, {1, 3, 8, 8}}, 1)});
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_EQ(r.error().message, "input 'input' must be Tensor[(1, 3, 32, 32), float32], got Tensor[(1, 3, 8, 8), float32]");
+}
+
+}  // namespace
+}  // namespace autotune
