@@ -233,7 +233,7 @@ int cmd_run(const std::vector<std::string> &argv) {
   }
   double prepare_ms = ms_since(t0);
   auto inputs = read_inputs(*args, g);
-  if (!inputs) return fail(make_error("run: " + inputs.error().message));
+  if (!inputs) return fail(inputs.error());
 
   auto t1 = Clock::now();
   auto outs = compiled ? compiled->run(*inputs) : run_reference(g, *inputs);

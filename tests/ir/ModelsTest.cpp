@@ -79,21 +79,27 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(Cli, RunWritesTheReferenceOutput) {
+TEST_F(Cli, RunWritesTheModelsOutput) {
   Graph g = load_model("tiny_cnn");
   Tensor x = random_tensor(g.inputs[0].type, 42);
   ASSERT_TRUE(static_cast<bool>(write_npy(path("x.npy"), x)));
-  int code;
-  std::string out = cli("run --model " + model_path("tiny_cnn") + " --input " + path("x.npy") + " --output " + path("y.npy"), &code);
-  ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("output 0: Tensor[(1, 10), float32]"), std::string::npos) << out;
-  auto y = read_npy(path("y.npy"));
-  ASSERT_TRUE(static_cast<bool>(y)) << y.error().message;
   auto expected = run_reference(g, {x});
   ASSERT_TRUE(static_cast<bool>(expected));
-  auto d = compare(*y, (*expected)[0]);
-  ASSERT_TRUE(static_cast<bool>(d));
-  EXPECT_EQ(d->max_abs, 0.0);
+  // The reference executor reproduces itself exactly; the compiled one within float rounding.
+  for (const std::string executor : {"reference", "compiled"}) {
+    int code;
+    std::string out = cli("run --model " + model_path("tiny_cnn") + " --input " + path("x.npy") + " --output " +
+                              path("y.npy") + " --executor " + executor, &code);
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("output 0: Tensor[(1, 10), float32]"), std::string::npos) << out;
+    EXPECT_NE(out.find("executor " + executor), std::string::npos) << out;
+    auto y = read_npy(path("y.npy"));
+    ASSERT_TRUE(static_cast<bool>(y)) << y.error().message;
+    auto d = compare(*y, (*expected)[0]);
+    ASSERT_TRUE(static_cast<bool>(d));
+    if (executor == "reference") EXPECT_EQ(d->max_abs, 0.0);
+    else EXPECT_LT(d->relative(), 1e-5);
+  }
 }
 
 TEST_F(Cli, SeveralOutputsGoToNumberedFiles) {
@@ -162,6 +168,22 @@ TEST_F(Cli, InspectDotAndHelp) {
   }
 }
 
+TEST_F(Cli, BenchJsonReportsLatencyAndEveryGroup) {
+  int code;
+  std::string out = cli("bench --model " + model_path("tiny_cnn") + " --runs 3 --warmup 1 --json", &code);
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_GT(j["median_ms"].get<double>(), 0.0);
+  EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
+  EXPECT_GE(j["max_ms"].get<double>(), j["median_ms"].get<double>());
+  EXPECT_EQ(j["runs"], 3);
+  ASSERT_EQ(j["groups"].size(), 13u);  // the 13 fused groups of tiny_cnn, softmax last
+  for (const auto &g : j["groups"]) EXPECT_TRUE(g["compiled"].get<bool>()) << g["ops"];
+  out = cli("bench --model " + model_path("tiny_cnn") + " --runs 0", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out, "autotune: error: bench: --runs must be at least 1\n");
+}
+
 TEST_F(Cli, InspectFusedJsonListsGroups) {
   int code;
   std::string out = cli("inspect --model " + model_path("resnet18_bn") + " --stage fused --format json", &code);
@@ -194,7 +216,8 @@ TEST_F(Cli, RunExecutesTheOptimizedGraphByDefaultAndEveryStageAgrees) {
   std::vector<Tensor> outs;
   for (const char *stage : {"", " --stage imported", " --stage fused"}) {
     int code;
-    std::string out = cli("run --model " + model_path("resnet18_bn") + " --input " + path("x.npy") + " --output " + path("y.npy") + stage, &code);
+    std::string out = cli("run --executor reference --model " + model_path("resnet18_bn") + " --input " + path("x.npy") +
+                              " --output " + path("y.npy") + stage, &code);
     ASSERT_EQ(code, 0) << out;
     if (*stage == '\0') {  // BN folded: 20 convs, 17 relus, 8 adds, pool, reshape, dense, bias add
       EXPECT_NE(out.find("optimized graph: 50 nodes"), std::string::npos) << out;
