@@ -259,13 +259,15 @@ int cmd_run(const std::vector<std::string> &argv) {
 const char *kBenchHelp = R"(autotune bench: end-to-end latency of the compiled model, and each fused group's time
 
 Usage:
-  autotune bench --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [pass options]
+  autotune bench --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [--input X.npy]...
+                 [pass options]
 
 Options:
   --runs N       timed runs (default 20); median, min and max are reported
   --warmup N     untimed runs first (default 3)
   --threads T    threads (default: one per hardware thread)
   --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
+  --input X.npy  the input to time (default: seeded random)
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
@@ -278,7 +280,7 @@ double median(std::vector<double> v) {
 }
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed"}, {"help", "json"}, {}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));

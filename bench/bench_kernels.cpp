@@ -1,0 +1,80 @@
+// Per-kernel benchmarks: every distinct fused group of ResNet-50 (each conv shape with its
+// epilogue, the dense layer, the pools) compiled alone with its default schedule and run on the
+// thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads.
+//
+//   bench_kernels [--benchmark_filter=conv] [google benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <map>
+
+#include "bench/Peak.h"
+#include "ir/OnnxImport.h"
+#include "ir/Printer.h"
+#include "ir/Reference.h"
+#include "runtime/Runtime.h"
+
+namespace autotune::bench {
+namespace {
+
+/** A graph holding one fused group: its activation arguments as inputs, its weights as constants. */
+Graph single_group(const Graph &fused, const Node &fn) {
+  GraphBuilder b;
+  std::vector<ValueId> args;
+  for (ValueId v : fn.inputs) {
+    if (v.kind == ValueId::Kind::kConstant) args.push_back(b.add_constant(fused.constants[v.index].name, fused.constants[v.index].value));
+    else args.push_back(b.add_input("x" + std::to_string(args.size()), fused.type_of(v)));
+  }
+  ValueId out = *b.add_function(fn.body, args);
+  b.add_output(out);
+  return b.finish();
+}
+
+void register_model(const std::string &path) {
+  auto g = import_onnx_file(path);
+  if (!g) {
+    std::fprintf(stderr, "%s\n", g.error().message.c_str());
+    return;
+  }
+  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+  if (!fused) return;
+  std::map<std::string, int> seen;  // group body text -> uses
+  std::string model = path.substr(path.rfind('/') + 1);
+  for (const Node &fn : fused->nodes) {
+    std::string key = print_text(*fn.body);
+    if (seen[key]++) continue;
+    Graph one = single_group(*fused, fn);
+    std::string ops;
+    for (const Node &n : fn.body->nodes) ops += (ops.empty() ? "" : "+") + n.op.substr(n.op.rfind('.') + 1);
+    std::string weights;  // the first weight's shape tells 1x1 from 3x3 convs
+    for (ValueId v : fn.inputs)
+      if (v.kind == ValueId::Kind::kConstant && weights.empty()) weights = " w" + shape_str(fused->type_of(v).shape);
+    std::string name = model + "/" + ops + shape_str(fn.type.shape) + weights;
+    benchmark::RegisterBenchmark(name.c_str(), [one](benchmark::State &state) {
+      auto m = CompiledModel::compile(one, {});
+      if (!m) return state.SkipWithError(m.error().message.c_str());
+      auto inputs = random_inputs(one, 1);
+      for (auto _ : state) {
+        auto out = (*m)->run(inputs);
+        benchmark::DoNotOptimize(out);
+      }
+      double flops = (*m)->groups()[0].flops;
+      double peak = fma_peak_gflops((*m)->threads());
+      state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      state.counters["peak_GFLOP/s"] = peak;
+      state.SetLabel((*m)->groups()[0].schedule);
+    })->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+}
+
+}  // namespace
+}  // namespace autotune::bench
+
+int main(int argc, char **argv) {
+  benchmark::Initialize(&argc, argv);
+  std::printf("measured fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f on 2\n", autotune::bench::fma_peak_gflops(1),
+              autotune::bench::fma_peak_gflops(2));
+  autotune::bench::register_model(std::string(AUTOTUNE_MODELS_DIR) + "/resnet50.onnx");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Side-by-side latency: autotune's compiled models against ONNX Runtime's CPU provider.
+
+  compare_onnxruntime.py --autotune build/tools/autotune --models build/models/resnet50.onnx [...]
+                         [--threads 2] [--runs 30] [--rounds 3] [--db tuning.db] [--json out.json]
+
+Both run the same model file on the same input with the same thread count, in alternating
+rounds (ONNX Runtime, then autotune, repeated) so that drift on a shared machine hits both
+alike. Each reports the median over all its timed runs; the ratio is autotune / ONNX Runtime
+(below 1: autotune is faster). ONNX Runtime comes from PyPI (`pip install onnxruntime`); this
+script is never a build or test dependency.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def ort_times(path, threads, runs, x):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for _ in range(5):
+        sess.run(None, {name: x})
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, {name: x})
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times, sess.run(None, {name: x})[0]
+
+
+def autotune_times(exe, path, threads, runs, input_npy, db):
+    cmd = [exe, "bench", "--model", path, "--runs", str(runs), "--threads", str(threads), "--json", "--input", input_npy]
+    if db:
+        cmd += ["--db", db]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--autotune", required=True)
+    ap.add_argument("--models", nargs="+", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--db", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    import onnxruntime
+    rows = []
+    print(f"onnxruntime {onnxruntime.__version__}, {args.threads} threads, {args.rounds} rounds x {args.runs} runs each")
+    print(f"{'model':28s} {'onnxruntime ms':>15s} {'autotune ms':>12s} {'ratio':>7s} {'max abs diff':>13s}")
+    for path in args.models:
+        import onnx
+        m = onnx.load(path, load_external_data=False)
+        dims = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+        x = np.random.default_rng(0).uniform(-1, 1, size=dims).astype(np.float32)
+        input_npy = f"/tmp/compare_ort_input_{abs(hash(path))}.npy"
+        np.save(input_npy, x)
+        ort_all, at_all = [], []
+        ort_out = None
+        for _ in range(args.rounds):
+            t, ort_out = ort_times(path, args.threads, args.runs, x)
+            ort_all += t
+            at = autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db)
+            at_all.append(at["median_ms"])
+        # Check that the two compute the same thing on this input.
+        out_npy = input_npy.replace("input", "output")
+        subprocess.run([args.autotune, "run", "--model", path, "--input", input_npy, "--output", out_npy, "--threads",
+                        str(args.threads)] + (["--db", args.db] if args.db else []), check=True, capture_output=True)
+        diff = float(np.abs(np.load(out_npy) - ort_out).max())
+        ort_med, at_med = statistics.median(ort_all), statistics.median(at_all)
+        rows.append({"model": path, "onnxruntime_median_ms": ort_med, "autotune_median_ms": at_med,
+                     "ratio": at_med / ort_med, "max_abs_diff": diff})
+        print(f"{path.split('/')[-1]:28s} {ort_med:15.2f} {at_med:12.2f} {at_med / ort_med:7.2f} {diff:13.2e}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
