@@ -16,6 +16,8 @@ packages=(
   python3 python3-numpy python3-onnx            # test-model generators (models/)
 )
 
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -23,8 +25,6 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
@@ -32,5 +32,6 @@ else
 fi
 
 if [ "${1:-}" = "--peers" ]; then
+  dpkg -s python3-pip >/dev/null 2>&1 || { "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-pip; }
   /usr/bin/python3 -m pip install --quiet --break-system-packages onnxruntime
 fi
