@@ -4,15 +4,75 @@
 #include <functional>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "ir/Printer.h"
 
 namespace autotune {
 
 using namespace loop;
 
+namespace {
+const char *parallel_name(KernelSchedule::Parallel p) {
+  switch (p) {
+    case KernelSchedule::Parallel::kOc: return "oc";
+    case KernelSchedule::Parallel::kPx: return "px";
+    case KernelSchedule::Parallel::kOcPx: return "oc_px";
+  }
+  return "?";
+}
+}  // namespace
+
 std::string KernelSchedule::to_string() const {
   return "vector " + std::to_string(vector_width) + ", oc_block " + std::to_string(oc_block) + ", px_block " +
-         std::to_string(px_block) + (pad_at_root ? ", pad at root" : ", pad inline");
+         std::to_string(px_block) + ", parallel " + parallel_name(parallel) + (unroll_kx ? ", unroll kx" : "") +
+         (pad_at_root ? ", pad at root" : ", pad inline");
+}
+
+bool KernelSchedule::operator==(const KernelSchedule &o) const {
+  return vector_width == o.vector_width && oc_block == o.oc_block && px_block == o.px_block && parallel == o.parallel &&
+         unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root;
+}
+
+constexpr int kScheduleVersion = 1;
+
+std::string schedule_to_json(const KernelSchedule &s) {
+  nlohmann::json j{{"version", kScheduleVersion}, {"vector_width", s.vector_width}, {"oc_block", s.oc_block},
+                   {"px_block", s.px_block}, {"parallel", parallel_name(s.parallel)}, {"unroll_kx", s.unroll_kx},
+                   {"pad_at_root", s.pad_at_root}};
+  return j.dump();
+}
+
+Expected<KernelSchedule> schedule_from_json(const std::string &text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("schedule is not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer()) return make_error("schedule has no version");
+  if (j["version"] != kScheduleVersion)
+    return make_error("schedule version " + j["version"].dump() + " is not supported (this autotune reads version " +
+                      std::to_string(kScheduleVersion) + ")");
+  KernelSchedule s;
+  for (auto &[key, value] : j.items()) {
+    if (key == "version") continue;
+    bool ok = true;
+    if (key == "vector_width" || key == "oc_block" || key == "px_block") {
+      ok = value.is_number_integer();
+      if (ok) (key == "vector_width" ? s.vector_width : key == "oc_block" ? s.oc_block : s.px_block) = value.get<int>();
+    } else if (key == "unroll_kx" || key == "pad_at_root") {
+      ok = value.is_boolean();
+      if (ok) (key == "unroll_kx" ? s.unroll_kx : s.pad_at_root) = value.get<bool>();
+    } else if (key == "parallel") {
+      ok = value.is_string();
+      std::string v = ok ? value.get<std::string>() : "";
+      if (v == "oc") s.parallel = KernelSchedule::Parallel::kOc;
+      else if (v == "px") s.parallel = KernelSchedule::Parallel::kPx;
+      else if (v == "oc_px") s.parallel = KernelSchedule::Parallel::kOcPx;
+      else ok = false;
+    } else {
+      return make_error("schedule has unknown field '" + key + "'");
+    }
+    if (!ok) return make_error("schedule field '" + key + "' has a bad value " + value.dump());
+  }
+  return s;
 }
 
 namespace {
@@ -82,6 +142,7 @@ class Lowerer {
       if (anchor_ >= 0) return make_error("two reductions in one group (" + g_.nodes[anchor_].op + ", " + n.op + ")");
       anchor_ = static_cast<int>(i);
     }
+    AT_TRY(validate_schedule(g_, s_));
     k_.schedule = s_.to_string();
     if (anchor_ < 0) {
       AT_TRY(lower_elementwise());
@@ -310,10 +371,10 @@ class Lowerer {
     Buffer buf;
     int64_t h, w, top, left;  // extents and the padding already applied
   };
-  Source conv_source(const Node &conv) {
+  Source conv_source(const Node &conv, bool padding_inline) {
     const Shape &xs = g_.type_of(conv.inputs[0]).shape;
     const auto &p = conv.attrs.ints("padding");
-    bool padded = p[0] || p[1] || p[2] || p[3];
+    bool padded = (p[0] || p[1] || p[2] || p[3]) && !padding_inline;
     if (!padded && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3], 0, 0};
     int64_t hp = xs[2] + p[0] + p[2], wp = xs[3] + p[1] + p[3];
     Buffer buf = make_buffer("padded", Type::kF32, xs[0] * xs[1] * hp * wp, BufferScope::kTemp);
@@ -336,14 +397,14 @@ class Lowerer {
     AT_TRY(check_inlinable());
     const Node &conv = g_.nodes[anchor_];
     const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
-    const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation");
+    const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
     int64_t N = xs[0], C = xs[1], O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
     int64_t G = conv.attrs.i("groups"), OG = O / G;
     if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
-    Source src = conv_source(conv);
-    auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
     int V = s_.vector_width, OB = s_.oc_block;
-    bool blocked = OB > 0 && OB % V == 0 && OG % OB == 0;
+    bool blocked = OB > 0;
+    Source src = conv_source(conv, blocked && !s_.pad_at_root);
+    auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
     if (!blocked) {
       // Direct template (depthwise and other narrow groups): vectorized over output columns.
       Buffer w = params_[conv.inputs[1].index];
@@ -361,49 +422,79 @@ class Lowerer {
     }
     // Register-blocked template: OB output channels (OB / V vectors) x PB output pixels held in
     // registers; the reduction over (c, ky, kx) innermost, reading packed weights
-    // wp[O/OB][CG][KH][KW][OB] as vectors and broadcasting each input value.
+    // wp[O/OB][CG][KH][KW][OB] as vectors and broadcasting each input value. Full pixel blocks
+    // run in the main stage, split across threads by the schedule's parallel axis; a remainder
+    // of P % PB pixels gets a stage of its own.
     k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
     Buffer wp = params_[conv.inputs[1].index];
     int64_t OBN = O / OB, P = OH * OW;
-    int64_t PB = std::max(1, s_.px_block);
-    Expr u = var("u"), n = u / int_imm(OBN), ob = u % int_imm(OBN);
-    Expr g = (ob * OB) / int_imm(OG);
-    auto block = [&](const Expr &p0, int64_t np) -> Stmt {
+    int64_t PB = std::max(1, s_.px_block), PBF = P / PB;
+    bool inline_pad = !s_.pad_at_root && (pd[0] || pd[1] || pd[2] || pd[3]);
+    int64_t H = xs[2], W = xs[3];
+    auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, int64_t np) -> Stmt {
+      Expr g = (ob * OB) / int_imm(OG);
       Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
       std::string v = fresh("v");
       Expr lane = var(v);
       auto vec = [&](Stmt s) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, s); };
       std::vector<Stmt> init, fma, epilogue;
-      std::vector<std::string> bases;
+      std::vector<std::pair<std::string, Expr>> lets;  // per-pixel values computed once per block
       for (int64_t p = 0; p < np; ++p) {
-        bases.push_back(fresh("ib"));
+        Expr pix = p0 + int_imm(p), oy = pix / int_imm(OW), ox = pix % int_imm(OW);
+        Expr xin;
+        if (!inline_pad) {
+          std::string base = fresh("ib");
+          lets.emplace_back(base, ((n * C + g * CG) * src.h + oy * st[0]) * src.w + ox * st[1]);
+          xin = load(src.buf, var(base) + var("off"));
+        } else {
+          // Recompute the padding at every read: clamped index, then select.
+          std::string iy = fresh("iy"), ix = fresh("ix");
+          lets.emplace_back(iy, oy * st[0] - int_imm(pd[0]));
+          lets.emplace_back(ix, ox * st[1] - int_imm(pd[1]));
+          Expr y = var(iy) + var("ky") * dl[0], x = var(ix) + var("kx") * dl[1];
+          Expr valid = both(in_range(y, 0, H), in_range(x, 0, W));
+          xin = select(valid, load(src.buf, ((n * C + g * CG + var("c")) * H + clamp(y, 0, H - 1)) * W + clamp(x, 0, W - 1)),
+                       float_imm(0));
+        }
         for (int64_t o = 0; o < OB / V; ++o) {
           Expr ai = int_imm(p * OB + o * V) + lane;
           Expr oc = ob * OB + int_imm(o * V) + lane;
           init.push_back(vec(store(acc, ai, bias(oc))));
-          Expr xin = load(src.buf, var(bases.back()) + var("off"));
           Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
           fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
-          Expr pix = p0 + int_imm(p);
-          epilogue.push_back(vec(store_output({n, oc, pix / int_imm(OW), pix % int_imm(OW)}, load(acc, ai))));
+          epilogue.push_back(vec(store_output({n, oc, oy, ox}, load(acc, ai))));
         }
       }
       Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
                         let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1], seq(fma)));
-      reduce = for_loop("kx", int_imm(0), int_imm(KW), ForKind::kSerial, reduce);
+      reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
       reduce = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kSerial, reduce);
       reduce = for_loop("c", int_imm(0), int_imm(CG), ForKind::kSerial, reduce);
       Stmt body = seq({seq(init), reduce, seq(epilogue)});
-      for (int64_t p = np - 1; p >= 0; --p) {  // each pixel's input base, computed once per block
-        Expr pix = p0 + int_imm(p);
-        body = let(bases[p], ((n * C + g * CG) * src.h + (pix / int_imm(OW)) * st[0]) * src.w + (pix % int_imm(OW)) * st[1], body);
-      }
+      for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = let(it->first, it->second, body);
       return allocate(acc, body);
     };
-    std::vector<Stmt> parts;
-    if (P / PB > 0) parts.push_back(for_loop("pb", int_imm(0), int_imm(P / PB), ForKind::kSerial, block(var("pb") * PB, PB)));
-    if (P % PB) parts.push_back(block(int_imm(P / PB * PB), P % PB));
-    add_stage("conv2d", "u", N * OBN, seq(parts));
+    Expr u = var("u");
+    if (PBF > 0) {
+      Stmt main;
+      int64_t units = 0;
+      switch (s_.parallel) {
+        case KernelSchedule::Parallel::kOc:  // a thread owns whole output-channel blocks
+          units = N * OBN;
+          main = for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(u / int_imm(OBN), u % int_imm(OBN), var("pb") * PB, PB));
+          break;
+        case KernelSchedule::Parallel::kPx:  // a thread owns pixel blocks, all channels
+          units = N * PBF;
+          main = for_loop("ob", int_imm(0), int_imm(OBN), ForKind::kSerial, block(u / int_imm(PBF), var("ob"), (u % int_imm(PBF)) * PB, PB));
+          break;
+        case KernelSchedule::Parallel::kOcPx:  // every (channel block, pixel block) is a unit
+          units = N * OBN * PBF;
+          main = block(u / int_imm(OBN * PBF), (u / int_imm(PBF)) % int_imm(OBN), (u % int_imm(PBF)) * PB, PB);
+          break;
+      }
+      add_stage("conv2d", "u", units, main);
+    }
+    if (P % PB) add_stage("conv2d_tail", "u", N * OBN, block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB));
     return Status::ok();
   }
 
@@ -414,8 +505,7 @@ class Lowerer {
     int64_t M = as[0], K = as[1], N = ws[0];
     int V = s_.vector_width;
     int64_t NB = s_.oc_block;
-    if (N % NB != 0) NB = V;
-    if (d.inputs[1].kind != ValueId::Kind::kInput || NB <= 0 || NB % V != 0 || N % NB != 0) {
+    if (d.inputs[1].kind != ValueId::Kind::kInput || NB <= 0) {
       k_.schedule = "direct dense, " + k_.schedule;
       return lower_reduction(
           d.type.shape, {K}, Combine::kSum, [](const Index &) { return float_imm(0); },
@@ -595,16 +685,50 @@ class Lowerer {
 
 }  // namespace
 
+Status validate_schedule(const Graph &body, const KernelSchedule &s) {
+  auto bad = [](const std::string &why) { return Status(make_error("illegal schedule: " + why)); };
+  if (s.vector_width != 1 && s.vector_width != 2 && s.vector_width != 4 && s.vector_width != 8 && s.vector_width != 16)
+    return bad("vector_width " + std::to_string(s.vector_width) + " is not 1, 2, 4, 8 or 16");
+  if (s.px_block < 1 || s.px_block > 32) return bad("px_block " + std::to_string(s.px_block) + " is not in [1, 32]");
+  if (s.oc_block < 0 || s.oc_block > 64) return bad("oc_block " + std::to_string(s.oc_block) + " is not in [0, 64]");
+  if (s.oc_block > 0 && s.oc_block % s.vector_width != 0)
+    return bad("oc_block " + std::to_string(s.oc_block) + " is not a multiple of vector_width " + std::to_string(s.vector_width));
+  for (const Node &n : body.nodes) {
+    if (n.op == "nn.conv2d" && s.oc_block > 0) {
+      int64_t og = n.type.shape[1] / n.attrs.i("groups");
+      if (og % s.oc_block != 0)
+        return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(og) + " output channels per group");
+      if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the conv weight is computed inside the group");
+      const auto &p = n.attrs.ints("padding");
+      if (!s.pad_at_root && (p[0] || p[1] || p[2] || p[3]) && n.inputs[0].kind != ValueId::Kind::kInput)
+        return bad("inline padding needs the conv input to be an argument of the group");
+    }
+    if (n.op == "nn.dense" && s.oc_block > 0) {
+      int64_t units = n.type.shape[1];
+      if (units % s.oc_block != 0)
+        return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(units) + " dense units");
+      if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the dense weight is computed inside the group");
+    }
+  }
+  return Status::ok();
+}
+
 KernelSchedule default_schedule(const Graph &body) {
   KernelSchedule s;
+  s.oc_block = 0;  // only conv and dense have channel blocks; set below
   for (const Node &n : body.nodes) {
     if (n.op == "nn.conv2d") {
       int64_t og = n.type.shape[1] / n.attrs.i("groups");
       if (og % 16 == 0) s.oc_block = 16, s.px_block = 6;
       else if (og % 8 == 0) s.oc_block = 8, s.px_block = 12;
       else s.oc_block = 0;
+      if (n.inputs[1].kind != ValueId::Kind::kInput) s.oc_block = 0;
     }
-    if (n.op == "nn.dense") s.oc_block = n.type.shape[1] % 16 == 0 ? 16 : 8;
+    if (n.op == "nn.dense") {
+      int64_t units = n.type.shape[1];
+      s.oc_block = units % 16 == 0 ? 16 : units % 8 == 0 ? 8 : 0;
+      if (n.inputs[1].kind != ValueId::Kind::kInput) s.oc_block = 0;
+    }
   }
   return s;
 }

@@ -11,20 +11,37 @@
 
 namespace autotune {
 
-/** The knobs of the templates; default_schedule() picks values for the development CPU. */
+/**
+ * The schedule of one fused group: the knobs of its anchor's template. Plain data, JSON with a
+ * version (schedule_to_json); validate_schedule() gives the reason an illegal one is illegal.
+ */
 struct KernelSchedule {
-  int vector_width = 8;       // float lanes (AVX2)
-  int oc_block = 16;          // conv/dense: output channels per register block (multiple of vector_width), 0: direct template
+  enum class Parallel { kOc, kPx, kOcPx };
+  int vector_width = 8;       // float lanes of vectorized loops (elementwise, reductions, direct conv)
+  int oc_block = 16;          // conv/dense: output channels per register block and packing block
+                              // (a multiple of 8); 0: the direct template
   int px_block = 6;           // conv: output pixels per register block
-  bool pad_at_root = true;    // conv: copy the input into a padded buffer first (no bounds checks in the hot loop)
+  Parallel parallel = Parallel::kOc;  // conv: the threads split output-channel blocks, pixel blocks, or both
+  bool unroll_kx = false;     // conv: unroll the kernel-column loop of the reduction
+  bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or recompute
+                              // the bounds at every read (inline)
 
   std::string to_string() const;
+  bool operator==(const KernelSchedule &o) const;
 };
+
+/** The schedule as JSON: {"version": 1, "vector_width": 8, ...}. */
+std::string schedule_to_json(const KernelSchedule &s);
+/** Reads schedule JSON; an error names what is wrong (version, a field, a value). */
+Expected<KernelSchedule> schedule_from_json(const std::string &json);
+
+/** Ok if `s` can lower `body`, or the reason it cannot ("oc_block 24 does not divide 64 output channels"). */
+Status validate_schedule(const Graph &body, const KernelSchedule &s);
 
 /** The schedule the runtime uses for a group when nothing better is known. */
 KernelSchedule default_schedule(const Graph &body);
 
-/** Lowers a function body; `name` becomes the kernel's symbol prefix. */
+/** Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an error. */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */

@@ -6,6 +6,8 @@
 #include <future>
 #include <mutex>
 
+#include "db/TuningDb.h"
+#include "db/Workload.h"
 #include "ir/OnnxImport.h"
 #include "ir/Reference.h"
 
@@ -116,13 +118,21 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     m->graph_ = std::move(f);
   }
   const Graph &g = m->graph_;
-  m->pool_ = std::make_unique<ThreadPool>(options.threads);
+  m->pool_ = ThreadPool::shared(options.threads);
   AT_ASSIGN(jit, Jit::create({options.cache_dir}));
   m->jit_ = std::move(jit);
   m->impl_ = std::make_unique<Impl>();
   Impl &impl = *m->impl_;
 
-  // Lower every group, then compile the kernels in parallel.
+  std::unique_ptr<TuningDb> db;
+  std::string target = target_key(m->jit_->target().triple, m->jit_->target().cpu, m->jit_->target().features, m->pool_->size());
+  if (!options.db_path.empty()) {
+    AT_ASSIGN(opened, TuningDb::open(options.db_path));
+    db = std::move(opened);
+  }
+
+  // Lower every group (with its tuned schedule where the database has one), then compile the
+  // kernels in parallel.
   size_t n = g.nodes.size();
   std::vector<Expected<LoweredKernel>> lowered;
   for (size_t i = 0; i < n; ++i) {
@@ -132,8 +142,22 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     for (const Node &b : node.body->nodes) info.ops += (info.ops.empty() ? "" : "+") + b.op;
     info.shape = shape_str(node.type.shape);
     info.flops = group_flops(*node.body);
+    KernelSchedule schedule = default_schedule(*node.body);
+    if (db) {
+      AT_ASSIGN(best, db->best(workload_hash(*node.body), target));
+      if (!best) {
+        info.untuned_reason = "no record for this workload on " + target;
+      } else if (auto s = schedule_from_json(best->schedule); !s) {
+        info.untuned_reason = "record " + std::to_string(best->id) + ": " + s.error().message;
+      } else if (auto v = validate_schedule(*node.body, *s); !v) {
+        info.untuned_reason = "record " + std::to_string(best->id) + ": " + v.error().message;
+      } else {
+        schedule = *s;
+        info.tuned = true;
+      }
+    }
     m->info_.push_back(info);
-    lowered.push_back(lower_group(*node.body, kernel_name(*node.body), default_schedule(*node.body)));
+    lowered.push_back(lower_group(*node.body, kernel_name(*node.body), schedule));
   }
   std::vector<Expected<CompiledKernel>> compiled(n, Expected<CompiledKernel>(make_error("not compiled")));
   {
@@ -212,12 +236,18 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     e.compiled = true;
     e.kernel = compiled[i].take();
     for (const KernelStage &s : lowered[i]->stages) e.extents.push_back(s.parallel_extent);
-    info.schedule = lowered[i]->schedule;
+    info.schedule = (info.tuned ? "tuned: " : "") + lowered[i]->schedule;
     if (e.kernel.from_cache) ++m->kernels_cached_;
     else ++m->kernels_compiled_;
   }
   m->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
+}
+
+int CompiledModel::tuned_groups() const {
+  int n = 0;
+  for (const GroupInfo &g : info_) n += g.tuned && g.fallback.empty();
+  return n;
 }
 
 Expected<std::vector<Tensor>> CompiledModel::run(const std::vector<Tensor> &inputs, std::vector<double> *group_ms) {

@@ -24,6 +24,8 @@ struct CompileOptions {
   int threads = 0;                                   // 0: one per hardware thread
   std::string cache_dir = default_kernel_cache_dir();  // "" disables the on-disk kernel cache
   PassContext passes;                                // for load(): how the graph is optimized and fused
+  std::string db_path;                               // a tuning database: each group takes its best
+                                                     // record's schedule (the default where none)
 };
 
 struct GroupInfo {
@@ -32,6 +34,8 @@ struct GroupInfo {
   std::string shape;     // of its output
   std::string schedule;  // the schedule used, or "reference executor"
   std::string fallback;  // why it runs on the reference executor ("" when compiled)
+  bool tuned = false;    // compiled with a schedule from the tuning database
+  std::string untuned_reason;  // with a database: why the default schedule was used
   double flops = 0;      // arithmetic of one call (multiply-adds count 2)
 };
 
@@ -53,13 +57,15 @@ class CompiledModel {
   int kernels_compiled() const { return kernels_compiled_; }
   int kernels_cached() const { return kernels_cached_; }
   size_t arena_bytes() const { return arena_bytes_; }
+  /** Groups compiled with a tuned schedule (0 without a database). */
+  int tuned_groups() const;
 
  private:
   CompiledModel() = default;
   struct Impl;
   Graph graph_;
   std::vector<GroupInfo> info_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Jit> jit_;
   std::unique_ptr<Impl> impl_;
   double compile_ms_ = 0;

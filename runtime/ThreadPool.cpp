@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <map>
+
 namespace autotune {
 
 ThreadPool::ThreadPool(int threads) {
@@ -19,6 +21,19 @@ ThreadPool::~ThreadPool() {
   for (auto &t : workers_) t.join();
 }
 
+std::shared_ptr<ThreadPool> ThreadPool::shared(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static std::mutex mu;
+  static std::map<int, std::weak_ptr<ThreadPool>> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<ThreadPool> p = pools[threads].lock();
+  if (!p) {
+    p = std::make_shared<ThreadPool>(threads);
+    pools[threads] = p;
+  }
+  return p;
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
   int t = size();
   if (n <= 0) return;
@@ -26,6 +41,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> call(call_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
@@ -42,8 +58,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   while (true) {
-    // Spin for a while (kernels come back to back), then sleep until the next call.
-    for (int spin = 0; spin < 200000 && generation_.load(std::memory_order_acquire) == seen; ++spin) _mm_pause();
+    // Spin for about a millisecond (an inference's kernels come back to back), then sleep.
+    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin) _mm_pause();
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return generation_.load() != seen; });

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,6 +24,13 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn);
 
+  /**
+   * The process-wide pool of `threads` threads (0: one per hardware thread). Models share it:
+   * two pools would have their idle workers spin against each other's work. Calls from
+   * different threads are serialized.
+   */
+  static std::shared_ptr<ThreadPool> shared(int threads = 0);
+
  private:
   void worker(int index);
 
@@ -34,6 +42,7 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
   int64_t n_ = 0;
+  std::mutex call_mu_;  // one parallel_for at a time
 };
 
 }  // namespace autotune

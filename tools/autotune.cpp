@@ -1,11 +1,13 @@
 // autotune: the one CLI binary. Thin: it parses flags, calls the libraries, and turns their
 // errors into one line on stderr and exit code 1.
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -14,8 +16,14 @@
 #include "ir/Pass.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
+#include "db/TuningDb.h"
+#include "ir/Files.h"
 #include "runtime/Runtime.h"
+#include "search/Tuner.h"
 #include "tools/Args.h"
+
+#include <csignal>
+#include <nlohmann/json.hpp>
 
 namespace autotune::cli {
 namespace {
@@ -23,12 +31,17 @@ namespace {
 const char *kUsage = R"(autotune: a cost-model-driven autotuner and benchmark harness for neural networks
 
 Usage:
+  autotune --model M.onnx --trials N [--db tuning.db] [--timeout S] [--seed K] [--config C.json]
+                                                                    # the tuning job (also: autotune tune)
   autotune inspect --model M.onnx [--stage imported|optimized|fused] [--format text|dot|json] [pass options]
   autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--executor compiled|reference]
-  autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json]
+  autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [--db D]
+  autotune db      ls|best|export|import|merge --db D [...]
   autotune <command> --help
 
 Examples:
+  autotune --model resnet18.onnx --trials 200 --db t.db       # tune; Ctrl-C stops, rerun resumes
+  autotune bench --model resnet18.onnx --db t.db              # latency with the tuned plans
   autotune inspect --model resnet18.onnx                      # the graph IR, Relay-style text
   autotune inspect --model resnet18.onnx --stage fused        # fused groups as primitive functions
   autotune inspect --model resnet18.onnx --stage fused --format dot | dot -Tsvg > resnet18.svg
@@ -87,6 +100,7 @@ Options:
                      CPU and run on a thread pool; reference: the plain float32 oracle
                      every compiled kernel is checked against
   --threads T        compiled executor threads (default: one per hardware thread)
+  --db D             a tuning database: each group runs with its best measured schedule
   --seed K           seed of the random input (default 0)
   --stage S          the graph the reference executor runs (default: optimized); the
                      compiled executor always runs the fused graph
@@ -195,6 +209,9 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   AT_ASSIGN(fused, load_graph(args, "fused"));
   CompileOptions options;
   options.threads = static_cast<int>(threads);
+  options.db_path = args.get("db");
+  if (!options.db_path.empty() && !std::filesystem::exists(options.db_path))
+    return make_error(options.db_path + ": no such tuning database");
   auto m = CompiledModel::compile(fused, options);
   if (!m) return make_error(args.get("model") + ": " + m.error().message);
   return m;
@@ -207,8 +224,16 @@ std::string fallback_note(const CompiledModel &m) {
   return ", " + std::to_string(n) + " on the reference executor";
 }
 
+/** With a database: how many groups are tuned, and which were not (to stderr, so JSON stays clean). */
+void report_tuning(const CompiledModel &m, const Args &args) {
+  if (!args.has("db")) return;
+  std::fprintf(stderr, "tuning database %s: %d of %zu groups tuned\n", args.get("db").c_str(), m.tuned_groups(), m.groups().size());
+  for (const GroupInfo &g : m.groups())
+    if (!g.tuned) std::fprintf(stderr, "  %s %s %s: default schedule (%s)\n", g.name.c_str(), g.ops.c_str(), g.shape.c_str(), g.untuned_reason.c_str());
+}
+
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads"}, {"help"}, {"input"}}));
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
@@ -226,6 +251,7 @@ int cmd_run(const std::vector<std::string> &argv) {
     if (!m) return fail(m.error());
     compiled = m.take();
     g = compiled->graph();
+    report_tuning(*compiled, *args);
   } else {
     auto lg = load_graph(*args, "optimized");
     if (!lg) return fail(lg.error());
@@ -268,6 +294,7 @@ Options:
   --threads T    threads (default: one per hardware thread)
   --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
   --input X.npy  the input to time (default: seeded random)
+  --db D         a tuning database: each group runs with its best measured schedule
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
@@ -280,7 +307,7 @@ double median(std::vector<double> v) {
 }
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -291,6 +318,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   auto m = compile_model(*args);
   if (!m) return fail(m.error());
   CompiledModel &model = **m;
+  report_tuning(model, *args);
   auto inputs = read_inputs(*args, model.graph());
   if (!inputs) return fail(inputs.error());
   for (int64_t i = 0; i < *warmup; ++i)
@@ -309,9 +337,9 @@ int cmd_bench(const std::vector<std::string> &argv) {
   for (const GroupInfo &gi : model.groups()) flops += gi.flops;
   if (args->has("json")) {
     std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
-                "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"groups\": [",
+                "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"groups\": [",
                 args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
-                model.compile_ms());
+                model.compile_ms(), model.tuned_groups());
     for (size_t k = 0; k < per_group.size(); ++k) {
       const GroupInfo &gi = model.groups()[k];
       std::printf("%s{\"id\": \"%s\", \"ops\": \"%s\", \"median_ms\": %.4f, \"gflops_per_s\": %.2f, \"compiled\": %s}",
@@ -336,6 +364,245 @@ int cmd_bench(const std::vector<std::string> &argv) {
   return 0;
 }
 
+
+const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and save the best schedules
+
+Usage:
+  autotune --model M.onnx --trials N [--db tuning.db] [--target cpu] [--timeout S] [--seed K]
+           [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
+  autotune tune ...    (the same)
+
+Every fused group of the model is a task (identical groups are one task). Candidate schedules
+are compiled in parallel and measured one at a time in a child process (warm-up, repeated runs,
+output checked against the reference executor); every result, failures too, is saved to the
+database as soon as it is measured. Ctrl-C stops after the current candidate; running the same
+command again resumes (records already in the database count toward N).
+
+Options:
+  --trials N        total measurements for this model on this machine (default 200)
+  --db D            the tuning database (SQLite; default tuning.db)
+  --target cpu      what to tune for (cpu: this machine's CPU; the only target for now)
+  --timeout S       per-candidate limit in seconds (default 10): a hang is recorded and killed
+  --seed K          search seed (default 0)
+  --config C        JSON with defaults for these options (configs/search-default.json)
+  --threads T       threads kernels run on (default: all); part of the database's target key
+  --min-time S      keep timing a candidate until S seconds of runs (default 0.05)
+  --flush-cache     overwrite 64 MiB between timed runs
+
+Example:
+  autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
+)";
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_sigint(int) {
+  g_stop.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+int cmd_tune(const std::vector<std::string> &argv) {
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch"}, {"help", "flush-cache"}, {}}));
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
+  if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
+  if (args->get("target", "cpu") != "cpu")
+    return fail(make_error("tune: --target " + args->get("target") + " is not available (cpu is; GPU tuning needs a GPU machine)"));
+  TuneOptions o;
+  o.db_path = "tuning.db";
+  o.cache_dir = default_kernel_cache_dir();
+  if (args->has("config")) {
+    auto text = read_file(args->get("config"));
+    if (!text) return fail(text.error());
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return fail(make_error(args->get("config") + ": not a JSON object"));
+    try {
+      for (auto &[k, v] : j.items()) {
+        if (k == "trials") o.trials = v.get<int64_t>();
+        else if (k == "batch") o.batch = v.get<int>();
+        else if (k == "seed") o.seed = v.get<uint64_t>();
+        else if (k == "timeout_s") o.measure.timeout_s = v.get<double>();
+        else if (k == "min_time_s") o.measure.min_time_s = v.get<double>();
+        else if (k == "max_runs") o.measure.max_runs = v.get<int64_t>();
+        else if (k == "flush_cache") o.measure.flush_cache = v.get<bool>();
+        else if (k == "threads") o.measure.threads = v.get<int>();
+        else if (k == "db") o.db_path = v.get<std::string>();
+        else return fail(make_error(args->get("config") + ": unknown key '" + k + "'"));
+      }
+    } catch (const std::exception &e) {
+      return fail(make_error(args->get("config") + ": " + e.what()));
+    }
+  }
+  auto num = [&](const char *flag, double def) -> Expected<double> {
+    if (!args->has(flag)) return def;
+    try {
+      size_t pos;
+      double v = std::stod(args->get(flag), &pos);
+      if (pos != args->get(flag).size()) throw std::invalid_argument("");
+      return v;
+    } catch (...) {
+      return make_error(std::string("--") + flag + " expects a number, got '" + args->get(flag) + "'");
+    }
+  };
+  auto trials = args->get_int("trials", o.trials), seed = args->get_int("seed", static_cast<int64_t>(o.seed)),
+       threads = args->get_int("threads", o.measure.threads), batch = args->get_int("batch", o.batch);
+  auto timeout = num("timeout", o.measure.timeout_s), min_time = num("min-time", o.measure.min_time_s);
+  for (auto *e : {&trials, &seed, &threads, &batch})
+    if (!*e) return fail(e->error());
+  for (auto *e : {&timeout, &min_time})
+    if (!*e) return fail(e->error());
+  if (*trials < 1) return fail(make_error("tune: --trials must be at least 1"));
+  o.trials = *trials, o.seed = static_cast<uint64_t>(*seed), o.measure.threads = static_cast<int>(*threads);
+  o.batch = static_cast<int>(std::max<int64_t>(1, *batch));
+  o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time;
+  if (args->has("flush-cache")) o.measure.flush_cache = true;
+  if (args->has("db")) o.db_path = args->get("db");
+
+  auto fused = load_graph(*args, "fused");
+  if (!fused) return fail(fused.error());
+  bool tty = isatty(fileno(stderr));
+  o.progress = [tty](const std::string &line) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    else std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  o.stop = &g_stop;
+  std::signal(SIGINT, on_sigint);
+  auto rep = tune(*fused, o);
+  std::signal(SIGINT, SIG_DFL);
+  if (tty) std::fprintf(stderr, "\n");
+  if (!rep) return fail(rep.error());
+
+  std::printf("\n%s on %s: %lld trials this run (%lld failed), %lld before, %.0f s\n", args->get("model").c_str(),
+              rep->target.c_str(), static_cast<long long>(rep->trials_run), static_cast<long long>(rep->failures_run),
+              static_cast<long long>(rep->trials_before), rep->elapsed_s);
+  std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
+  for (size_t i = 0; i < rep->tasks.size(); ++i) {
+    const TaskReport &t = rep->tasks[i];
+    double best = t.best_s > 0 ? t.best_s : t.default_s;
+    std::printf("%-5zu %-30s %-20s %5zu %7lld %11.3f %11.3f %7.2fx\n", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(),
+                t.task.groups.size(), static_cast<long long>(t.trials), t.default_s * 1e3, best * 1e3,
+                best > 0 ? t.default_s / best : 0.0);
+  }
+  std::printf("kernel time of the whole model (sum over groups): untuned %.3f ms, tuned %.3f ms (%.2fx)\n",
+              rep->estimated_untuned_s() * 1e3, rep->estimated_tuned_s() * 1e3,
+              rep->estimated_tuned_s() > 0 ? rep->estimated_untuned_s() / rep->estimated_tuned_s() : 0.0);
+  if (rep->interrupted) {
+    std::printf("interrupted: every measured record is saved in %s; run the same command again to resume\n", o.db_path.c_str());
+    return 130;
+  }
+  // End to end, side by side: the model without and with the database.
+  CompileOptions plain, tuned;
+  plain.threads = tuned.threads = o.measure.threads;
+  tuned.db_path = o.db_path;
+  auto m0 = CompiledModel::compile(*fused, plain), m1 = CompiledModel::compile(*fused, tuned);
+  if (!m0) return fail(m0.error());
+  if (!m1) return fail(m1.error());
+  auto inputs = random_inputs(*fused, 0);
+  std::vector<double> t0s, t1s;
+  for (int r = 0; r < 23; ++r)
+    for (auto *pair : {&t0s, &t1s}) {
+      CompiledModel &m = pair == &t0s ? **m0 : **m1;
+      auto s = Clock::now();
+      if (auto out = m.run(inputs); !out) return fail(out.error());
+      if (r >= 3) pair->push_back(ms_since(s));
+    }
+  std::printf("end to end (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
+              median(t0s), median(t1s), median(t0s) / median(t1s), (*m1)->tuned_groups(), (*m1)->groups().size());
+  return 0;
+}
+
+const char *kDbHelp = R"(autotune db: look into and move tuning databases
+
+Usage:
+  autotune db ls     --db D                     workloads: records, successes, best time
+  autotune db best   --db D [--model M.onnx]    the best schedule of each workload (or of each group of M)
+  autotune db export --db D [--output F.jsonl]  every record as JSON lines (stdout without --output)
+  autotune db import --db D --input F.jsonl     add records from JSON lines (idempotent)
+  autotune db merge  --db D --from OTHER.db     add every record of another database (idempotent)
+
+Example:
+  autotune db export --db t.db --output t.jsonl && autotune db import --db other.db --input t.jsonl
+)";
+
+int cmd_db(const std::vector<std::string> &argv) {
+  if (argv.empty() || argv[0] == "--help") return std::fputs(kDbHelp, argv.empty() ? stderr : stdout), argv.empty() ? 1 : 0;
+  std::string sub = argv[0];
+  auto args = Args::parse("db " + sub, std::vector<std::string>(argv.begin() + 1, argv.end()),
+                          {{"db", "model", "output", "input", "from"}, {"help"}, {}});
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::fputs(kDbHelp, stdout), 0;
+  if (!args->has("db")) return fail(make_error("db " + sub + ": --db is required"));
+  if (sub != "import" && sub != "merge" && !std::filesystem::exists(args->get("db")))
+    return fail(make_error(args->get("db") + ": no such tuning database"));
+  auto db = TuningDb::open(args->get("db"));
+  if (!db) return fail(db.error());
+  if (sub == "ls") {
+    auto ws = (*db)->workloads();
+    if (!ws) return fail(ws.error());
+    std::printf("%-16s %-34s %8s %6s %11s  %s\n", "workload", "target", "records", "ok", "best ms", "ops");
+    for (const WorkloadInfo &w : *ws) {
+      std::string ops;
+      for (size_t p = 0; (p = w.ir.find(" = ", p)) != std::string::npos; p += 3) {
+        size_t e = w.ir.find('(', p);
+        ops += (ops.empty() ? "" : "+") + w.ir.substr(p + 3, e - p - 3);
+      }
+      std::printf("%-16s %-34s %8lld %6lld %11s  %s\n", w.hash.c_str(), w.target.c_str(), static_cast<long long>(w.records),
+                  static_cast<long long>(w.ok_records), w.best_s ? std::to_string(*w.best_s * 1e3).substr(0, 8).c_str() : "-", ops.c_str());
+    }
+    return 0;
+  }
+  if (sub == "best") {
+    auto ws = (*db)->workloads();
+    if (!ws) return fail(ws.error());
+    std::set<std::string> wanted;
+    if (args->has("model")) {
+      auto fused = load_graph(*args, "fused");
+      if (!fused) return fail(fused.error());
+      for (const Node &n : fused->nodes) wanted.insert(workload_hash(*n.body));
+    }
+    for (const WorkloadInfo &w : *ws) {
+      if (!wanted.empty() && !wanted.count(w.hash)) continue;
+      auto b = (*db)->best(w.hash, w.target);
+      if (!b) return fail(b.error());
+      if (*b) std::printf("%s %s %.4f ms %s\n", w.hash.c_str(), w.target.c_str(), (*b)->median_s * 1e3, (*b)->schedule.c_str());
+      else std::printf("%s %s no successful record\n", w.hash.c_str(), w.target.c_str());
+    }
+    return 0;
+  }
+  if (sub == "export") {
+    auto text = (*db)->export_jsonl();
+    if (!text) return fail(text.error());
+    if (!args->has("output")) return std::fwrite(text->data(), 1, text->size(), stdout), 0;
+    std::string out = args->get("output"), tmp = out + ".tmp";
+    FILE *f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(text->data(), 1, text->size(), f) != text->size() || std::fclose(f) != 0 ||
+        std::rename(tmp.c_str(), out.c_str()) != 0)
+      return fail(make_error(out + ": cannot write"));
+    std::printf("exported %zu records to %s\n", static_cast<size_t>(std::count(text->begin(), text->end(), '\n')), out.c_str());
+    return 0;
+  }
+  if (sub == "import" || sub == "merge") {
+    std::string label = sub == "import" ? args->get("input") : args->get("from");
+    if (label.empty()) return fail(make_error("db " + sub + ": --" + (sub == "import" ? "input" : "from") + " is required"));
+    std::string text;
+    if (sub == "import") {
+      auto t = read_file(label);
+      if (!t) return fail(t.error());
+      text = t.take();
+    } else {
+      if (!std::filesystem::exists(label)) return fail(make_error(label + ": no such tuning database"));
+      auto other = TuningDb::open(label);
+      if (!other) return fail(other.error());
+      auto t = (*other)->export_jsonl();
+      if (!t) return fail(t.error());
+      text = t.take();
+    }
+    auto n = (*db)->import_jsonl(text, label);
+    if (!n) return fail(n.error());
+    std::printf("added %lld records to %s\n", static_cast<long long>(*n), args->get("db").c_str());
+    return 0;
+  }
+  return fail(make_error("db: unknown subcommand '" + sub + "' (ls, best, export, import, merge)"));
+}
+
 }  // namespace
 }  // namespace autotune::cli
 
@@ -351,8 +618,8 @@ int main(int argc, char **argv) {
   if (cmd == "inspect") return cmd_inspect(rest);
   if (cmd == "run") return cmd_run(rest);
   if (cmd == "bench") return cmd_bench(rest);
-  if (cmd.rfind("--", 0) == 0)
-    return fail(autotune::make_error("the tuning job (autotune --model M --trials N) is not built yet; "
-                                     "available commands: inspect, run, bench (see 'autotune --help')"));
+  if (cmd == "tune") return cmd_tune(rest);
+  if (cmd == "db") return cmd_db(rest);
+  if (cmd.rfind("--", 0) == 0) return cmd_tune(args);  // autotune --model M --trials N
   return fail(autotune::make_error("unknown command '" + cmd + "' (see 'autotune --help')"));
 }

@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ir/Npy.h"
 #include "ir/Reference.h"
@@ -182,6 +185,82 @@ TEST_F(Cli, BenchJsonReportsLatencyAndEveryGroup) {
   out = cli("bench --model " + model_path("tiny_cnn") + " --runs 0", &code);
   EXPECT_EQ(code, 1);
   EXPECT_EQ(out, "autotune: error: bench: --runs must be at least 1\n");
+}
+
+TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
+  int code;
+  std::string db = path("t.db");
+  std::string out = cli("--model " + model_path("tiny_cnn") + " --trials 16 --db " + db + " --min-time 0.002", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("16 trials this run (0 failed), 0 before"), std::string::npos) << out;
+  EXPECT_NE(out.find("end to end (median of 20 runs, alternating): untuned"), std::string::npos) << out;
+  EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
+  out = cli("bench --model " + model_path("tiny_cnn") + " --db " + db + " --runs 3 --json", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("tuning database " + db + ": 13 of 13 groups tuned"), std::string::npos) << out;  // stderr
+  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tuned_groups"], 13);
+  out = cli("run --model " + model_path("tiny_cnn") + " --db " + db, &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("13 of 13 groups tuned"), std::string::npos) << out;
+  out = cli("db ls --db " + db, &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 14);  // a header and 13 workloads
+  out = cli("db export --db " + db + " --output " + path("t.jsonl"), &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out, "exported 16 records to " + path("t.jsonl") + "\n");
+  out = cli("db import --db " + path("u.db") + " --input " + path("t.jsonl"), &code);
+  EXPECT_EQ(out, "added 16 records to " + path("u.db") + "\n");
+  out = cli("db merge --db " + path("u.db") + " --from " + db, &code);
+  EXPECT_EQ(out, "added 0 records to " + path("u.db") + "\n");
+}
+
+TEST_F(Cli, TuningIntoAFileThatIsNotADatabaseFailsWithoutTouchingIt) {
+  std::ofstream(path("notes.db")) << "precious";
+  int code;
+  std::string out = cli("--model " + model_path("tiny_cnn") + " --trials 5 --db " + path("notes.db"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out.rfind("autotune: error: " + path("notes.db") + ": not a tuning database", 0), 0u) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  std::ifstream in(path("notes.db"));
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
+}
+
+TEST_F(Cli, CtrlCStopsCleanlyAndTheSameCommandResumes) {
+  std::string db = path("t.db"), log = path("tune.log");
+  std::string job = " --model " + model_path("resnet18") + " --db " + db + " --min-time 0.002 --trials ";
+  std::string cmd = std::string(AUTOTUNE_CLI) + job + "400";
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    _exit(127);
+  }
+  // Wait for a few measurements, then interrupt as a user would.
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (std::count(text.begin(), text.end(), '\n') >= 5) break;
+    usleep(100000);
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("interrupted: every measured record is saved"), std::string::npos) << text;
+  size_t at = text.find(" trials this run");
+  ASSERT_NE(at, std::string::npos) << text;
+  int done = std::stoi(text.substr(text.rfind(':', at) + 2));
+  EXPECT_GT(done, 0);
+  int code;
+  std::string again = cli("--model " + model_path("tiny_cnn") + " --trials 1 --db " + db, &code);  // another model, same file: opens fine
+  EXPECT_EQ(code, 0) << again;
+  std::string resumed = cli(job + std::to_string(done + 2), &code);
+  EXPECT_EQ(code, 0) << resumed;
+  EXPECT_NE(resumed.find("2 trials this run (0 failed), " + std::to_string(done) + " before"), std::string::npos) << resumed;
 }
 
 TEST_F(Cli, InspectFusedJsonListsGroups) {

@@ -1,0 +1,297 @@
+#include "db/TuningDb.h"
+
+#include <sqlite3.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace autotune {
+namespace {
+
+/** A prepared statement that finalizes itself. */
+class Stmt {
+ public:
+  Stmt(sqlite3 *db, const char *sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Stmt &bind(int i, const std::string &v) { sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT); return *this; }
+  Stmt &bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); return *this; }
+  Stmt &bind(int i, double v) { sqlite3_bind_double(s_, i, v); return *this; }
+  int step() { return sqlite3_step(s_); }
+  std::string text(int c) const {
+    const unsigned char *t = sqlite3_column_text(s_, c);
+    return t ? reinterpret_cast<const char *>(t) : "";
+  }
+  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  double f64(int c) const { return sqlite3_column_double(s_, c); }
+  bool null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+
+ private:
+  sqlite3_stmt *s_ = nullptr;
+  int rc_;
+};
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+const char *kSchemaV1 = R"(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads(
+  id INTEGER PRIMARY KEY, hash TEXT NOT NULL, target TEXT NOT NULL, ir TEXT NOT NULL, flops REAL NOT NULL,
+  UNIQUE(hash, target));
+CREATE TABLE IF NOT EXISTS records(
+  id INTEGER PRIMARY KEY, workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  schedule TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
+  median_s REAL, min_s REAL, stddev_s REAL, runs INTEGER NOT NULL DEFAULT 0, compile_s REAL,
+  tool_version TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS records_best ON records(workload_id, status, median_s);
+CREATE TABLE IF NOT EXISTS plans(
+  model_hash TEXT NOT NULL, target TEXT NOT NULL, grp INTEGER NOT NULL,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id), record_id INTEGER REFERENCES records(id),
+  PRIMARY KEY(model_hash, target, grp));
+)";
+
+TuningRecord read_record(Stmt &q) {
+  // Columns: r.id, w.hash, w.target, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, created_at
+  TuningRecord r;
+  r.id = q.i64(0);
+  r.workload_hash = q.text(1);
+  r.target = q.text(2);
+  r.schedule = q.text(3);
+  r.status = q.text(4);
+  r.error = q.text(5);
+  r.median_s = q.f64(6);
+  r.min_s = q.f64(7);
+  r.stddev_s = q.f64(8);
+  r.runs = q.i64(9);
+  r.compile_s = q.f64(10);
+  r.tool_version = q.text(11);
+  r.created_at = q.text(12);
+  return r;
+}
+
+const char *kRecordColumns =
+    "r.id, w.hash, w.target, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, r.compile_s, "
+    "r.tool_version, r.created_at FROM records r JOIN workloads w ON r.workload_id = w.id";
+
+}  // namespace
+
+TuningDb::~TuningDb() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Status TuningDb::exec(const std::string &sql) {
+  char *err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return make_error(path_ + ": " + msg);
+  }
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<TuningDb>> TuningDb::open(const std::string &path) {
+  std::unique_ptr<TuningDb> d(new TuningDb());
+  d->path_ = path;
+  if (sqlite3_open_v2(path.c_str(), &d->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+    return make_error(path + ": cannot open database: " + std::string(d->db_ ? sqlite3_errmsg(d->db_) : "out of memory"));
+  sqlite3_busy_timeout(d->db_, 30000);  // concurrent tuners wait for each other's short transactions
+  // Reading the schema fails cleanly on a file that is not SQLite or is corrupt.
+  {
+    Stmt probe(d->db_, "SELECT count(*) FROM sqlite_master");
+    if (!probe.ok() || probe.step() != SQLITE_ROW)
+      return make_error(path + ": not a tuning database (" + std::string(sqlite3_errmsg(d->db_)) + ")");
+  }  // finalized here: journal_mode cannot change while a statement is open
+  AT_TRY(d->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  AT_TRY(d->migrate());
+  return d;
+}
+
+Status TuningDb::migrate() {
+  AT_TRY(exec("BEGIN IMMEDIATE"));
+  auto rollback = [&](Error e) {
+    (void)exec("ROLLBACK");
+    return Status(std::move(e));
+  };
+  int version = 0;
+  bool has_tables = false;
+  {
+    Stmt q(db_, "SELECT count(*) FROM sqlite_master WHERE type='table'");
+    if (q.ok() && q.step() == SQLITE_ROW) has_tables = q.i64(0) > 0;
+  }
+  if (has_tables) {
+    Stmt q(db_, "SELECT value FROM meta WHERE key='schema_version'");
+    if (!q.ok() || q.step() != SQLITE_ROW) return rollback(make_error(path_ + ": not a tuning database (no schema version)"));
+    version = std::atoi(q.text(0).c_str());
+  }
+  if (version > kDbSchemaVersion)
+    return rollback(make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
+                               std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it"));
+  // Migrations, in order: each takes the schema from version i to i + 1.
+  static const std::vector<const char *> migrations = {kSchemaV1};
+  for (int v = version; v < kDbSchemaVersion; ++v)
+    if (auto st = exec(migrations[v]); !st) return rollback(st.error());
+  if (version != kDbSchemaVersion)
+    if (auto st = exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"); !st)
+      return rollback(st.error());
+  return exec("COMMIT");
+}
+
+Expected<int64_t> TuningDb::upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops) {
+  Stmt ins(db_, "INSERT OR IGNORE INTO workloads(hash, target, ir, flops) VALUES(?, ?, ?, ?)");
+  ins.bind(1, hash).bind(2, target).bind(3, ir).bind(4, flops);
+  if (ins.step() != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  Stmt q(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
+  q.bind(1, hash).bind(2, target);
+  if (q.step() != SQLITE_ROW) return make_error(path_ + ": workload " + hash + " vanished");
+  return q.i64(0);
+}
+
+Expected<int64_t> TuningDb::add_record(const TuningRecord &r) {
+  Stmt w(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
+  w.bind(1, r.workload_hash).bind(2, r.target);
+  if (w.step() != SQLITE_ROW) return make_error(path_ + ": record for unknown workload " + r.workload_hash);
+  int64_t wid = w.i64(0);
+  Stmt ins(db_,
+           "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
+           "created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins.bind(1, wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.error).bind(5, r.median_s).bind(6, r.min_s)
+      .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
+      .bind(11, r.created_at.empty() ? now_utc() : r.created_at);
+  if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
+  return sqlite3_last_insert_rowid(db_);
+}
+
+Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, const std::string &target) {
+  std::string sql = std::string("SELECT ") + kRecordColumns +
+                    " WHERE w.hash = ? AND w.target = ? AND r.status = 'ok' ORDER BY r.median_s ASC LIMIT 1";
+  Stmt q(db_, sql.c_str());
+  q.bind(1, hash).bind(2, target);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<TuningRecord>();
+  if (rc != SQLITE_ROW) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return std::optional<TuningRecord>(read_record(q));
+}
+
+Expected<std::vector<TuningRecord>> TuningDb::records(const std::string &hash, const std::string &target) {
+  std::string sql = std::string("SELECT ") + kRecordColumns + " WHERE w.hash = ? AND w.target = ? ORDER BY r.id";
+  Stmt q(db_, sql.c_str());
+  q.bind(1, hash).bind(2, target);
+  std::vector<TuningRecord> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(read_record(q));
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return out;
+}
+
+Expected<std::vector<WorkloadInfo>> TuningDb::workloads() {
+  Stmt q(db_,
+         "SELECT w.id, w.hash, w.target, w.ir, w.flops, count(r.id), sum(r.status = 'ok'), min(CASE WHEN r.status = 'ok' THEN "
+         "r.median_s END) FROM workloads w LEFT JOIN records r ON r.workload_id = w.id GROUP BY w.id ORDER BY w.id");
+  std::vector<WorkloadInfo> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    WorkloadInfo w{q.i64(0), q.text(1), q.text(2), q.text(3), q.f64(4), q.i64(5), q.i64(6), std::nullopt};
+    if (!q.null(7)) w.best_s = q.f64(7);
+    out.push_back(std::move(w));
+  }
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return out;
+}
+
+Status TuningDb::save_plan(const std::string &model_hash, const std::string &target,
+                           const std::vector<std::pair<std::string, int64_t>> &plan) {
+  AT_TRY(exec("BEGIN IMMEDIATE"));
+  {
+    Stmt del(db_, "DELETE FROM plans WHERE model_hash = ? AND target = ?");
+    del.bind(1, model_hash).bind(2, target);
+    del.step();
+    for (size_t g = 0; g < plan.size(); ++g) {
+      Stmt ins(db_,
+               "INSERT INTO plans(model_hash, target, grp, workload_id, record_id) SELECT ?, ?, ?, id, NULLIF(?, 0) FROM workloads "
+               "WHERE hash = ? AND target = ?");
+      ins.bind(1, model_hash).bind(2, target).bind(3, static_cast<int64_t>(g)).bind(4, plan[g].second).bind(5, plan[g].first).bind(6, target);
+      if (ins.step() != SQLITE_DONE) {
+        (void)exec("ROLLBACK");
+        return make_error(path_ + ": cannot save the plan: " + sqlite3_errmsg(db_));
+      }
+    }
+  }
+  return exec("COMMIT");
+}
+
+Expected<std::string> TuningDb::export_jsonl() {
+  Stmt q(db_,
+         "SELECT w.hash, w.target, w.ir, w.flops, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, "
+         "r.compile_s, r.tool_version, r.created_at FROM records r JOIN workloads w ON r.workload_id = w.id ORDER BY r.id");
+  std::string out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    nlohmann::json j{{"workload", q.text(0)}, {"target", q.text(1)}, {"ir", q.text(2)}, {"flops", q.f64(3)},
+                     {"schedule", q.text(4)}, {"status", q.text(5)}, {"error", q.text(6)}, {"median_s", q.f64(7)},
+                     {"min_s", q.f64(8)}, {"stddev_s", q.f64(9)}, {"runs", q.i64(10)}, {"compile_s", q.f64(11)},
+                     {"tool_version", q.text(12)}, {"created_at", q.text(13)}};
+    out += j.dump() + "\n";
+  }
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return out;
+}
+
+Expected<int64_t> TuningDb::import_jsonl(const std::string &text, const std::string &label) {
+  std::istringstream in(text);
+  std::string line;
+  int64_t added = 0, lineno = 0;
+  AT_TRY(exec("BEGIN IMMEDIATE"));
+  auto fail = [&](const std::string &why) -> Expected<int64_t> {
+    (void)exec("ROLLBACK");
+    return make_error(label + ":" + std::to_string(lineno) + ": " + why);
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
+    try {
+      TuningRecord r;
+      r.workload_hash = j.at("workload").get<std::string>();
+      r.target = j.at("target").get<std::string>();
+      r.schedule = j.at("schedule").get<std::string>();
+      r.status = j.at("status").get<std::string>();
+      r.error = j.value("error", "");
+      r.median_s = j.value("median_s", 0.0);
+      r.min_s = j.value("min_s", 0.0);
+      r.stddev_s = j.value("stddev_s", 0.0);
+      r.runs = j.value("runs", int64_t{0});
+      r.compile_s = j.value("compile_s", 0.0);
+      r.tool_version = j.value("tool_version", std::string(kToolVersion));
+      r.created_at = j.value("created_at", now_utc());
+      auto wid = upsert_workload(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));
+      if (!wid) return fail(wid.error().message);
+      // The same record (workload, schedule, time) already present is skipped: merging is idempotent.
+      Stmt dup(db_, "SELECT 1 FROM records WHERE workload_id = ? AND schedule = ? AND status = ? AND created_at = ? AND median_s = ?");
+      dup.bind(1, *wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.created_at).bind(5, r.median_s);
+      if (dup.step() == SQLITE_ROW) continue;
+      auto id = add_record(r);
+      if (!id) return fail(id.error().message);
+      ++added;
+    } catch (const std::exception &e) {
+      return fail(std::string("bad record: ") + e.what());
+    }
+  }
+  AT_TRY(exec("COMMIT"));
+  return added;
+}
+
+Expected<std::string> TuningDb::integrity_check() {
+  Stmt q(db_, "PRAGMA integrity_check");
+  std::string out;
+  while (q.step() == SQLITE_ROW) out += (out.empty() ? "" : "; ") + q.text(0);
+  return out;
+}
+
+}  // namespace autotune

@@ -1,0 +1,80 @@
+#pragma once
+// The tuning database: SQLite in WAL mode, safe for several tuners writing one file at once.
+//
+//   workloads(id, hash, target, ir, flops)            one per (structural hash, target)
+//   records(id, workload_id, schedule, status, error, median_s, min_s, stddev_s, runs,
+//           compile_s, tool_version, created_at)      every measurement, failures too
+//   plans(model_hash, target, group, workload_id, record_id)   the chosen record per group
+//   meta(key, value)                                    schema_version
+//
+// Every record is its own transaction: a tuner killed at any moment loses nothing committed.
+// A file that is not a tuning database, is corrupt, or has a newer schema is an error, never
+// overwritten.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/Error.h"
+
+struct sqlite3;
+
+namespace autotune {
+
+constexpr int kDbSchemaVersion = 1;
+constexpr const char *kToolVersion = "autotune 0.1.0";
+
+struct TuningRecord {
+  int64_t id = 0;
+  std::string workload_hash, target;
+  std::string schedule;       // JSON
+  std::string status;         // ok | compile_error | timeout | crash | wrong_result | invalid
+  std::string error;
+  double median_s = 0, min_s = 0, stddev_s = 0;
+  int64_t runs = 0;
+  double compile_s = 0;
+  std::string tool_version = kToolVersion, created_at;
+};
+
+struct WorkloadInfo {
+  int64_t id = 0;
+  std::string hash, target, ir;
+  double flops = 0;
+  int64_t records = 0, ok_records = 0;
+  std::optional<double> best_s;
+};
+
+class TuningDb {
+ public:
+  /** Opens (creating if absent) a database file; errors name the file and the reason. */
+  static Expected<std::unique_ptr<TuningDb>> open(const std::string &path);
+  ~TuningDb();
+
+  Expected<int64_t> upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops);
+  /** Appends one record (committed before it returns). */
+  Expected<int64_t> add_record(const TuningRecord &r);
+  /** The fastest ok record of a workload on a target. */
+  Expected<std::optional<TuningRecord>> best(const std::string &hash, const std::string &target);
+  /** All records of a workload on a target (schedules already measured). */
+  Expected<std::vector<TuningRecord>> records(const std::string &hash, const std::string &target);
+  Expected<std::vector<WorkloadInfo>> workloads();
+  /** Saves the chosen record per group of a model (replacing an earlier plan of that model). */
+  Status save_plan(const std::string &model_hash, const std::string &target,
+                   const std::vector<std::pair<std::string, int64_t>> &group_workload_record);
+  /** Every record as JSON lines (workload IR included), for export. */
+  Expected<std::string> export_jsonl();
+  /** Adds records from JSON lines (export's format); returns how many were new. */
+  Expected<int64_t> import_jsonl(const std::string &text, const std::string &label);
+  /** PRAGMA integrity_check: "ok" or the problems. */
+  Expected<std::string> integrity_check();
+  const std::string &path() const { return path_; }
+
+ private:
+  TuningDb() = default;
+  Status exec(const std::string &sql);
+  Status migrate();
+  sqlite3 *db_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace autotune

@@ -1,0 +1,231 @@
+#include "search/Measurer.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <optional>
+
+#include "ir/Reference.h"
+#include "runtime/ThreadPool.h"
+
+namespace autotune {
+
+const char *status_name(MeasureStatus s) {
+  switch (s) {
+    case MeasureStatus::kOk: return "ok";
+    case MeasureStatus::kInvalid: return "invalid";
+    case MeasureStatus::kCompileError: return "compile_error";
+    case MeasureStatus::kTimeout: return "timeout";
+    case MeasureStatus::kCrash: return "crash";
+    case MeasureStatus::kWrongResult: return "wrong_result";
+  }
+  return "?";
+}
+
+Expected<TaskData> TaskData::make(const Graph &body, uint64_t seed) {
+  TaskData d;
+  d.args = random_inputs(body, seed);
+  AT_ASSIGN(outs, run_reference(body, d.args));
+  d.expected = outs[0];
+  return d;
+}
+
+namespace {
+
+/** What the child sends back: plain data through a pipe. */
+struct ChildReport {
+  int status;
+  double median_s, min_s, stddev_s;
+  int64_t runs;
+  char error[240];
+};
+
+ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o) {
+  ChildReport rep{};
+  rep.status = static_cast<int>(MeasureStatus::kOk);
+  std::vector<Tensor> args = data.args;
+  for (const WeightPacking &p : k.packings) args[p.param] = pack_weight(args[p.param], p);
+  Tensor out(data.expected.type());
+  std::vector<Tensor> temps;
+  for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k.buffers[b]->size}});
+  std::vector<void *> bufs;
+  for (Tensor &a : args) bufs.push_back(a.raw());
+  bufs.push_back(out.raw());
+  for (Tensor &t : temps) bufs.push_back(t.raw());
+  ThreadPool pool(o.threads);
+  std::vector<int64_t> extents;
+  for (const KernelStage &s : k.stages) extents.push_back(s.parallel_extent);
+  auto run_once = [&] {
+    for (size_t s = 0; s < ck.stages.size(); ++s) {
+      StageFn fn = ck.stages[s];
+      void **table = bufs.data();
+      pool.parallel_for(extents[s], [fn, table](int64_t b, int64_t e) { fn(table, b, e); });
+    }
+  };
+  run_once();  // the first run is checked before any timing
+  auto d = compare(out, data.expected);
+  if (!d || d->nan_mismatch || d->relative() > o.tolerance) {
+    rep.status = static_cast<int>(MeasureStatus::kWrongResult);
+    std::snprintf(rep.error, sizeof rep.error, "output differs from the reference: relative error %.3g at element %lld",
+                  d ? d->relative() : -1.0, d ? static_cast<long long>(d->first_index) : -1LL);
+    return rep;
+  }
+  for (int i = 1; i < o.warmup; ++i) run_once();
+  std::vector<float> flush(o.flush_cache ? (64u << 20) / sizeof(float) : 0);
+  std::vector<double> times;
+  double spent = 0;
+  while ((spent < o.min_time_s || times.size() < 3) && static_cast<int64_t>(times.size()) < o.max_runs) {
+    if (!flush.empty())
+      for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
+    auto t0 = std::chrono::steady_clock::now();
+    run_once();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back(s);
+    spent += s;
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  rep.median_s = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  rep.min_s = sorted.front();
+  double mean = spent / static_cast<double>(n), var = 0;
+  for (double t : times) var += (t - mean) * (t - mean);
+  rep.stddev_s = std::sqrt(var / static_cast<double>(n));
+  rep.runs = static_cast<int64_t>(n);
+  return rep;
+}
+
+}  // namespace
+
+MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data) {
+  MeasureResult r;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    r.status = MeasureStatus::kCrash;
+    r.error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]), close(fds[1]);
+    r.status = MeasureStatus::kCrash;
+    r.error = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {  // the child: measure, report, leave without running any destructors or atexit
+    close(fds[0]);
+    signal(SIGINT, SIG_IGN);  // Ctrl-C is for the tuner, which finishes this measurement first
+    ChildReport rep = child_measure(k, ck, data, options_);
+    ssize_t w = write(fds[1], &rep, sizeof rep);
+    _exit(w == static_cast<ssize_t>(sizeof rep) ? 0 : 1);
+  }
+  close(fds[1]);
+  ChildReport rep{};
+  size_t got = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
+  bool timed_out = false;
+  while (got < sizeof rep) {
+    int left = static_cast<int>(std::chrono::duration<double, std::milli>(deadline - std::chrono::steady_clock::now()).count());
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int pr = poll(&p, 1, left);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) continue;
+    ssize_t n = read(fds[0], reinterpret_cast<char *>(&rep) + got, sizeof rep - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the child died before reporting
+    got += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    r.status = MeasureStatus::kTimeout;
+    r.error = "no result within " + std::to_string(options_.timeout_s) + " s (killed)";
+    return r;
+  }
+  if (got < sizeof rep) {
+    r.status = MeasureStatus::kCrash;
+    r.error = WIFSIGNALED(status) ? std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                        strsignal(WTERMSIG(status)) + ")"
+                                  : "exited with status " + std::to_string(WEXITSTATUS(status)) + " before reporting";
+    return r;
+  }
+  r.status = static_cast<MeasureStatus>(rep.status);
+  r.error = rep.error;
+  r.median_s = rep.median_s;
+  r.min_s = rep.min_s;
+  r.stddev_s = rep.stddev_s;
+  r.runs = rep.runs;
+  return r;
+}
+
+std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &data, const std::vector<KernelSchedule> &schedules,
+                                             const std::function<void(size_t, const MeasureResult &)> &on_result,
+                                             const std::atomic<bool> *stop) {
+  size_t n = schedules.size();
+  std::vector<MeasureResult> results(n);
+  std::vector<std::optional<LoweredKernel>> lowered(n);
+  std::vector<std::optional<CompiledKernel>> compiled(n);
+  // Compile in parallel; every compile thread is joined before the first fork.
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (auto st = validate_schedule(body, schedules[i]); !st) {
+          results[i].status = MeasureStatus::kInvalid;
+          results[i].error = st.error().message;
+          continue;
+        }
+        auto k = lower_group(body, "tune", schedules[i]);
+        if (!k) {
+          results[i].status = MeasureStatus::kCompileError;
+          results[i].error = k.error().message;
+          continue;
+        }
+        auto ck = jit_.compile(*k);
+        results[i].compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!ck) {
+          results[i].status = MeasureStatus::kCompileError;
+          results[i].error = ck.error().message;
+          continue;
+        }
+        lowered[i] = k.take();
+        compiled[i] = ck.take();
+      }
+    };
+    int threads = options_.threads > 0 ? options_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::future<void>> pool;
+    for (int t = 0; t < threads; ++t) pool.push_back(std::async(std::launch::async, work));
+    for (auto &f : pool) f.get();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (stop && stop->load()) {
+      results.resize(i);
+      break;
+    }
+    if (compiled[i]) {
+      double compile_s = results[i].compile_s;
+      results[i] = run(*lowered[i], *compiled[i], data);
+      results[i].compile_s = compile_s;
+    }
+    if (on_result) on_result(i, results[i]);
+  }
+  return results;
+}
+
+}  // namespace autotune

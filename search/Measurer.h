@@ -1,0 +1,68 @@
+#pragma once
+// Measures candidate kernels. Candidates are lowered and compiled in parallel (a pool sized to
+// the cores), then run one at a time in a forked child process that inherits the JIT-compiled
+// code: a warm-up run whose output is checked against the reference executor's, then timed runs
+// until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
+// answer is a recorded status, never the end of the tuning run.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/Jit.h"
+#include "codegen/Lower.h"
+
+namespace autotune {
+
+enum class MeasureStatus { kOk, kInvalid, kCompileError, kTimeout, kCrash, kWrongResult };
+const char *status_name(MeasureStatus s);
+
+struct MeasureResult {
+  MeasureStatus status = MeasureStatus::kOk;
+  std::string error;
+  double median_s = 0, min_s = 0, stddev_s = 0;
+  int64_t runs = 0;
+  double compile_s = 0;
+};
+
+struct MeasureOptions {
+  double min_time_s = 0.05;  // keep timing until this much time was spent in runs
+  int64_t max_runs = 2000;
+  int warmup = 1;
+  double timeout_s = 10;     // per candidate, from fork to result
+  bool flush_cache = false;  // overwrite a 64 MiB buffer between runs
+  int threads = 0;           // 0: one per hardware thread
+  double tolerance = 1e-4;   // max error relative to the expected output's largest magnitude
+};
+
+/** A task's inputs (seeded random values for every argument) and the reference output. */
+struct TaskData {
+  std::vector<Tensor> args;
+  Tensor expected;
+  static Expected<TaskData> make(const Graph &body, uint64_t seed);
+};
+
+class Measurer {
+ public:
+  Measurer(Jit &jit, MeasureOptions options) : jit_(jit), options_(std::move(options)) {}
+
+  /**
+   * Lowers, compiles and measures each schedule of `body`; one result per schedule, in order.
+   * on_result(i, result) is called as soon as candidate i is done, so a caller can save it at
+   * once. When *stop becomes true, the candidates not yet run are skipped (and not reported).
+   */
+  std::vector<MeasureResult> measure(const Graph &body, const TaskData &data, const std::vector<KernelSchedule> &schedules,
+                                     const std::function<void(size_t, const MeasureResult &)> &on_result = nullptr,
+                                     const std::atomic<bool> *stop = nullptr);
+
+  /** Runs one compiled kernel in a child process (the last step of measure; tests call it with hand-made kernels). */
+  MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data);
+
+  const MeasureOptions &options() const { return options_; }
+
+ private:
+  Jit &jit_;
+  MeasureOptions options_;
+};
+
+}  // namespace autotune

@@ -1,0 +1,85 @@
+#include "search/ScheduleSpace.h"
+
+namespace autotune {
+
+uint64_t Rng::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+ScheduleSpace ScheduleSpace::of(const Graph &body) {
+  ScheduleSpace sp;
+  const Node *anchor = nullptr;
+  for (const Node &n : body.nodes)
+    if (n.op == "nn.conv2d" || n.op == "nn.dense") anchor = &n;
+  KernelSchedule base = default_schedule(body);
+  sp.parallel = {base.parallel};
+  sp.unroll_kx = {false};
+  sp.pad_at_root = {true};
+  sp.px_block = {base.px_block};
+  if (!anchor) {
+    sp.vector_width = {1, 4, 8, 16};
+    sp.oc_block = {0};
+  } else {
+    int64_t channels = anchor->op == "nn.conv2d" ? anchor->type.shape[1] / anchor->attrs.i("groups") : anchor->type.shape[1];
+    sp.vector_width = {8};
+    sp.oc_block = {0};
+    for (int ob : {8, 16, 24, 32, 48, 64})
+      if (channels % ob == 0) sp.oc_block.push_back(ob);
+    if (anchor->op == "nn.conv2d") {
+      sp.px_block.clear();
+      for (int p = 1; p <= 16; ++p) sp.px_block.push_back(p);
+      sp.parallel = {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx};
+      sp.unroll_kx = {false, true};
+      const auto &p = anchor->attrs.ints("padding");
+      if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
+      if (sp.oc_block.size() == 1) sp.vector_width = {4, 8, 16};  // only the direct template: its vector width
+    }
+  }
+  return sp;
+}
+
+int64_t ScheduleSpace::size() const {
+  return static_cast<int64_t>(vector_width.size() * oc_block.size() * px_block.size() * parallel.size() *
+                              unroll_kx.size() * pad_at_root.size());
+}
+
+bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
+  if (s.oc_block == 0) return true;
+  int vecs = s.oc_block / s.vector_width;
+  return vecs * s.px_block + vecs + 1 <= register_budget + 1;
+}
+
+KernelSchedule ScheduleSpace::sample(Rng &rng) const {
+  for (int attempt = 0;; ++attempt) {
+    KernelSchedule s;
+    s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))];
+    s.oc_block = oc_block[rng.uniform(static_cast<int>(oc_block.size()))];
+    s.px_block = px_block[rng.uniform(static_cast<int>(px_block.size()))];
+    s.parallel = parallel[rng.uniform(static_cast<int>(parallel.size()))];
+    s.unroll_kx = unroll_kx[rng.uniform(static_cast<int>(unroll_kx.size()))];
+    s.pad_at_root = pad_at_root[rng.uniform(static_cast<int>(pad_at_root.size()))];
+    if (s.oc_block % s.vector_width != 0) continue;
+    if (within_budget(s) || attempt > 100) return s;
+  }
+}
+
+KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    KernelSchedule s = base;
+    switch (rng.uniform(6)) {
+      case 0: s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))]; break;
+      case 1: s.oc_block = oc_block[rng.uniform(static_cast<int>(oc_block.size()))]; break;
+      case 2: s.px_block = px_block[rng.uniform(static_cast<int>(px_block.size()))]; break;
+      case 3: s.parallel = parallel[rng.uniform(static_cast<int>(parallel.size()))]; break;
+      case 4: s.unroll_kx = unroll_kx[rng.uniform(static_cast<int>(unroll_kx.size()))]; break;
+      case 5: s.pad_at_root = pad_at_root[rng.uniform(static_cast<int>(pad_at_root.size()))]; break;
+    }
+    if (s.oc_block % s.vector_width == 0 && !(s == base) && within_budget(s)) return s;
+  }
+  return sample(rng);
+}
+
+}  // namespace autotune

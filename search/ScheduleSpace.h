@@ -1,0 +1,40 @@
+#pragma once
+// The schedule space of a fused group: the knob values its template accepts. Sampling and
+// mutation only ever produce schedules that validate_schedule() accepts. A register budget
+// (accumulators + weight vectors + a broadcast within the 16 vector registers of AVX2) shapes
+// where sampling looks, the way Ansor's sketch rules do; it is a prior, not a legality rule.
+#include <cstdint>
+#include <vector>
+
+#include "codegen/Lower.h"
+
+namespace autotune {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9e3779b97f4a7c15ULL + 1) {}
+  uint64_t next();
+  int uniform(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+/** Every legal value of each knob for this group, as lists. */
+struct ScheduleSpace {
+  std::vector<int> vector_width, oc_block, px_block;
+  std::vector<KernelSchedule::Parallel> parallel;
+  std::vector<bool> unroll_kx, pad_at_root;
+  int register_budget = 15;  // vector registers for accumulators and weights
+
+  static ScheduleSpace of(const Graph &body);
+  /** Number of points (before the register prior). */
+  int64_t size() const;
+  KernelSchedule sample(Rng &rng) const;
+  /** Changes one knob to another legal value. */
+  KernelSchedule mutate(const KernelSchedule &s, Rng &rng) const;
+  bool within_budget(const KernelSchedule &s) const;
+};
+
+}  // namespace autotune

@@ -1,0 +1,32 @@
+#include "search/Task.h"
+
+#include <unordered_map>
+
+#include "ir/Printer.h"
+#include "runtime/Runtime.h"
+
+namespace autotune {
+std::vector<Task> extract_tasks(const Graph &fused) {
+  std::vector<Task> tasks;
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < fused.nodes.size(); ++i) {
+    const Node &n = fused.nodes[i];
+    if (!n.is_function()) continue;
+    std::string h = workload_hash(*n.body);
+    auto it = index.find(h);
+    if (it == index.end()) {
+      Task t;
+      t.hash = h;
+      t.body = *n.body;
+      t.flops = group_flops(*n.body);
+      for (const Node &m : n.body->nodes) t.ops += (t.ops.empty() ? "" : "+") + m.op;
+      t.shape = shape_str(n.type.shape);
+      it = index.emplace(h, tasks.size()).first;
+      tasks.push_back(std::move(t));
+    }
+    tasks[it->second].groups.push_back(static_cast<int>(i));
+  }
+  return tasks;
+}
+
+}  // namespace autotune

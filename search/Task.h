@@ -1,0 +1,25 @@
+#pragma once
+// Tuning tasks: one per distinct fused group of a model. A group's workload key is a stable
+// structural hash of its body (ops, attributes, shapes and dtypes: the printed IR), the same on
+// every run and machine; identical groups (the same conv in several layers) are one task.
+#include <string>
+#include <vector>
+
+#include "db/Workload.h"
+#include "ir/Graph.h"
+
+namespace autotune {
+
+struct Task {
+  std::string hash;         // 16 hex digits
+  Graph body;               // the fused group
+  std::vector<int> groups;  // indices of the model's function nodes with this workload
+  double flops = 0;
+  std::string ops;          // "nn.conv2d+add+nn.relu"
+  std::string shape;        // of its output
+};
+
+/** The tasks of a fused graph, in order of first use. */
+std::vector<Task> extract_tasks(const Graph &fused);
+
+}  // namespace autotune

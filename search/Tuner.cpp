@@ -1,0 +1,170 @@
+#include "search/Tuner.h"
+
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "db/TuningDb.h"
+#include "ir/Printer.h"
+#include "search/ScheduleSpace.h"
+
+namespace autotune {
+
+double TuneReport::estimated_untuned_s() const {
+  double s = 0;
+  for (const TaskReport &t : tasks) s += t.default_s * static_cast<double>(t.task.groups.size());
+  return s;
+}
+
+double TuneReport::estimated_tuned_s() const {
+  double s = 0;
+  for (const TaskReport &t : tasks) s += (t.best_s > 0 ? t.best_s : t.default_s) * static_cast<double>(t.task.groups.size());
+  return s;
+}
+
+std::string host_target(const Jit &jit, int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return target_key(jit.target().triple, jit.target().cpu, jit.target().features, threads);
+}
+
+namespace {
+
+std::string format_duration(double s) {
+  int t = static_cast<int>(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%02d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
+  auto t_start = std::chrono::steady_clock::now();
+  AT_ASSIGN(jit, Jit::create({o.cache_dir}));
+  AT_ASSIGN(db, TuningDb::open(o.db_path));
+  TuneReport rep;
+  rep.target = host_target(*jit, o.measure.threads);
+  Measurer measurer(*jit, o.measure);
+  Rng rng(o.seed);
+
+  struct State {
+    ScheduleSpace space;
+    std::set<std::string> measured;  // schedule JSON already in the database
+    std::optional<TaskData> data;
+  };
+  std::vector<State> states;
+  for (Task &t : extract_tasks(fused)) {
+    AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
+    TaskReport tr;
+    State st{ScheduleSpace::of(t.body), {}, std::nullopt};
+    AT_ASSIGN(recs, db->records(t.hash, rep.target));
+    std::string def = schedule_to_json(default_schedule(t.body));
+    for (const TuningRecord &r : recs) {
+      st.measured.insert(r.schedule);
+      ++tr.trials;
+      if (r.status != "ok") continue;
+      if (r.schedule == def) tr.default_s = r.median_s;
+      if (tr.best_s == 0 || r.median_s < tr.best_s) tr.best_s = r.median_s, tr.best_schedule = r.schedule;
+    }
+    rep.trials_before += tr.trials;
+    tr.task = std::move(t);
+    rep.tasks.push_back(std::move(tr));
+    states.push_back(std::move(st));
+  }
+
+  auto stopped = [&] { return o.stop && o.stop->load(); };
+  while (rep.trials_before + rep.trials_run < o.trials && !stopped()) {
+    // Pick a task: unmeasured defaults first, then the largest damped share of end-to-end time.
+    int pick = -1;
+    std::vector<KernelSchedule> candidates;
+    for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
+      std::string def = schedule_to_json(default_schedule(rep.tasks[i].task.body));
+      if (!states[i].measured.count(def)) {
+        pick = static_cast<int>(i);
+        candidates.push_back(default_schedule(rep.tasks[i].task.body));
+      }
+    }
+    if (pick < 0) {
+      double best_priority = -1;
+      for (size_t i = 0; i < rep.tasks.size(); ++i) {
+        const TaskReport &t = rep.tasks[i];
+        if (static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size()) continue;  // space exhausted
+        double time = t.best_s > 0 ? t.best_s : t.default_s;
+        if (time <= 0) continue;  // nothing of it has ever run correctly: nothing to improve on
+        double priority = time * static_cast<double>(t.task.groups.size()) / std::sqrt(1.0 + static_cast<double>(t.trials));
+        if (priority > best_priority) best_priority = priority, pick = static_cast<int>(i);
+      }
+      if (pick < 0) break;  // every space measured
+      int64_t want = std::min<int64_t>(o.batch, o.trials - rep.trials_before - rep.trials_run);
+      std::set<std::string> chosen;
+      for (int attempt = 0; attempt < 200 && static_cast<int64_t>(candidates.size()) < want; ++attempt) {
+        KernelSchedule s = states[pick].space.sample(rng);
+        std::string j = schedule_to_json(s);
+        if (states[pick].measured.count(j) || chosen.count(j) || !validate_schedule(rep.tasks[pick].task.body, s)) continue;
+        chosen.insert(j);
+        candidates.push_back(s);
+      }
+      if (candidates.empty()) {
+        states[pick].space = ScheduleSpace{};  // sampling finds nothing new: treat as exhausted
+        continue;
+      }
+    }
+    TaskReport &tr = rep.tasks[pick];
+    State &st = states[pick];
+    if (!st.data) {
+      AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
+      st.data = std::move(d);
+    }
+    Status save_error;
+    measurer.measure(
+        tr.task.body, *st.data, candidates,
+        [&](size_t i, const MeasureResult &m) {
+          TuningRecord r;
+          r.workload_hash = tr.task.hash;
+          r.target = rep.target;
+          r.schedule = schedule_to_json(candidates[i]);
+          r.status = status_name(m.status);
+          r.error = m.error;
+          r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
+          if (auto id = db->add_record(r); !id) save_error = Status(id.error());
+          st.measured.insert(r.schedule);
+          ++tr.trials;
+          ++rep.trials_run;
+          if (m.status != MeasureStatus::kOk) {
+            ++rep.failures_run;
+          } else {
+            if (candidates[i] == default_schedule(tr.task.body)) tr.default_s = m.median_s;
+            if (tr.best_s == 0 || m.median_s < tr.best_s) tr.best_s = m.median_s, tr.best_schedule = r.schedule;
+          }
+          if (o.progress) {
+            double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+            int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
+            char line[400];
+            std::snprintf(line, sizeof line,
+                          "[%5lld/%lld trials] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed, ~%s left",
+                          static_cast<long long>(done), static_cast<long long>(o.trials), pick + 1, rep.tasks.size(),
+                          tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s * 1e3, tr.default_s * 1e3,
+                          rep.estimated_tuned_s() * 1e3, rep.estimated_untuned_s() * 1e3, format_duration(elapsed).c_str(),
+                          format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0).c_str());
+            o.progress(line);
+          }
+        },
+        o.stop);
+    if (!save_error) return save_error.error();
+  }
+  rep.interrupted = stopped() && rep.trials_before + rep.trials_run < o.trials;
+  // The plan: each group's chosen record.
+  std::vector<std::pair<std::string, int64_t>> plan;
+  for (const Node &n : fused.nodes) {
+    std::string h = workload_hash(*n.body);
+    AT_ASSIGN(b, db->best(h, rep.target));
+    plan.emplace_back(h, b ? b->id : 0);
+  }
+  AT_TRY(db->save_plan(model_hash(fused), rep.target, plan));
+  rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return rep;
+}
+
+}  // namespace autotune

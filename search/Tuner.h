@@ -1,0 +1,57 @@
+#pragma once
+// The tuning loop: tasks from a fused model, a trial budget spread over them, candidates
+// measured and every result saved to the tuning database the moment it is known.
+//
+// This first version searches by random sampling of each task's schedule space (the cost model
+// comes next). The task scheduler measures every task's default schedule first, then gives each
+// further batch to the task with the largest estimated share of end-to-end time (uses x best
+// time), damped by the trials it already had. Records already in the database count toward the
+// budget, so running the same command again resumes where an interrupted run stopped.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "search/Measurer.h"
+#include "search/Task.h"
+
+namespace autotune {
+
+struct TuneOptions {
+  int64_t trials = 200;
+  std::string db_path = "tuning.db";
+  uint64_t seed = 0;
+  int batch = 8;                      // candidates compiled together
+  MeasureOptions measure;
+  std::string cache_dir;              // kernel object cache ("" for none)
+  const std::atomic<bool> *stop = nullptr;                // set by Ctrl-C: finish the current candidate, then stop
+  std::function<void(const std::string &)> progress;      // one progress line per measurement
+};
+
+struct TaskReport {
+  Task task;
+  double default_s = 0;  // 0: not measured
+  double best_s = 0;
+  int64_t trials = 0;    // records of this task on this target, all statuses
+  std::string best_schedule;
+};
+
+struct TuneReport {
+  std::string target;
+  std::vector<TaskReport> tasks;
+  int64_t trials_before = 0;  // already in the database when the run started
+  int64_t trials_run = 0;
+  int64_t failures_run = 0;   // of trials_run: compile errors, crashes, timeouts, wrong results
+  bool interrupted = false;
+  double elapsed_s = 0;
+  /** Sum over groups of the default / best time of their task: the model's estimated kernel time. */
+  double estimated_untuned_s() const;
+  double estimated_tuned_s() const;
+};
+
+/** The target key of this machine for `threads` threads (0: all hardware threads). */
+std::string host_target(const Jit &jit, int threads);
+
+Expected<TuneReport> tune(const Graph &fused, const TuneOptions &options);
+
+}  // namespace autotune

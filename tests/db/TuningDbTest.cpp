@@ -1,0 +1,181 @@
+// The tuning database on real SQLite files: persistence, lookups, two writers at once, a writer
+// killed with SIGKILL mid-stream, and files that are not (or no longer) tuning databases.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "db/TuningDb.h"
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Db : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("autotune_db_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string &n = "t.db") { return (dir_ / n).string(); }
+  static TuningRecord rec(const std::string &w, double s, const std::string &status = "ok") {
+    TuningRecord r;
+    r.workload_hash = w;
+    r.target = "cpu";
+    r.schedule = "{\"version\":1,\"px_block\":" + std::to_string(static_cast<int>(s * 1e6)) + "}";
+    r.status = status;
+    r.median_s = s, r.min_s = s, r.runs = 10;
+    return r;
+  }
+  fs::path dir_;
+};
+
+int64_t count_records(const std::string &path) {
+  sqlite3 *db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_stmt *s = nullptr;
+  sqlite3_prepare_v2(db, "SELECT count(*) FROM records", -1, &s, nullptr);
+  int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return n;
+}
+
+TEST_F(Db, RecordsPersistAndBestIsTheFastestSuccess) {
+  {
+    auto db = TuningDb::open(path());
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload("w1", "cpu", "ir", 1e6)));
+    for (double s : {0.003, 0.001, 0.002}) ASSERT_TRUE(static_cast<bool>((*db)->add_record(rec("w1", s))));
+    ASSERT_TRUE(static_cast<bool>((*db)->add_record(rec("w1", 0.0001, "wrong_result"))));
+  }
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db));
+  auto best = (*db)->best("w1", "cpu");
+  ASSERT_TRUE(best && *best);
+  EXPECT_DOUBLE_EQ((**best).median_s, 0.001);
+  EXPECT_FALSE(*(*db)->best("w1", "other-target"));  // targets never mix
+  EXPECT_EQ((*db)->records("w1", "cpu")->size(), 4u);
+  auto ws = (*db)->workloads();
+  ASSERT_TRUE(ws && ws->size() == 1);
+  EXPECT_EQ((*ws)[0].records, 4);
+  EXPECT_EQ((*ws)[0].ok_records, 3);
+  EXPECT_EQ(*(*db)->integrity_check(), "ok");
+}
+
+TEST_F(Db, AFileThatIsNotADatabaseIsRefusedAndKept) {
+  { std::ofstream(path()) << "these are my notes, not a database, and they must survive"; }
+  auto db = TuningDb::open(path());
+  ASSERT_FALSE(static_cast<bool>(db));
+  EXPECT_EQ(db.error().message.rfind(path() + ": not a tuning database", 0), 0u) << db.error().message;
+  std::ifstream in(path());
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "these are my notes, not a database, and they must survive");
+}
+
+TEST_F(Db, ACorruptedDatabaseIsAnErrorNotACrash) {
+  {
+    auto db = TuningDb::open(path());
+    ASSERT_TRUE(static_cast<bool>(db));
+    ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload("w", "cpu", "ir", 1)));
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(static_cast<bool>((*db)->add_record(rec("w", 0.001 * (i + 1)))));
+  }
+  // Checkpointed by the close; now damage the first page's header.
+  std::fstream f(path(), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(0);
+  f.write("XXXXXXXXXXXXXXXX", 16);
+  f.close();
+  auto db = TuningDb::open(path());
+  ASSERT_FALSE(static_cast<bool>(db));
+  EXPECT_NE(db.error().message.find("not a tuning database"), std::string::npos) << db.error().message;
+}
+
+TEST_F(Db, ANewerSchemaIsRefused) {
+  { ASSERT_TRUE(static_cast<bool>(TuningDb::open(path()))); }
+  sqlite3 *raw = nullptr;
+  sqlite3_open(path().c_str(), &raw);
+  sqlite3_exec(raw, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  auto db = TuningDb::open(path());
+  ASSERT_FALSE(static_cast<bool>(db));
+  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (1); upgrade autotune to use it");
+}
+
+TEST_F(Db, TwoWritersAtOnceLoseNothing) {
+  { ASSERT_TRUE(static_cast<bool>(TuningDb::open(path()))); }
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 2; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto db = TuningDb::open(path());
+      if (!db || !(*db)->upsert_workload("w" + std::to_string(k), "cpu", "ir", 1)) _exit(2);
+      for (int i = 0; i < 150; ++i)
+        if (!(*db)->add_record(rec("w" + std::to_string(k), 0.001 + i * 1e-6))) _exit(3);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t p : kids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  EXPECT_EQ(count_records(path()), 300);
+}
+
+TEST_F(Db, AKilledWriterLeavesEveryCommittedRecord) {
+  { ASSERT_TRUE(static_cast<bool>(TuningDb::open(path()))); }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    auto db = TuningDb::open(path());
+    if (!db || !(*db)->upsert_workload("w", "cpu", "ir", 1)) _exit(2);
+    for (int64_t i = 1;; ++i) {
+      if (!(*db)->add_record(rec("w", 0.001))) _exit(3);
+      if (write(fds[1], &i, sizeof i) != sizeof i) _exit(4);  // i records are committed
+    }
+  }
+  close(fds[1]);
+  int64_t committed = 0, n = 0;
+  while (committed < 200 && read(fds[0], &n, sizeof n) == sizeof n) committed = n;
+  kill(pid, SIGKILL);
+  while (read(fds[0], &n, sizeof n) == sizeof n) committed = n;  // reports sent before the kill
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  EXPECT_EQ(*(*db)->integrity_check(), "ok");
+  EXPECT_GE(count_records(path()), committed);
+  EXPECT_GE(committed, 200);
+}
+
+TEST_F(Db, ExportImportAndMergeAreIdempotent) {
+  auto a = TuningDb::open(path("a.db"));
+  ASSERT_TRUE(static_cast<bool>(a));
+  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload("w", "cpu", "def @main() ...", 5)));
+  for (double s : {0.002, 0.001}) ASSERT_TRUE(static_cast<bool>((*a)->add_record(rec("w", s))));
+  auto text = (*a)->export_jsonl();
+  ASSERT_TRUE(static_cast<bool>(text));
+  EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 2);
+  auto b = TuningDb::open(path("b.db"));
+  ASSERT_TRUE(static_cast<bool>(b));
+  EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 2);
+  EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 0);  // nothing new the second time
+  EXPECT_DOUBLE_EQ((*(*b)->best("w", "cpu"))->median_s, 0.001);
+  auto bad = (*b)->import_jsonl("{\"workload\": \"w\"}\n", "bad.jsonl");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_EQ(bad.error().message.rfind("bad.jsonl:1: bad record", 0), 0u) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace autotune

@@ -1,0 +1,135 @@
+// Schedules as data: JSON round trip, validation with reasons, and a space whose samples and
+// mutations are all legal and all compute the right answer.
+#include <gtest/gtest.h>
+
+#include "codegen/Lower.h"
+#include "ir/OnnxImport.h"
+#include "ir/Parser.h"
+#include "ir/Pass.h"
+#include "ir/Reference.h"
+#include "runtime/Runtime.h"
+#include "search/ScheduleSpace.h"
+#include "search/Task.h"
+
+namespace autotune {
+namespace {
+
+Graph fused_model(const std::string &name) {
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/" + name + ".onnx");
+  EXPECT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  EXPECT_TRUE(static_cast<bool>(f));
+  return f.take();
+}
+
+TEST(Schedule, JsonRoundTrips) {
+  KernelSchedule s;
+  s.oc_block = 24, s.px_block = 4, s.parallel = KernelSchedule::Parallel::kOcPx, s.unroll_kx = true, s.pad_at_root = false;
+  std::string j = schedule_to_json(s);
+  EXPECT_EQ(j, R"({"oc_block":24,"pad_at_root":false,"parallel":"oc_px","px_block":4,"unroll_kx":true,"vector_width":8,"version":1})");
+  auto back = schedule_from_json(j);
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+  EXPECT_TRUE(*back == s);
+}
+
+TEST(Schedule, BadJsonSaysWhatIsWrong) {
+  EXPECT_EQ(schedule_from_json("[1]").error().message, "schedule is not a JSON object");
+  EXPECT_EQ(schedule_from_json(R"({"version": 2})").error().message, "schedule version 2 is not supported (this autotune reads version 1)");
+  EXPECT_EQ(schedule_from_json(R"({"version": 1, "tile": 4})").error().message, "schedule has unknown field 'tile'");
+  EXPECT_EQ(schedule_from_json(R"({"version": 1, "parallel": "both"})").error().message, "schedule field 'parallel' has a bad value \"both\"");
+}
+
+TEST(Schedule, ValidationGivesTheReason) {
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 16, 4, 4), float32], %w: Tensor[(48, 16, 3, 3), float32]) -> Tensor[(1, 48, 4, 4), float32] {
+    %0 = fn (%p0: Tensor[(1, 16, 4, 4), float32], %p1: Tensor[(48, 16, 3, 3), float32]) -> Tensor[(1, 48, 4, 4), float32] {
+      %0 = nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1]);
+      return %0;
+    }(%x, %w);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  KernelSchedule s = default_schedule(body);
+  EXPECT_TRUE(static_cast<bool>(validate_schedule(body, s)));
+  s.oc_block = 32;
+  EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 32 does not divide 48 output channels per group");
+  s.oc_block = 12;
+  EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 12 is not a multiple of vector_width 8");
+  s = default_schedule(body);
+  s.px_block = 0;
+  EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: px_block 0 is not in [1, 32]");
+  EXPECT_FALSE(static_cast<bool>(lower_group(body, "k", s)));  // lowering refuses it too, with the same reason
+}
+
+TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
+  Rng rng(3);
+  for (const char *model : {"tiny_cnn", "resnet18", "mlp", "shape_ops"}) {
+    for (const Task &t : extract_tasks(fused_model(model))) {
+      ScheduleSpace sp = ScheduleSpace::of(t.body);
+      EXPECT_GE(sp.size(), 1);
+      KernelSchedule s = default_schedule(t.body);
+      for (int i = 0; i < 40; ++i) {
+        KernelSchedule a = sp.sample(rng);
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(t.body, a))) << t.ops << " " << schedule_to_json(a);
+        s = sp.mutate(s, rng);
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(t.body, s))) << t.ops << " " << schedule_to_json(s);
+      }
+    }
+  }
+}
+
+TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
+  for (const Task &t : extract_tasks(fused_model("resnet18"))) {
+    ScheduleSpace sp = ScheduleSpace::of(t.body);
+    KernelSchedule d = default_schedule(t.body);
+    auto in = [](const auto &v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+    EXPECT_TRUE(in(sp.vector_width, d.vector_width) && in(sp.oc_block, d.oc_block) && in(sp.px_block, d.px_block) &&
+                in(sp.parallel, d.parallel) && in(sp.unroll_kx, d.unroll_kx) && in(sp.pad_at_root, d.pad_at_root))
+        << t.ops;
+  }
+}
+
+TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
+  // Every knob changes the generated code; every sampled point must still match the reference.
+  Rng rng(11);
+  CompileOptions options;
+  options.cache_dir = "";
+  int checked = 0;
+  for (const char *model : {"tiny_cnn", "resnet18"}) {
+    std::vector<Task> tasks = extract_tasks(fused_model(model));
+    for (size_t ti = 0; ti < tasks.size() && ti < 10; ++ti) {
+      const Task &t = tasks[ti];
+      ScheduleSpace sp = ScheduleSpace::of(t.body);
+      std::vector<Tensor> args = random_inputs(t.body, 4);
+      auto expected = run_reference(t.body, args);
+      ASSERT_TRUE(static_cast<bool>(expected));
+      for (int i = 0; i < 3; ++i) {
+        KernelSchedule s = sp.sample(rng);
+        auto k = lower_group(t.body, "rand", s);
+        ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+        auto jit = Jit::create({""});
+        ASSERT_TRUE(static_cast<bool>(jit));
+        auto ck = (*jit)->compile(*k);
+        ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+        std::vector<Tensor> a = args;
+        for (const WeightPacking &p : k->packings) a[p.param] = pack_weight(a[p.param], p);
+        Tensor out(expected->at(0).type());
+        std::vector<Tensor> temps;
+        for (size_t b = k->num_params + 1; b < k->buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k->buffers[b]->size}});
+        std::vector<void *> bufs;
+        for (Tensor &x : a) bufs.push_back(x.raw());
+        bufs.push_back(out.raw());
+        for (Tensor &x : temps) bufs.push_back(x.raw());
+        for (size_t st = 0; st < ck->stages.size(); ++st) ck->stages[st](bufs.data(), 0, k->stages[st].parallel_extent);
+        auto d = compare(out, expected->at(0));
+        ASSERT_TRUE(static_cast<bool>(d));
+        EXPECT_LT(d->relative(), 1e-5) << t.ops << " " << t.shape << " " << schedule_to_json(s);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
+}  // namespace
+}  // namespace autotune
