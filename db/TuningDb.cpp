@@ -142,21 +142,57 @@ Status TuningDb::migrate() {
   return exec("COMMIT");
 }
 
+/**
+ * Runs `body` in a BEGIN IMMEDIATE transaction: the write lock is taken first (and waited for,
+ * under the busy timeout). A read inside an autocommit write would hold a snapshot that another
+ * writer can invalidate, and SQLite then fails at once instead of waiting.
+ */
+template <typename T, typename F>
+Expected<T> in_write_transaction(sqlite3 *db, const std::string &path, F body) {
+  auto exec = [&](const char *sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK; };
+  if (!exec("BEGIN IMMEDIATE")) return make_error(path + ": cannot start a write: " + sqlite3_errmsg(db));
+  Expected<T> r = body();
+  if (!r) {
+    exec("ROLLBACK");
+    return r;
+  }
+  if (!exec("COMMIT")) {
+    std::string msg = sqlite3_errmsg(db);
+    exec("ROLLBACK");
+    return make_error(path + ": cannot commit: " + msg);
+  }
+  return r;
+}
+
 Expected<int64_t> TuningDb::upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops) {
-  Stmt ins(db_, "INSERT OR IGNORE INTO workloads(hash, target, ir, flops) VALUES(?, ?, ?, ?)");
-  ins.bind(1, hash).bind(2, target).bind(3, ir).bind(4, flops);
-  if (ins.step() != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return in_write_transaction<int64_t>(db_, path_, [&] { return upsert_workload_unlocked(hash, target, ir, flops); });
+}
+
+Expected<int64_t> TuningDb::add_record(const TuningRecord &r) {
+  return in_write_transaction<int64_t>(db_, path_, [&] { return add_record_unlocked(r); });
+}
+
+Expected<int64_t> TuningDb::upsert_workload_unlocked(const std::string &hash, const std::string &target, const std::string &ir,
+                                                   double flops) {
+  {
+    Stmt ins(db_, "INSERT OR IGNORE INTO workloads(hash, target, ir, flops) VALUES(?, ?, ?, ?)");
+    ins.bind(1, hash).bind(2, target).bind(3, ir).bind(4, flops);
+    if (ins.step() != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  }
   Stmt q(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
   q.bind(1, hash).bind(2, target);
   if (q.step() != SQLITE_ROW) return make_error(path_ + ": workload " + hash + " vanished");
   return q.i64(0);
 }
 
-Expected<int64_t> TuningDb::add_record(const TuningRecord &r) {
-  Stmt w(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
-  w.bind(1, r.workload_hash).bind(2, r.target);
-  if (w.step() != SQLITE_ROW) return make_error(path_ + ": record for unknown workload " + r.workload_hash);
-  int64_t wid = w.i64(0);
+Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
+  int64_t wid;
+  {
+    Stmt w(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
+    w.bind(1, r.workload_hash).bind(2, r.target);
+    if (w.step() != SQLITE_ROW) return make_error(path_ + ": record for unknown workload " + r.workload_hash);
+    wid = w.i64(0);
+  }
   Stmt ins(db_,
            "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
            "created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -164,7 +200,7 @@ Expected<int64_t> TuningDb::add_record(const TuningRecord &r) {
       .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
       .bind(11, r.created_at.empty() ? now_utc() : r.created_at);
   if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
-  return sqlite3_last_insert_rowid(db_);
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
 Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, const std::string &target) {
@@ -270,13 +306,13 @@ Expected<int64_t> TuningDb::import_jsonl(const std::string &text, const std::str
       r.compile_s = j.value("compile_s", 0.0);
       r.tool_version = j.value("tool_version", std::string(kToolVersion));
       r.created_at = j.value("created_at", now_utc());
-      auto wid = upsert_workload(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));
+      auto wid = upsert_workload_unlocked(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));
       if (!wid) return fail(wid.error().message);
       // The same record (workload, schedule, time) already present is skipped: merging is idempotent.
       Stmt dup(db_, "SELECT 1 FROM records WHERE workload_id = ? AND schedule = ? AND status = ? AND created_at = ? AND median_s = ?");
       dup.bind(1, *wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.created_at).bind(5, r.median_s);
       if (dup.step() == SQLITE_ROW) continue;
-      auto id = add_record(r);
+      auto id = add_record_unlocked(r);
       if (!id) return fail(id.error().message);
       ++added;
     } catch (const std::exception &e) {

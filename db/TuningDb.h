@@ -72,6 +72,9 @@ class TuningDb {
  private:
   TuningDb() = default;
   Status exec(const std::string &sql);
+  // The bodies of upsert_workload and add_record, for use inside a transaction already open.
+  Expected<int64_t> upsert_workload_unlocked(const std::string &hash, const std::string &target, const std::string &ir, double flops);
+  Expected<int64_t> add_record_unlocked(const TuningRecord &r);
   Status migrate();
   sqlite3 *db_ = nullptr;
   std::string path_;
