@@ -3,7 +3,11 @@
 //
 //   workloads(id, hash, target, ir, flops)            one per (structural hash, target)
 //   records(id, workload_id, schedule, status, error, median_s, min_s, stddev_s, runs,
-//           compile_s, tool_version, created_at)      every measurement, failures too
+//           compile_s, baseline_s, tool_version, created_at)   every measurement, failures too
+//
+// baseline_s is the workload's default schedule timed in alternation with the record's own
+// kernel: records are ranked by median_s / baseline_s, which cancels the machine's drift between
+// measurements taken at different times.
 //   plans(model_hash, target, group, workload_id, record_id)   the chosen record per group
 //   meta(key, value)                                    schema_version
 //
@@ -33,7 +37,11 @@ struct TuningRecord {
   double median_s = 0, min_s = 0, stddev_s = 0;
   int64_t runs = 0;
   double compile_s = 0;
+  double baseline_s = 0;  // the default schedule's median, timed alongside (0: unknown)
   std::string tool_version = kToolVersion, created_at;
+
+  /** Time relative to the baseline measured with it (1 = as fast as the default schedule). */
+  double relative() const { return baseline_s > 0 ? median_s / baseline_s : 1e9; }
 };
 
 struct WorkloadInfo {
@@ -53,7 +61,7 @@ class TuningDb {
   Expected<int64_t> upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops);
   /** Appends one record (committed before it returns). */
   Expected<int64_t> add_record(const TuningRecord &r);
-  /** The fastest ok record of a workload on a target. */
+  /** The ok record of a workload on a target that is fastest relative to its baseline. */
   Expected<std::optional<TuningRecord>> best(const std::string &hash, const std::string &target);
   /** All records of a workload on a target (schedules already measured). */
   Expected<std::vector<TuningRecord>> records(const std::string &hash, const std::string &target);

@@ -43,33 +43,54 @@ namespace {
 /** What the child sends back: plain data through a pipe. */
 struct ChildReport {
   int status;
-  double median_s, min_s, stddev_s;
+  double median_s, min_s, stddev_s, baseline_s;
   int64_t runs;
   char error[240];
 };
 
-ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o) {
-  ChildReport rep{};
-  rep.status = static_cast<int>(MeasureStatus::kOk);
-  std::vector<Tensor> args = data.args;
-  for (const WeightPacking &p : k.packings) args[p.param] = pack_weight(args[p.param], p);
-  Tensor out(data.expected.type());
-  std::vector<Tensor> temps;
-  for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k.buffers[b]->size}});
+/** A kernel bound to its own copies of the task's arguments, ready to run on a pool. */
+struct Bound {
+  std::vector<Tensor> args, temps;
+  Tensor out;
   std::vector<void *> bufs;
-  for (Tensor &a : args) bufs.push_back(a.raw());
-  bufs.push_back(out.raw());
-  for (Tensor &t : temps) bufs.push_back(t.raw());
-  ThreadPool pool(o.threads);
   std::vector<int64_t> extents;
-  for (const KernelStage &s : k.stages) extents.push_back(s.parallel_extent);
-  auto run_once = [&] {
-    for (size_t s = 0; s < ck.stages.size(); ++s) {
-      StageFn fn = ck.stages[s];
+  const CompiledKernel *ck = nullptr;
+
+  Bound(const LoweredKernel &k, const CompiledKernel &compiled, const TaskData &data) : ck(&compiled) {
+    args = data.args;
+    for (const WeightPacking &p : k.packings) args[p.param] = pack_weight(args[p.param], p);
+    out = Tensor(data.expected.type());
+    for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k.buffers[b]->size}});
+    for (Tensor &a : args) bufs.push_back(a.raw());
+    bufs.push_back(out.raw());
+    for (Tensor &t : temps) bufs.push_back(t.raw());
+    for (const KernelStage &s : k.stages) extents.push_back(s.parallel_extent);
+  }
+  void run(ThreadPool &pool) {
+    for (size_t s = 0; s < ck->stages.size(); ++s) {
+      StageFn fn = ck->stages[s];
       void **table = bufs.data();
       pool.parallel_for(extents[s], [fn, table](int64_t b, int64_t e) { fn(table, b, e); });
     }
-  };
+  }
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o,
+                          const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
+  ChildReport rep{};
+  rep.status = static_cast<int>(MeasureStatus::kOk);
+  ThreadPool pool(o.threads);
+  Bound cand(k, ck, data);
+  std::optional<Bound> base;
+  if (baseline.first) base.emplace(*baseline.first, *baseline.second, data);
+  auto run_once = [&] { cand.run(pool); };
+  Tensor &out = cand.out;
   run_once();  // the first run is checked before any timing
   auto d = compare(out, data.expected);
   if (!d || d->nan_mismatch || d->relative() > o.tolerance) {
@@ -79,22 +100,28 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
     return rep;
   }
   for (int i = 1; i < o.warmup; ++i) run_once();
+  if (base) base->run(pool);  // warm the baseline too
   std::vector<float> flush(o.flush_cache ? (64u << 20) / sizeof(float) : 0);
-  std::vector<double> times;
-  double spent = 0;
-  while ((spent < o.min_time_s || times.size() < 3) && static_cast<int64_t>(times.size()) < o.max_runs) {
+  auto timed = [&](Bound &b) {
     if (!flush.empty())
       for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
     auto t0 = std::chrono::steady_clock::now();
-    run_once();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    b.run(pool);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> times, base_times;
+  double spent = 0;
+  while ((spent < o.min_time_s || times.size() < 3) && static_cast<int64_t>(times.size()) < o.max_runs) {
+    double s = timed(cand);
     times.push_back(s);
     spent += s;
+    if (base) base_times.push_back(timed(*base));  // alternating: both see the same machine
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
-  rep.median_s = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  rep.median_s = median_of(times);
+  rep.baseline_s = median_of(base_times);
   rep.min_s = sorted.front();
   double mean = spent / static_cast<double>(n), var = 0;
   for (double t : times) var += (t - mean) * (t - mean);
@@ -105,7 +132,8 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
 
 }  // namespace
 
-MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data) {
+MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data,
+                            const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
   MeasureResult r;
   int fds[2];
   if (pipe(fds) != 0) {
@@ -123,7 +151,7 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
   if (pid == 0) {  // the child: measure, report, leave without running any destructors or atexit
     close(fds[0]);
     signal(SIGINT, SIG_IGN);  // Ctrl-C is for the tuner, which finishes this measurement first
-    ChildReport rep = child_measure(k, ck, data, options_);
+    ChildReport rep = child_measure(k, ck, data, options_, baseline);
     ssize_t w = write(fds[1], &rep, sizeof rep);
     _exit(w == static_cast<ssize_t>(sizeof rep) ? 0 : 1);
   }
@@ -170,6 +198,7 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
   r.min_s = rep.min_s;
   r.stddev_s = rep.stddev_s;
   r.runs = rep.runs;
+  r.baseline_s = rep.baseline_s;
   return r;
 }
 
@@ -213,6 +242,13 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     for (int t = 0; t < threads; ++t) pool.push_back(std::async(std::launch::async, work));
     for (auto &f : pool) f.get();
   }
+  // The baseline every candidate is timed against: the task's default schedule.
+  std::optional<LoweredKernel> base_k;
+  std::optional<CompiledKernel> base_ck;
+  if (auto bk = lower_group(body, "tune", default_schedule(body))) {
+    if (auto bc = jit_.compile(*bk)) base_k = bk.take(), base_ck = bc.take();
+  }
+  std::pair<const LoweredKernel *, const CompiledKernel *> baseline{base_k ? &*base_k : nullptr, base_ck ? &*base_ck : nullptr};
   for (size_t i = 0; i < n; ++i) {
     if (stop && stop->load()) {
       results.resize(i);
@@ -220,7 +256,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     }
     if (compiled[i]) {
       double compile_s = results[i].compile_s;
-      results[i] = run(*lowered[i], *compiled[i], data);
+      results[i] = run(*lowered[i], *compiled[i], data, baseline);
       results[i].compile_s = compile_s;
     }
     if (on_result) on_result(i, results[i]);

@@ -4,6 +4,10 @@
 // code: a warm-up run whose output is checked against the reference executor's, then timed runs
 // until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
 // answer is a recorded status, never the end of the tuning run.
+//
+// The machine is shared and noisy, so a time alone compares badly with one taken minutes
+// earlier. Each child therefore also times a baseline (the task's default schedule) in
+// alternation with the candidate, and results carry both: the ratio is what ranks candidates.
 #include <atomic>
 #include <functional>
 #include <string>
@@ -23,6 +27,7 @@ struct MeasureResult {
   double median_s = 0, min_s = 0, stddev_s = 0;
   int64_t runs = 0;
   double compile_s = 0;
+  double baseline_s = 0;  // median of the baseline kernel timed alongside (0: none)
 };
 
 struct MeasureOptions {
@@ -55,8 +60,12 @@ class Measurer {
                                      const std::function<void(size_t, const MeasureResult &)> &on_result = nullptr,
                                      const std::atomic<bool> *stop = nullptr);
 
-  /** Runs one compiled kernel in a child process (the last step of measure; tests call it with hand-made kernels). */
-  MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data);
+  /**
+   * Runs one compiled kernel in a child process (the last step of measure; tests call it with
+   * hand-made kernels), timing `baseline` in alternation with it when given.
+   */
+  MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data,
+                    const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline = {nullptr, nullptr});
 
   const MeasureOptions &options() const { return options_; }
 

@@ -19,7 +19,7 @@ double TuneReport::estimated_untuned_s() const {
 
 double TuneReport::estimated_tuned_s() const {
   double s = 0;
-  for (const TaskReport &t : tasks) s += (t.best_s > 0 ? t.best_s : t.default_s) * static_cast<double>(t.task.groups.size());
+  for (const TaskReport &t : tasks) s += t.best_s() * static_cast<double>(t.task.groups.size());
   return s;
 }
 
@@ -36,6 +36,15 @@ std::string format_duration(double s) {
   if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
   else std::snprintf(buf, sizeof buf, "%02d:%02d", t / 60, t % 60);
   return buf;
+}
+
+/** Folds one successful measurement into a task's report: its baseline into the default's mean, its ratio into the best. */
+void note_result(TaskReport &tr, const std::string &schedule, double median_s, double baseline_s) {
+  if (baseline_s <= 0) return;  // no side-by-side baseline: cannot be compared fairly
+  tr.default_s = (tr.default_s * static_cast<double>(tr.baselines) + baseline_s) / static_cast<double>(tr.baselines + 1);
+  ++tr.baselines;
+  double ratio = median_s / baseline_s;
+  if (tr.best_schedule.empty() || ratio < tr.best_ratio) tr.best_ratio = ratio, tr.best_schedule = schedule;
 }
 
 }  // namespace
@@ -64,9 +73,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     for (const TuningRecord &r : recs) {
       st.measured.insert(r.schedule);
       ++tr.trials;
-      if (r.status != "ok") continue;
-      if (r.schedule == def) tr.default_s = r.median_s;
-      if (tr.best_s == 0 || r.median_s < tr.best_s) tr.best_s = r.median_s, tr.best_schedule = r.schedule;
+      if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
     }
     rep.trials_before += tr.trials;
     tr.task = std::move(t);
@@ -91,7 +98,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       for (size_t i = 0; i < rep.tasks.size(); ++i) {
         const TaskReport &t = rep.tasks[i];
         if (static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size()) continue;  // space exhausted
-        double time = t.best_s > 0 ? t.best_s : t.default_s;
+        double time = t.best_s();
         if (time <= 0) continue;  // nothing of it has ever run correctly: nothing to improve on
         double priority = time * static_cast<double>(t.task.groups.size()) / std::sqrt(1.0 + static_cast<double>(t.trials));
         if (priority > best_priority) best_priority = priority, pick = static_cast<int>(i);
@@ -128,16 +135,13 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
           r.status = status_name(m.status);
           r.error = m.error;
           r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
+          r.baseline_s = m.baseline_s;
           if (auto id = db->add_record(r); !id) save_error = Status(id.error());
           st.measured.insert(r.schedule);
           ++tr.trials;
           ++rep.trials_run;
-          if (m.status != MeasureStatus::kOk) {
-            ++rep.failures_run;
-          } else {
-            if (candidates[i] == default_schedule(tr.task.body)) tr.default_s = m.median_s;
-            if (tr.best_s == 0 || m.median_s < tr.best_s) tr.best_s = m.median_s, tr.best_schedule = r.schedule;
-          }
+          if (m.status != MeasureStatus::kOk) ++rep.failures_run;
+          else note_result(tr, r.schedule, m.median_s, m.baseline_s);
           if (o.progress) {
             double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
             int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
@@ -145,7 +149,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
             std::snprintf(line, sizeof line,
                           "[%5lld/%lld trials] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed, ~%s left",
                           static_cast<long long>(done), static_cast<long long>(o.trials), pick + 1, rep.tasks.size(),
-                          tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s * 1e3, tr.default_s * 1e3,
+                          tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s() * 1e3, tr.default_s * 1e3,
                           rep.estimated_tuned_s() * 1e3, rep.estimated_untuned_s() * 1e3, format_duration(elapsed).c_str(),
                           format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0).c_str());
             o.progress(line);

@@ -30,10 +30,12 @@ struct TuneOptions {
 
 struct TaskReport {
   Task task;
-  double default_s = 0;  // 0: not measured
-  double best_s = 0;
-  int64_t trials = 0;    // records of this task on this target, all statuses
+  double default_s = 0;     // the default schedule's time: the mean of the baselines timed with the candidates (0: none yet)
+  double best_ratio = 1.0;  // the best candidate's time relative to the baseline timed alongside it
+  int64_t trials = 0;       // records of this task on this target, all statuses
   std::string best_schedule;
+  int64_t baselines = 0;    // how many baseline timings default_s averages
+  double best_s() const { return default_s * best_ratio; }
 };
 
 struct TuneReport {

@@ -476,7 +476,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];
-    double best = t.best_s > 0 ? t.best_s : t.default_s;
+    double best = t.best_s();
     std::printf("%-5zu %-30s %-20s %5zu %7lld %11.3f %11.3f %7.2fx\n", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(),
                 t.task.groups.size(), static_cast<long long>(t.trials), t.default_s * 1e3, best * 1e3,
                 best > 0 ? t.default_s / best : 0.0);

@@ -56,6 +56,7 @@ TEST(Measurer, MeasuresACorrectKernel) {
   EXPECT_GT(results[0].median_s, 0.0);
   EXPECT_LE(results[0].min_s, results[0].median_s);
   EXPECT_GT(results[0].compile_s, 0.0);
+  EXPECT_GT(results[0].baseline_s, 0.0);  // the default schedule, timed alongside
 }
 
 TEST(Measurer, ACrashingCandidateIsRecorded) {
