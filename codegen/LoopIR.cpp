@@ -27,26 +27,20 @@ Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope)
 }
 
 Expr int_imm(int64_t v) {
-  auto e = std::make_shared<ExprNode>();
-  e->kind = ExprKind::kInt;
-  e->type = Type::kI64;
-  e->int_value = v;
+  Expr e = make(ExprKind::kInt, Type::kI64);
+  const_cast<ExprNode *>(e.get())->int_value = v;
   return e;
 }
 
 Expr float_imm(double v) {
-  auto e = std::make_shared<ExprNode>();
-  e->kind = ExprKind::kFloat;
-  e->type = Type::kF32;
-  e->float_value = v;
+  Expr e = make(ExprKind::kFloat, Type::kF32);
+  const_cast<ExprNode *>(e.get())->float_value = v;
   return e;
 }
 
 Expr var(const std::string &name) {
-  auto e = std::make_shared<ExprNode>();
-  e->kind = ExprKind::kVar;
-  e->type = Type::kI64;
-  e->name = name;
+  Expr e = make(ExprKind::kVar, Type::kI64);
+  const_cast<ExprNode *>(e.get())->name = name;
   return e;
 }
 

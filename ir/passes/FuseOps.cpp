@@ -165,22 +165,30 @@ class Partitioner {
     return true;
   }
 
-  /** Nodes the fused group would hold: the sink's group plus every group on the paths to it. */
-  int count_fused(int src, int sink) {
+  /** Calls f(v) once for every node on the paths from src up to (not including) sink. */
+  template <typename F>
+  void for_each_on_paths(int src, int sink, F f) {
     visited_.assign(g_.nodes.size(), false);
-    std::vector<bool> counted(g_.nodes.size(), false);
-    int total = size_[find(sink)];
-    counted[find(sink)] = true;
     std::vector<int> stack{src};
     while (!stack.empty()) {
       int v = stack.back();
       stack.pop_back();
       if (v == sink || visited_[v]) continue;
       visited_[v] = true;
-      int r = find(v);
-      if (!counted[r]) total += size_[r], counted[r] = true;
+      f(v);
       for (const Edge &e : vertices_[v].outputs) stack.push_back(e.node);
     }
+  }
+
+  /** Nodes the fused group would hold: the sink's group plus every group on the paths to it. */
+  int count_fused(int src, int sink) {
+    std::vector<bool> counted(g_.nodes.size(), false);
+    int total = size_[find(sink)];
+    counted[find(sink)] = true;
+    for_each_on_paths(src, sink, [&](int v) {
+      int r = find(v);
+      if (!counted[r]) total += size_[r], counted[r] = true;
+    });
     return total;
   }
 
@@ -199,16 +207,7 @@ class Partitioner {
 
   /** Merges every node on the paths from src to sink into sink's group. */
   void commit(int src, int sink) {
-    visited_.assign(g_.nodes.size(), false);
-    std::vector<int> stack{src};
-    while (!stack.empty()) {
-      int v = stack.back();
-      stack.pop_back();
-      if (v == sink || visited_[v]) continue;
-      visited_[v] = true;
-      merge(v, sink);
-      for (const Edge &e : vertices_[v].outputs) stack.push_back(e.node);
-    }
+    for_each_on_paths(src, sink, [&](int v) { merge(v, sink); });
   }
 
   void run_phase(int phase) {
