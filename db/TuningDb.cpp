@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -48,7 +50,8 @@ CREATE TABLE IF NOT EXISTS records(
   id INTEGER PRIMARY KEY, workload_id INTEGER NOT NULL REFERENCES workloads(id),
   schedule TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   median_s REAL, min_s REAL, stddev_s REAL, runs INTEGER NOT NULL DEFAULT 0, compile_s REAL,
-  baseline_s REAL NOT NULL DEFAULT 0, tool_version TEXT NOT NULL, created_at TEXT NOT NULL);
+  baseline_s REAL NOT NULL DEFAULT 0, phase TEXT NOT NULL DEFAULT 'trial', tool_version TEXT NOT NULL,
+  created_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS records_workload ON records(workload_id, status);
 CREATE TABLE IF NOT EXISTS plans(
   model_hash TEXT NOT NULL, target TEXT NOT NULL, grp INTEGER NOT NULL,
@@ -74,12 +77,13 @@ TuningRecord read_record(Stmt &q) {
   r.tool_version = q.text(11);
   r.created_at = q.text(12);
   r.baseline_s = q.f64(13);
+  r.phase = q.text(14);
   return r;
 }
 
 const char *kRecordColumns =
     "r.id, w.hash, w.target, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, r.compile_s, "
-    "r.tool_version, r.created_at, r.baseline_s FROM records r JOIN workloads w ON r.workload_id = w.id";
+    "r.tool_version, r.created_at, r.baseline_s, r.phase FROM records r JOIN workloads w ON r.workload_id = w.id";
 
 }  // namespace
 
@@ -197,24 +201,39 @@ Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
   }
   Stmt ins(db_,
            "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
-           "created_at, baseline_s) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "created_at, baseline_s, phase) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.bind(1, wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.error).bind(5, r.median_s).bind(6, r.min_s)
       .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
-      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s);
+      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase);
   if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
 
 Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, const std::string &target) {
-  std::string sql = std::string("SELECT ") + kRecordColumns +
-                    " WHERE w.hash = ? AND w.target = ? AND r.status = 'ok' ORDER BY (CASE WHEN r.baseline_s > 0 THEN r.median_s / "
-                    "r.baseline_s ELSE 1e9 END) ASC, r.median_s ASC LIMIT 1";
-  Stmt q(db_, sql.c_str());
-  q.bind(1, hash).bind(2, target);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<TuningRecord>();
-  if (rc != SQLITE_ROW) return make_error(path_ + ": " + sqlite3_errmsg(db_));
-  return std::optional<TuningRecord>(read_record(q));
+  AT_ASSIGN(recs, records(hash, target));
+  struct Score {
+    std::vector<double> ratios;
+    const TuningRecord *latest = nullptr;
+  };
+  std::map<std::string, Score> by_schedule;
+  for (const TuningRecord &r : recs) {
+    if (r.status != "ok") continue;
+    Score &s = by_schedule[r.schedule];
+    s.ratios.push_back(r.relative());
+    s.latest = &r;
+  }
+  const TuningRecord *best = nullptr;
+  int best_tier = -1;
+  double best_score = 0;
+  for (auto &[schedule, s] : by_schedule) {
+    std::sort(s.ratios.begin(), s.ratios.end());
+    size_t n = s.ratios.size();
+    double median = n % 2 ? s.ratios[n / 2] : (s.ratios[n / 2 - 1] + s.ratios[n / 2]) / 2;
+    int tier = static_cast<int>(std::min<size_t>(n, kConfirmations));
+    if (!best || tier > best_tier || (tier == best_tier && median < best_score)) best = s.latest, best_tier = tier, best_score = median;
+  }
+  if (!best) return std::optional<TuningRecord>();
+  return std::optional<TuningRecord>(*best);
 }
 
 Expected<std::vector<TuningRecord>> TuningDb::records(const std::string &hash, const std::string &target) {
@@ -267,14 +286,15 @@ Status TuningDb::save_plan(const std::string &model_hash, const std::string &tar
 Expected<std::string> TuningDb::export_jsonl() {
   Stmt q(db_,
          "SELECT w.hash, w.target, w.ir, w.flops, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, "
-         "r.compile_s, r.tool_version, r.created_at, r.baseline_s FROM records r JOIN workloads w ON r.workload_id = w.id ORDER BY r.id");
+         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase FROM records r JOIN workloads w ON r.workload_id = w.id "
+         "ORDER BY r.id");
   std::string out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     nlohmann::json j{{"workload", q.text(0)}, {"target", q.text(1)}, {"ir", q.text(2)}, {"flops", q.f64(3)},
                      {"schedule", q.text(4)}, {"status", q.text(5)}, {"error", q.text(6)}, {"median_s", q.f64(7)},
                      {"min_s", q.f64(8)}, {"stddev_s", q.f64(9)}, {"runs", q.i64(10)}, {"compile_s", q.f64(11)},
-                     {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}};
+                     {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}, {"phase", q.text(15)}};
     out += j.dump() + "\n";
   }
   if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
@@ -308,6 +328,7 @@ Expected<int64_t> TuningDb::import_jsonl(const std::string &text, const std::str
       r.runs = j.value("runs", int64_t{0});
       r.compile_s = j.value("compile_s", 0.0);
       r.baseline_s = j.value("baseline_s", 0.0);
+      r.phase = j.value("phase", std::string("trial"));
       r.tool_version = j.value("tool_version", std::string(kToolVersion));
       r.created_at = j.value("created_at", now_utc());
       auto wid = upsert_workload_unlocked(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));

@@ -3,7 +3,10 @@
 //
 //   workloads(id, hash, target, ir, flops)            one per (structural hash, target)
 //   records(id, workload_id, schedule, status, error, median_s, min_s, stddev_s, runs,
-//           compile_s, baseline_s, tool_version, created_at)   every measurement, failures too
+//           compile_s, baseline_s, phase, tool_version, created_at)   every measurement, failures too
+//
+// phase is 'trial' (search: counts toward a tuning budget) or 'confirmation' (a re-measurement
+// of a leading schedule: informs best(), never the budget).
 //
 // baseline_s is the workload's default schedule timed in alternation with the record's own
 // kernel: records are ranked by median_s / baseline_s, which cancels the machine's drift between
@@ -27,6 +30,8 @@ namespace autotune {
 
 constexpr int kDbSchemaVersion = 1;
 constexpr const char *kToolVersion = "autotune 0.1.0";
+/** How many measurements make a schedule "confirmed" for best(). */
+constexpr int kConfirmations = 3;
 
 struct TuningRecord {
   int64_t id = 0;
@@ -38,6 +43,7 @@ struct TuningRecord {
   int64_t runs = 0;
   double compile_s = 0;
   double baseline_s = 0;  // the default schedule's median, timed alongside (0: unknown)
+  std::string phase = "trial";  // or "confirmation"
   std::string tool_version = kToolVersion, created_at;
 
   /** Time relative to the baseline measured with it (1 = as fast as the default schedule). */
@@ -61,7 +67,13 @@ class TuningDb {
   Expected<int64_t> upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops);
   /** Appends one record (committed before it returns). */
   Expected<int64_t> add_record(const TuningRecord &r);
-  /** The ok record of a workload on a target that is fastest relative to its baseline. */
+  /**
+   * The best schedule of a workload on a target, as one of its records. Ranking: a schedule's
+   * score is the median of its records' ratios (median_s / baseline_s); schedules measured at
+   * least kConfirmations times come first, then those measured less. On a noisy machine the
+   * minimum of hundreds of single measurements is luck, not speed (the winner's curse), so a
+   * single lucky sample never beats a confirmed schedule.
+   */
   Expected<std::optional<TuningRecord>> best(const std::string &hash, const std::string &target);
   /** All records of a workload on a target (schedules already measured). */
   Expected<std::vector<TuningRecord>> records(const std::string &hash, const std::string &target);

@@ -1,6 +1,8 @@
 #include "search/Tuner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -71,6 +73,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::string def = schedule_to_json(default_schedule(t.body));
     for (const TuningRecord &r : recs) {
+      if (r.phase != "trial") continue;  // confirmations inform best(), not the budget
       st.measured.insert(r.schedule);
       ++tr.trials;
       if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
@@ -82,6 +85,46 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   }
 
   auto stopped = [&] { return o.stop && o.stop->load(); };
+  // Saves one measurement the moment it is known, folds it into the task's report and prints progress.
+  auto saver = [&](int pick, const std::vector<KernelSchedule> &candidates, Status &save_error, const char *phase) {
+    return [&, pick, phase](size_t i, const MeasureResult &m) {
+      TaskReport &tr = rep.tasks[pick];
+      State &st = states[pick];
+      TuningRecord r;
+      r.workload_hash = tr.task.hash;
+      r.target = rep.target;
+      r.schedule = schedule_to_json(candidates[i]);
+      r.status = status_name(m.status);
+      r.error = m.error;
+      r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
+      r.baseline_s = m.baseline_s;
+      bool confirming = std::string(phase) == "confirm";
+      r.phase = confirming ? "confirmation" : "trial";
+      if (auto id = db->add_record(r); !id) save_error = Status(id.error());
+      st.measured.insert(r.schedule);
+      if (!confirming) ++tr.trials;
+      if (confirming) ++rep.confirmations;
+      else ++rep.trials_run;
+      if (m.status != MeasureStatus::kOk) {
+        if (!confirming) ++rep.failures_run;
+      } else if (!confirming) {
+        note_result(tr, r.schedule, m.median_s, m.baseline_s);
+      }
+      if (o.progress) {
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
+        char line[400];
+        std::snprintf(line, sizeof line,
+                      "[%5lld/%lld %s] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed%s%s",
+                      static_cast<long long>(confirming ? rep.confirmations : done),
+                      static_cast<long long>(confirming ? rep.confirmations : o.trials), phase, pick + 1, rep.tasks.size(),
+                      tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s() * 1e3, tr.default_s * 1e3,
+                      rep.estimated_tuned_s() * 1e3, rep.estimated_untuned_s() * 1e3, format_duration(elapsed).c_str(),
+                      confirming ? "" : ", ~", confirming ? "" : (format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0) + " left").c_str());
+        o.progress(line);
+      }
+    };
+  };
   while (rep.trials_before + rep.trials_run < o.trials && !stopped()) {
     // Pick a task: unmeasured defaults first, then the largest damped share of end-to-end time.
     int pick = -1;
@@ -125,38 +168,51 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       st.data = std::move(d);
     }
     Status save_error;
-    measurer.measure(
-        tr.task.body, *st.data, candidates,
-        [&](size_t i, const MeasureResult &m) {
-          TuningRecord r;
-          r.workload_hash = tr.task.hash;
-          r.target = rep.target;
-          r.schedule = schedule_to_json(candidates[i]);
-          r.status = status_name(m.status);
-          r.error = m.error;
-          r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
-          r.baseline_s = m.baseline_s;
-          if (auto id = db->add_record(r); !id) save_error = Status(id.error());
-          st.measured.insert(r.schedule);
-          ++tr.trials;
-          ++rep.trials_run;
-          if (m.status != MeasureStatus::kOk) ++rep.failures_run;
-          else note_result(tr, r.schedule, m.median_s, m.baseline_s);
-          if (o.progress) {
-            double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-            int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
-            char line[400];
-            std::snprintf(line, sizeof line,
-                          "[%5lld/%lld trials] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed, ~%s left",
-                          static_cast<long long>(done), static_cast<long long>(o.trials), pick + 1, rep.tasks.size(),
-                          tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s() * 1e3, tr.default_s * 1e3,
-                          rep.estimated_tuned_s() * 1e3, rep.estimated_untuned_s() * 1e3, format_duration(elapsed).c_str(),
-                          format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0).c_str());
-            o.progress(line);
-          }
-        },
-        o.stop);
+    measurer.measure(tr.task.body, *st.data, candidates, saver(pick, candidates, save_error, "trials"), o.stop);
     if (!save_error) return save_error.error();
+  }
+  // Confirmation: re-measure each task's leading schedules and its default, then report the
+  // database's robust choice (median ratio of confirmed schedules).
+  for (size_t i = 0; i < rep.tasks.size() && o.confirm_top > 0 && !stopped(); ++i) {
+    TaskReport &tr = rep.tasks[i];
+    AT_ASSIGN(recs, db->records(tr.task.hash, rep.target));
+    std::map<std::string, double> best_ratio;  // schedule -> its best single ratio
+    for (const TuningRecord &r : recs)
+      if (r.status == "ok") {
+        auto [it, fresh] = best_ratio.emplace(r.schedule, r.relative());
+        if (!fresh) it->second = std::min(it->second, r.relative());
+      }
+    std::vector<std::pair<double, std::string>> ranked;
+    for (const auto &[s, ratio] : best_ratio) ranked.emplace_back(ratio, s);
+    std::sort(ranked.begin(), ranked.end());
+    std::string def = schedule_to_json(default_schedule(tr.task.body));
+    std::vector<KernelSchedule> leading;
+    bool has_default = false;
+    for (size_t k = 0; k < ranked.size() && static_cast<int>(leading.size()) < o.confirm_top; ++k) {
+      if (auto s = schedule_from_json(ranked[k].second)) leading.push_back(*s), has_default |= ranked[k].second == def;
+    }
+    if (!has_default) leading.push_back(default_schedule(tr.task.body));
+    if (leading.size() < 2) continue;  // nothing to choose between
+    if (!states[i].data) {
+      AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
+      states[i].data = std::move(d);
+    }
+    for (int round = 0; round < kConfirmations && !stopped(); ++round) {
+      Status save_error;
+      measurer.measure(tr.task.body, *states[i].data, leading, saver(static_cast<int>(i), leading, save_error, "confirm"), o.stop);
+      if (!save_error) return save_error.error();
+    }
+    // The task's best is now the database's choice, scored by its median ratio.
+    AT_ASSIGN(choice, db->best(tr.task.hash, rep.target));
+    AT_ASSIGN(confirmed, db->records(tr.task.hash, rep.target));
+    if (choice) {
+      std::vector<double> ratios;
+      for (const TuningRecord &r : confirmed)
+        if (r.status == "ok" && r.schedule == choice->schedule) ratios.push_back(r.relative());
+      std::sort(ratios.begin(), ratios.end());
+      tr.best_ratio = ratios[ratios.size() / 2];
+      tr.best_schedule = choice->schedule;
+    }
   }
   rep.interrupted = stopped() && rep.trials_before + rep.trials_run < o.trials;
   // The plan: each group's chosen record.

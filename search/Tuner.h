@@ -7,6 +7,11 @@
 // further batch to the task with the largest estimated share of end-to-end time (uses x best
 // time), damped by the trials it already had. Records already in the database count toward the
 // budget, so running the same command again resumes where an interrupted run stopped.
+//
+// When the budget is spent, a confirmation phase re-measures each task's leading schedules and
+// its default kConfirmations times (Halide's autoscheduler benchmarks until its best candidates
+// agree): on a shared machine the fastest of hundreds of single measurements is usually luck,
+// and the database's best() ranks confirmed schedules by their median first.
 #include <atomic>
 #include <functional>
 #include <string>
@@ -22,6 +27,7 @@ struct TuneOptions {
   std::string db_path = "tuning.db";
   uint64_t seed = 0;
   int batch = 8;                      // candidates compiled together
+  int confirm_top = 4;                // leading schedules per task re-measured at the end (0: no confirmation)
   MeasureOptions measure;
   std::string cache_dir;              // kernel object cache ("" for none)
   const std::atomic<bool> *stop = nullptr;                // set by Ctrl-C: finish the current candidate, then stop
@@ -44,6 +50,7 @@ struct TuneReport {
   int64_t trials_before = 0;  // already in the database when the run started
   int64_t trials_run = 0;
   int64_t failures_run = 0;   // of trials_run: compile errors, crashes, timeouts, wrong results
+  int64_t confirmations = 0;  // re-measurements of the leading schedules, beyond the trials
   bool interrupted = false;
   double elapsed_s = 0;
   /** Sum over groups of the default / best time of their task: the model's estimated kernel time. */

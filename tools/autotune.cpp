@@ -470,9 +470,10 @@ int cmd_tune(const std::vector<std::string> &argv) {
   if (tty) std::fprintf(stderr, "\n");
   if (!rep) return fail(rep.error());
 
-  std::printf("\n%s on %s: %lld trials this run (%lld failed), %lld before, %.0f s\n", args->get("model").c_str(),
-              rep->target.c_str(), static_cast<long long>(rep->trials_run), static_cast<long long>(rep->failures_run),
-              static_cast<long long>(rep->trials_before), rep->elapsed_s);
+  std::printf("\n%s on %s: %lld trials this run (%lld failed), %lld before, %lld confirmation measurements, %.0f s\n",
+              args->get("model").c_str(), rep->target.c_str(), static_cast<long long>(rep->trials_run),
+              static_cast<long long>(rep->failures_run), static_cast<long long>(rep->trials_before),
+              static_cast<long long>(rep->confirmations), rep->elapsed_s);
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];

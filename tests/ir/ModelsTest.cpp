@@ -192,7 +192,11 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   std::string db = path("t.db");
   std::string out = cli("--model " + model_path("tiny_cnn") + " --trials 16 --db " + db + " --min-time 0.002", &code);
   ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("16 trials this run (0 failed), 0 before"), std::string::npos) << out;
+  EXPECT_NE(out.find("16 trials this run (0 failed), 0 before, "), std::string::npos) << out;
+  size_t at = out.find(" confirmation measurements");
+  ASSERT_NE(at, std::string::npos) << out;
+  int confirmations = std::stoi(out.substr(out.rfind(", ", at) + 2));
+  std::string records = std::to_string(16 + confirmations);
   EXPECT_NE(out.find("end to end (median of 20 runs, alternating): untuned"), std::string::npos) << out;
   EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
   out = cli("bench --model " + model_path("tiny_cnn") + " --db " + db + " --runs 3 --json", &code);
@@ -207,9 +211,9 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 14);  // a header and 13 workloads
   out = cli("db export --db " + db + " --output " + path("t.jsonl"), &code);
   ASSERT_EQ(code, 0) << out;
-  EXPECT_EQ(out, "exported 16 records to " + path("t.jsonl") + "\n");
+  EXPECT_EQ(out, "exported " + records + " records to " + path("t.jsonl") + "\n");
   out = cli("db import --db " + path("u.db") + " --input " + path("t.jsonl"), &code);
-  EXPECT_EQ(out, "added 16 records to " + path("u.db") + "\n");
+  EXPECT_EQ(out, "added " + records + " records to " + path("u.db") + "\n");
   out = cli("db merge --db " + path("u.db") + " --from " + db, &code);
   EXPECT_EQ(out, "added 0 records to " + path("u.db") + "\n");
 }
@@ -260,7 +264,7 @@ TEST_F(Cli, CtrlCStopsCleanlyAndTheSameCommandResumes) {
   EXPECT_EQ(code, 0) << again;
   std::string resumed = cli(job + std::to_string(done + 2), &code);
   EXPECT_EQ(code, 0) << resumed;
-  EXPECT_NE(resumed.find("2 trials this run (0 failed), " + std::to_string(done) + " before"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("2 trials this run (0 failed), " + std::to_string(done) + " before, "), std::string::npos) << resumed;
 }
 
 TEST_F(Cli, InspectFusedJsonListsGroups) {
