@@ -7,7 +7,8 @@
 Both run the same model file on the same input with the same thread count, in alternating
 rounds (ONNX Runtime, then autotune, repeated) so that drift on a shared machine hits both
 alike. Each reports the median over all its timed runs; the ratio is autotune / ONNX Runtime
-(below 1: autotune is faster). ONNX Runtime comes from PyPI (`pip install onnxruntime`); this
+(below 1: autotune is faster). With --db, each round also runs autotune with the tuning
+database, so untuned, tuned and ONNX Runtime are compared in the same run. ONNX Runtime comes from PyPI (`pip install onnxruntime`); this
 script is never a build or test dependency.
 """
 import argparse
@@ -60,7 +61,8 @@ def main():
     import onnxruntime
     rows = []
     print(f"onnxruntime {onnxruntime.__version__}, {args.threads} threads, {args.rounds} rounds x {args.runs} runs each")
-    print(f"{'model':28s} {'onnxruntime ms':>15s} {'autotune ms':>12s} {'ratio':>7s} {'max abs diff':>13s}")
+    tuned_cols = f" {'tuned ms':>9s} {'ratio':>6s}" if args.db else ""
+    print(f"{'model':28s} {'onnxruntime ms':>15s} {'autotune ms':>12s} {'ratio':>7s}{tuned_cols} {'max abs diff':>13s}")
     for path in args.models:
         import onnx
         m = onnx.load(path, load_external_data=False)
@@ -68,22 +70,30 @@ def main():
         x = np.random.default_rng(0).uniform(-1, 1, size=dims).astype(np.float32)
         input_npy = f"/tmp/compare_ort_input_{abs(hash(path))}.npy"
         np.save(input_npy, x)
-        ort_all, at_all = [], []
+        ort_all, at_all, tuned_all = [], [], []
         ort_out = None
         for _ in range(args.rounds):
             t, ort_out = ort_times(path, args.threads, args.runs, x)
             ort_all += t
-            at = autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db)
+            at = autotune_times(args.autotune, path, args.threads, args.runs, input_npy, "")
             at_all.append(at["median_ms"])
+            if args.db:
+                tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db)["median_ms"])
         # Check that the two compute the same thing on this input.
         out_npy = input_npy.replace("input", "output")
         subprocess.run([args.autotune, "run", "--model", path, "--input", input_npy, "--output", out_npy, "--threads",
                         str(args.threads)] + (["--db", args.db] if args.db else []), check=True, capture_output=True)
         diff = float(np.abs(np.load(out_npy) - ort_out).max())
         ort_med, at_med = statistics.median(ort_all), statistics.median(at_all)
-        rows.append({"model": path, "onnxruntime_median_ms": ort_med, "autotune_median_ms": at_med,
-                     "ratio": at_med / ort_med, "max_abs_diff": diff})
-        print(f"{path.split('/')[-1]:28s} {ort_med:15.2f} {at_med:12.2f} {at_med / ort_med:7.2f} {diff:13.2e}")
+        row = {"model": path, "onnxruntime_median_ms": ort_med, "autotune_median_ms": at_med,
+               "ratio": at_med / ort_med, "max_abs_diff": diff}
+        tuned = ""
+        if args.db:
+            tuned_med = statistics.median(tuned_all)
+            row.update({"autotune_tuned_median_ms": tuned_med, "tuned_ratio": tuned_med / ort_med})
+            tuned = f" {tuned_med:9.2f} {tuned_med / ort_med:6.2f}"
+        rows.append(row)
+        print(f"{path.split('/')[-1]:28s} {ort_med:15.2f} {at_med:12.2f} {at_med / ort_med:7.2f}{tuned} {diff:13.2e}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
