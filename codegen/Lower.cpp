@@ -733,6 +733,16 @@ KernelSchedule default_schedule(const Graph &body) {
   return s;
 }
 
+std::string kernel_name(const Graph &body) {
+  std::string s;
+  for (const Node &n : body.nodes) {
+    std::string op = n.op.substr(n.op.rfind('.') + 1);
+    if (!s.empty()) s += "_";
+    s += op;
+  }
+  return s.size() > 40 ? s.substr(0, 40) : s;
+}
+
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
   return Lowerer(body, name, s).run();
 }

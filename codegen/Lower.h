@@ -41,6 +41,9 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s);
 /** The schedule the runtime uses for a group when nothing better is known. */
 KernelSchedule default_schedule(const Graph &body);
 
+/** A readable symbol prefix for a group's kernel ("conv2d_add_relu"); the JIT appends the IR's hash. */
+std::string kernel_name(const Graph &body);
+
 /** Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an error. */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
 

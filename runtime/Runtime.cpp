@@ -78,16 +78,6 @@ struct Exec {
   std::vector<size_t> temps;     // arena offsets of the kernel's temporaries
 };
 
-std::string kernel_name(const Graph &body) {
-  std::string s;
-  for (const Node &n : body.nodes) {
-    std::string op = n.op.substr(n.op.rfind('.') + 1);
-    if (!s.empty()) s += "_";
-    s += op;
-  }
-  return s.size() > 40 ? s.substr(0, 40) : s;
-}
-
 }  // namespace
 
 struct CompiledModel::Impl {

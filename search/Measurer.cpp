@@ -220,7 +220,8 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
           results[i].error = st.error().message;
           continue;
         }
-        auto k = lower_group(body, "tune", schedules[i]);
+        // Named as the runtime names it, so a deploy after tuning finds the cached object.
+        auto k = lower_group(body, kernel_name(body), schedules[i]);
         if (!k) {
           results[i].status = MeasureStatus::kCompileError;
           results[i].error = k.error().message;
@@ -245,7 +246,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   // The baseline every candidate is timed against: the task's default schedule.
   std::optional<LoweredKernel> base_k;
   std::optional<CompiledKernel> base_ck;
-  if (auto bk = lower_group(body, "tune", default_schedule(body))) {
+  if (auto bk = lower_group(body, kernel_name(body), default_schedule(body))) {
     if (auto bc = jit_.compile(*bk)) base_k = bk.take(), base_ck = bc.take();
   }
   std::pair<const LoweredKernel *, const CompiledKernel *> baseline{base_k ? &*base_k : nullptr, base_ck ? &*base_ck : nullptr};
