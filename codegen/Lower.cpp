@@ -26,12 +26,12 @@ const char *parallel_name(KernelSchedule::Parallel p) {
 std::string KernelSchedule::to_string() const {
   return "vector " + std::to_string(vector_width) + ", oc_block " + std::to_string(oc_block) + ", px_block " +
          std::to_string(px_block) + ", parallel " + parallel_name(parallel) + (unroll_kx ? ", unroll kx" : "") +
-         (pad_at_root ? ", pad at root" : ", pad inline");
+         (pad_at_root ? ", pad at root" : ", pad inline") + (ic_block ? ", ic_block " + std::to_string(ic_block) : "");
 }
 
 bool KernelSchedule::operator==(const KernelSchedule &o) const {
   return vector_width == o.vector_width && oc_block == o.oc_block && px_block == o.px_block && parallel == o.parallel &&
-         unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root;
+         unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root && ic_block == o.ic_block;
 }
 
 constexpr int kScheduleVersion = 1;
@@ -39,7 +39,7 @@ constexpr int kScheduleVersion = 1;
 std::string schedule_to_json(const KernelSchedule &s) {
   nlohmann::json j{{"version", kScheduleVersion}, {"vector_width", s.vector_width}, {"oc_block", s.oc_block},
                    {"px_block", s.px_block}, {"parallel", parallel_name(s.parallel)}, {"unroll_kx", s.unroll_kx},
-                   {"pad_at_root", s.pad_at_root}};
+                   {"pad_at_root", s.pad_at_root}, {"ic_block", s.ic_block}};
   return j.dump();
 }
 
@@ -54,9 +54,11 @@ Expected<KernelSchedule> schedule_from_json(const std::string &text) {
   for (auto &[key, value] : j.items()) {
     if (key == "version") continue;
     bool ok = true;
-    if (key == "vector_width" || key == "oc_block" || key == "px_block") {
+    if (key == "vector_width" || key == "oc_block" || key == "px_block" || key == "ic_block") {
       ok = value.is_number_integer();
-      if (ok) (key == "vector_width" ? s.vector_width : key == "oc_block" ? s.oc_block : s.px_block) = value.get<int>();
+      if (ok)
+        (key == "vector_width" ? s.vector_width : key == "oc_block" ? s.oc_block : key == "px_block" ? s.px_block : s.ic_block) =
+            value.get<int>();
     } else if (key == "unroll_kx" || key == "pad_at_root") {
       ok = value.is_boolean();
       if (ok) (key == "unroll_kx" ? s.unroll_kx : s.pad_at_root) = value.get<bool>();
@@ -431,13 +433,18 @@ class Lowerer {
     int64_t PB = std::max(1, s_.px_block), PBF = P / PB;
     bool inline_pad = !s_.pad_at_root && (pd[0] || pd[1] || pd[2] || pd[3]);
     int64_t H = xs[2], W = xs[3];
+    // Reduction tiles: IB input channels each; tile `cb` starts from the bias (first tile) or the
+    // partial sums in the output, and only the last tile applies the epilogue.
+    int64_t IB = s_.ic_block > 0 ? s_.ic_block : CG, CBN = CG / IB;
+    Expr cb = CBN > 1 ? var("cb") : int_imm(0);
+    const Shape &out_shape = g_.type_of(g_.outputs[0]).shape;
     auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, int64_t np) -> Stmt {
       Expr g = (ob * OB) / int_imm(OG);
       Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
       std::string v = fresh("v");
       Expr lane = var(v);
       auto vec = [&](Stmt s) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, s); };
-      std::vector<Stmt> init, fma, epilogue;
+      std::vector<Stmt> init, fma, epilogue, partial;
       std::vector<std::pair<std::string, Expr>> lets;  // per-pixel values computed once per block
       for (int64_t p = 0; p < np; ++p) {
         Expr pix = p0 + int_imm(p), oy = pix / int_imm(OW), ox = pix % int_imm(OW);
@@ -459,22 +466,26 @@ class Lowerer {
         for (int64_t o = 0; o < OB / V; ++o) {
           Expr ai = int_imm(p * OB + o * V) + lane;
           Expr oc = ob * OB + int_imm(o * V) + lane;
-          init.push_back(vec(store(acc, ai, bias(oc))));
+          Expr start = CBN > 1 ? select(cb == int_imm(0), bias(oc), load(out_, ravel({n, oc, oy, ox}, out_shape))) : bias(oc);
+          init.push_back(vec(store(acc, ai, start)));
           Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
           fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
           epilogue.push_back(vec(store_output({n, oc, oy, ox}, load(acc, ai))));
+          partial.push_back(vec(store(out_, ravel({n, oc, oy, ox}, out_shape), load(acc, ai))));
         }
       }
       Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
                         let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1], seq(fma)));
       reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
       reduce = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kSerial, reduce);
-      reduce = for_loop("c", int_imm(0), int_imm(CG), ForKind::kSerial, reduce);
-      Stmt body = seq({seq(init), reduce, seq(epilogue)});
+      reduce = for_loop("c", cb * IB, int_imm(IB), ForKind::kSerial, reduce);
+      Stmt finish = CBN > 1 ? if_then(cb == int_imm(CBN - 1), seq(epilogue), seq(partial)) : seq(epilogue);
+      Stmt body = seq({seq(init), reduce, finish});
       for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = let(it->first, it->second, body);
       return allocate(acc, body);
     };
     Expr u = var("u");
+    auto tiles = [&](Stmt s) { return CBN > 1 ? for_loop("cb", int_imm(0), int_imm(CBN), ForKind::kSerial, s) : s; };
     if (PBF > 0) {
       Stmt main;
       int64_t units = 0;
@@ -492,9 +503,9 @@ class Lowerer {
           main = block(u / int_imm(OBN * PBF), (u / int_imm(PBF)) % int_imm(OBN), (u % int_imm(PBF)) * PB, PB);
           break;
       }
-      add_stage("conv2d", "u", units, main);
+      add_stage("conv2d", "u", units, tiles(main));
     }
-    if (P % PB) add_stage("conv2d_tail", "u", N * OBN, block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB));
+    if (P % PB) add_stage("conv2d_tail", "u", N * OBN, tiles(block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)));
     return Status::ok();
   }
 
@@ -693,7 +704,14 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   if (s.oc_block < 0 || s.oc_block > 64) return bad("oc_block " + std::to_string(s.oc_block) + " is not in [0, 64]");
   if (s.oc_block > 0 && s.oc_block % s.vector_width != 0)
     return bad("oc_block " + std::to_string(s.oc_block) + " is not a multiple of vector_width " + std::to_string(s.vector_width));
+  if (s.ic_block < 0) return bad("ic_block " + std::to_string(s.ic_block) + " is negative");
+  if (s.ic_block > 0 && s.oc_block == 0) return bad("ic_block needs the blocked template (oc_block > 0)");
   for (const Node &n : body.nodes) {
+    if (n.op == "nn.conv2d" && s.ic_block > 0) {
+      int64_t cg = body.type_of(n.inputs[1]).shape[1];
+      if (cg % s.ic_block != 0)
+        return bad("ic_block " + std::to_string(s.ic_block) + " does not divide " + std::to_string(cg) + " input channels per group");
+    }
     if (n.op == "nn.conv2d" && s.oc_block > 0) {
       int64_t og = n.type.shape[1] / n.attrs.i("groups");
       if (og % s.oc_block != 0)

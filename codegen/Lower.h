@@ -25,6 +25,9 @@ struct KernelSchedule {
   bool unroll_kx = false;     // conv: unroll the kernel-column loop of the reduction
   bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or recompute
                               // the bounds at every read (inline)
+  int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
+                              // pixel loop so its input slice stays in cache (partial sums go
+                              // through the output); 0: one tile
 
   std::string to_string() const;
   bool operator==(const KernelSchedule &o) const;

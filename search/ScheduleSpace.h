@@ -23,7 +23,7 @@ class Rng {
 
 /** Every legal value of each knob for this group, as lists. */
 struct ScheduleSpace {
-  std::vector<int> vector_width, oc_block, px_block;
+  std::vector<int> vector_width, oc_block, px_block, ic_block;
   std::vector<KernelSchedule::Parallel> parallel;
   std::vector<bool> unroll_kx, pad_at_root;
   int register_budget = 15;  // vector registers for accumulators and weights

@@ -26,7 +26,7 @@ TEST(Schedule, JsonRoundTrips) {
   KernelSchedule s;
   s.oc_block = 24, s.px_block = 4, s.parallel = KernelSchedule::Parallel::kOcPx, s.unroll_kx = true, s.pad_at_root = false;
   std::string j = schedule_to_json(s);
-  EXPECT_EQ(j, R"({"oc_block":24,"pad_at_root":false,"parallel":"oc_px","px_block":4,"unroll_kx":true,"vector_width":8,"version":1})");
+  EXPECT_EQ(j, R"({"ic_block":0,"oc_block":24,"pad_at_root":false,"parallel":"oc_px","px_block":4,"unroll_kx":true,"vector_width":8,"version":1})");
   auto back = schedule_from_json(j);
   ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
   EXPECT_TRUE(*back == s);
@@ -58,6 +58,9 @@ TEST(Schedule, ValidationGivesTheReason) {
   s = default_schedule(body);
   s.px_block = 0;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: px_block 0 is not in [1, 32]");
+  s = default_schedule(body);
+  s.ic_block = 12;
+  EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: ic_block 12 does not divide 16 input channels per group");
   EXPECT_FALSE(static_cast<bool>(lower_group(body, "k", s)));  // lowering refuses it too, with the same reason
 }
 
@@ -84,51 +87,73 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
     KernelSchedule d = default_schedule(t.body);
     auto in = [](const auto &v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
     EXPECT_TRUE(in(sp.vector_width, d.vector_width) && in(sp.oc_block, d.oc_block) && in(sp.px_block, d.px_block) &&
-                in(sp.parallel, d.parallel) && in(sp.unroll_kx, d.unroll_kx) && in(sp.pad_at_root, d.pad_at_root))
+                in(sp.parallel, d.parallel) && in(sp.unroll_kx, d.unroll_kx) && in(sp.pad_at_root, d.pad_at_root) &&
+                in(sp.ic_block, d.ic_block))
         << t.ops;
   }
+}
+
+/** Lowers `body` with `s`, runs it on seeded inputs and compares with the reference executor. */
+void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what) {
+  std::vector<Tensor> args = random_inputs(body, 4);
+  auto expected = run_reference(body, args);
+  ASSERT_TRUE(static_cast<bool>(expected));
+  auto k = lower_group(body, "sched", s);
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  auto ck = (*jit)->compile(*k);
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<Tensor> a = args;
+  for (const WeightPacking &p : k->packings) a[p.param] = pack_weight(a[p.param], p);
+  Tensor out(expected->at(0).type());
+  std::vector<Tensor> temps;
+  for (size_t b = k->num_params + 1; b < k->buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k->buffers[b]->size}});
+  std::vector<void *> bufs;
+  for (Tensor &x : a) bufs.push_back(x.raw());
+  bufs.push_back(out.raw());
+  for (Tensor &x : temps) bufs.push_back(x.raw());
+  for (size_t st = 0; st < ck->stages.size(); ++st) ck->stages[st](bufs.data(), 0, k->stages[st].parallel_extent);
+  auto d = compare(out, expected->at(0));
+  ASSERT_TRUE(static_cast<bool>(d));
+  EXPECT_LT(d->relative(), 1e-5) << what << " " << schedule_to_json(s);
 }
 
 TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
   // Every knob changes the generated code; every sampled point must still match the reference.
   Rng rng(11);
-  CompileOptions options;
-  options.cache_dir = "";
   int checked = 0;
   for (const char *model : {"tiny_cnn", "resnet18"}) {
     std::vector<Task> tasks = extract_tasks(fused_model(model));
     for (size_t ti = 0; ti < tasks.size() && ti < 10; ++ti) {
-      const Task &t = tasks[ti];
-      ScheduleSpace sp = ScheduleSpace::of(t.body);
-      std::vector<Tensor> args = random_inputs(t.body, 4);
-      auto expected = run_reference(t.body, args);
-      ASSERT_TRUE(static_cast<bool>(expected));
-      for (int i = 0; i < 3; ++i) {
-        KernelSchedule s = sp.sample(rng);
-        auto k = lower_group(t.body, "rand", s);
-        ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-        auto jit = Jit::create({""});
-        ASSERT_TRUE(static_cast<bool>(jit));
-        auto ck = (*jit)->compile(*k);
-        ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-        std::vector<Tensor> a = args;
-        for (const WeightPacking &p : k->packings) a[p.param] = pack_weight(a[p.param], p);
-        Tensor out(expected->at(0).type());
-        std::vector<Tensor> temps;
-        for (size_t b = k->num_params + 1; b < k->buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k->buffers[b]->size}});
-        std::vector<void *> bufs;
-        for (Tensor &x : a) bufs.push_back(x.raw());
-        bufs.push_back(out.raw());
-        for (Tensor &x : temps) bufs.push_back(x.raw());
-        for (size_t st = 0; st < ck->stages.size(); ++st) ck->stages[st](bufs.data(), 0, k->stages[st].parallel_extent);
-        auto d = compare(out, expected->at(0));
-        ASSERT_TRUE(static_cast<bool>(d));
-        EXPECT_LT(d->relative(), 1e-5) << t.ops << " " << t.shape << " " << schedule_to_json(s);
-        ++checked;
-      }
+      ScheduleSpace sp = ScheduleSpace::of(tasks[ti].body);
+      for (int i = 0; i < 3; ++i, ++checked) expect_schedule_matches(tasks[ti].body, sp.sample(rng), tasks[ti].ops + " " + tasks[ti].shape);
     }
   }
   EXPECT_GE(checked, 40);
+}
+
+TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
+  // 32 input channels in two tiles of 16, a residual epilogue, 7x7 = 49 pixels (a tail block),
+  // under every parallel axis, with the padding at root and inline.
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 32, 7, 7), float32], %w: Tensor[(16, 32, 3, 3), float32], %b: Tensor[(16), float32], %r: Tensor[(1, 16, 7, 7), float32]) -> Tensor[(1, 16, 7, 7), float32] {
+    %0 = fn (%p0: Tensor[(1, 32, 7, 7), float32], %p1: Tensor[(16, 32, 3, 3), float32], %p2: Tensor[(16), float32], %p3: Tensor[(1, 16, 7, 7), float32]) -> Tensor[(1, 16, 7, 7), float32] {
+      %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1]);
+      %1 = add(%0, %p3);
+      %2 = nn.relu(%1);
+      return %2;
+    }(%x, %w, %b, %r);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx})
+    for (bool root : {true, false}) {
+      KernelSchedule s = default_schedule(body);
+      s.ic_block = 16, s.parallel = par, s.pad_at_root = root, s.px_block = 5;
+      ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
+      expect_schedule_matches(body, s, "tiled conv");
+    }
 }
 
 }  // namespace
