@@ -1,9 +1,13 @@
 #include "db/TuningDb.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <mutex>
+#include <random>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +38,27 @@ class Stmt {
   int rc_;
 };
 
+/**
+ * 128 random bits as hex: a record's identity across database files. The generator reseeds
+ * whenever the process id changes: processes forked from one parent would otherwise share its
+ * state and produce the same uids.
+ */
+std::string new_uid() {
+  static std::mutex mu;
+  static std::mt19937_64 rng;
+  static pid_t seeded_for = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seeded_for != ::getpid()) {
+    std::random_device rd;
+    rng.seed((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid()) ^
+             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    seeded_for = ::getpid();
+  }
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
 std::string now_utc() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -47,7 +72,7 @@ CREATE TABLE IF NOT EXISTS workloads(
   id INTEGER PRIMARY KEY, hash TEXT NOT NULL, target TEXT NOT NULL, ir TEXT NOT NULL, flops REAL NOT NULL,
   UNIQUE(hash, target));
 CREATE TABLE IF NOT EXISTS records(
-  id INTEGER PRIMARY KEY, workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, workload_id INTEGER NOT NULL REFERENCES workloads(id),
   schedule TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL DEFAULT '',
   median_s REAL, min_s REAL, stddev_s REAL, runs INTEGER NOT NULL DEFAULT 0, compile_s REAL,
   baseline_s REAL NOT NULL DEFAULT 0, phase TEXT NOT NULL DEFAULT 'trial', tool_version TEXT NOT NULL,
@@ -78,12 +103,13 @@ TuningRecord read_record(Stmt &q) {
   r.created_at = q.text(12);
   r.baseline_s = q.f64(13);
   r.phase = q.text(14);
+  r.uid = q.text(15);
   return r;
 }
 
 const char *kRecordColumns =
     "r.id, w.hash, w.target, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, r.compile_s, "
-    "r.tool_version, r.created_at, r.baseline_s, r.phase FROM records r JOIN workloads w ON r.workload_id = w.id";
+    "r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid FROM records r JOIN workloads w ON r.workload_id = w.id";
 
 }  // namespace
 
@@ -201,10 +227,10 @@ Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
   }
   Stmt ins(db_,
            "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
-           "created_at, baseline_s, phase) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "created_at, baseline_s, phase, uid) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.bind(1, wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.error).bind(5, r.median_s).bind(6, r.min_s)
       .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
-      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase);
+      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase).bind(14, r.uid.empty() ? new_uid() : r.uid);
   if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -286,15 +312,15 @@ Status TuningDb::save_plan(const std::string &model_hash, const std::string &tar
 Expected<std::string> TuningDb::export_jsonl() {
   Stmt q(db_,
          "SELECT w.hash, w.target, w.ir, w.flops, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, "
-         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase FROM records r JOIN workloads w ON r.workload_id = w.id "
-         "ORDER BY r.id");
+         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid FROM records r JOIN workloads w ON "
+         "r.workload_id = w.id ORDER BY r.id");
   std::string out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     nlohmann::json j{{"workload", q.text(0)}, {"target", q.text(1)}, {"ir", q.text(2)}, {"flops", q.f64(3)},
                      {"schedule", q.text(4)}, {"status", q.text(5)}, {"error", q.text(6)}, {"median_s", q.f64(7)},
                      {"min_s", q.f64(8)}, {"stddev_s", q.f64(9)}, {"runs", q.i64(10)}, {"compile_s", q.f64(11)},
-                     {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}, {"phase", q.text(15)}};
+                     {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}, {"phase", q.text(15)}, {"uid", q.text(16)}};
     out += j.dump() + "\n";
   }
   if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
@@ -329,14 +355,17 @@ Expected<int64_t> TuningDb::import_jsonl(const std::string &text, const std::str
       r.compile_s = j.value("compile_s", 0.0);
       r.baseline_s = j.value("baseline_s", 0.0);
       r.phase = j.value("phase", std::string("trial"));
+      r.uid = j.value("uid", std::string());
       r.tool_version = j.value("tool_version", std::string(kToolVersion));
       r.created_at = j.value("created_at", now_utc());
       auto wid = upsert_workload_unlocked(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));
       if (!wid) return fail(wid.error().message);
-      // The same record (workload, schedule, time) already present is skipped: merging is idempotent.
-      Stmt dup(db_, "SELECT 1 FROM records WHERE workload_id = ? AND schedule = ? AND status = ? AND created_at = ? AND median_s = ?");
-      dup.bind(1, *wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.created_at).bind(5, r.median_s);
-      if (dup.step() == SQLITE_ROW) continue;
+      // A record already present (the same uid) is skipped: merging is idempotent.
+      if (!r.uid.empty()) {
+        Stmt dup(db_, "SELECT 1 FROM records WHERE uid = ?");
+        dup.bind(1, r.uid);
+        if (dup.step() == SQLITE_ROW) continue;
+      }
       auto id = add_record_unlocked(r);
       if (!id) return fail(id.error().message);
       ++added;

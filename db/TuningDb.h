@@ -2,8 +2,12 @@
 // The tuning database: SQLite in WAL mode, safe for several tuners writing one file at once.
 //
 //   workloads(id, hash, target, ir, flops)            one per (structural hash, target)
-//   records(id, workload_id, schedule, status, error, median_s, min_s, stddev_s, runs,
+//   records(id, uid, workload_id, schedule, status, error, median_s, min_s, stddev_s, runs,
 //           compile_s, baseline_s, phase, tool_version, created_at)   every measurement, failures too
+//
+// uid (128 random bits) identifies a record across files: export carries it and import skips
+// records it already has, so merging is idempotent by identity, not by equal values (two real
+// measurements of a tiny kernel can agree to the nanosecond).
 //
 // phase is 'trial' (search: counts toward a tuning budget) or 'confirmation' (a re-measurement
 // of a leading schedule: informs best(), never the budget).
@@ -35,6 +39,7 @@ constexpr int kConfirmations = 3;
 
 struct TuningRecord {
   int64_t id = 0;
+  std::string uid;            // assigned by add_record when empty
   std::string workload_hash, target;
   std::string schedule;       // JSON
   std::string status;         // ok | compile_error | timeout | crash | wrong_result | invalid

@@ -118,7 +118,10 @@ TEST_F(Db, TwoWritersAtOnceLoseNothing) {
       auto db = TuningDb::open(path());
       if (!db || !(*db)->upsert_workload("w" + std::to_string(k), "cpu", "ir", 1)) _exit(2);
       for (int i = 0; i < 150; ++i)
-        if (!(*db)->add_record(rec("w" + std::to_string(k), 0.001 + i * 1e-6))) _exit(3);
+        if (auto id = (*db)->add_record(rec("w" + std::to_string(k), 0.001 + i * 1e-6)); !id) {
+          std::fprintf(stderr, "writer %d: %s\n", k, id.error().message.c_str());
+          _exit(3);
+        }
       _exit(0);
     }
     kids.push_back(pid);
@@ -157,6 +160,22 @@ TEST_F(Db, AKilledWriterLeavesEveryCommittedRecord) {
   EXPECT_EQ(*(*db)->integrity_check(), "ok");
   EXPECT_GE(count_records(path()), committed);
   EXPECT_GE(committed, 200);
+}
+
+TEST_F(Db, RecordsWithEqualValuesAreStillDistinctRecordsWhenMerged) {
+  // Two real measurements of a tiny kernel can agree to the nanosecond, within the same second.
+  auto a = TuningDb::open(path("a.db"));
+  ASSERT_TRUE(static_cast<bool>(a));
+  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload("w", "cpu", "ir", 5)));
+  TuningRecord r = rec("w", 3e-7);
+  r.created_at = "2026-11-22T00:00:00Z";
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(static_cast<bool>((*a)->add_record(r)));
+  auto text = (*a)->export_jsonl();
+  ASSERT_TRUE(static_cast<bool>(text));
+  auto b = TuningDb::open(path("b.db"));
+  ASSERT_TRUE(static_cast<bool>(b));
+  EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 3);
+  EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 0);
 }
 
 TEST_F(Db, ExportImportAndMergeAreIdempotent) {
