@@ -1,5 +1,7 @@
 #include "codegen/Jit.h"
 
+#include "ir/Hash.h"
+
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -32,12 +34,6 @@ std::string to_string(llvm::Error e) {
   llvm::raw_string_ostream os(s);
   os << e;
   return os.str();
-}
-
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
 }
 
 Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() {
@@ -143,9 +139,7 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
     llvm::raw_string_ostream os(ir);
     m->print(os, nullptr);
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(fnv1a(ir + target_.cpu + target_.features + LLVM_VERSION_STRING)));
+  std::string hex = fnv1a_hex(ir + target_.cpu + target_.features + LLVM_VERSION_STRING);
   std::string base;
   for (char c : k.name) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   named.name = base + "_" + hex;

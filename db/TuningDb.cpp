@@ -1,6 +1,8 @@
 #include "db/TuningDb.h"
 
 #include <sqlite3.h>
+
+#include "ir/Stats.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,11 +254,9 @@ Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, co
   int best_tier = -1;
   double best_score = 0;
   for (auto &[schedule, s] : by_schedule) {
-    std::sort(s.ratios.begin(), s.ratios.end());
-    size_t n = s.ratios.size();
-    double median = n % 2 ? s.ratios[n / 2] : (s.ratios[n / 2 - 1] + s.ratios[n / 2]) / 2;
-    int tier = static_cast<int>(std::min<size_t>(n, kConfirmations));
-    if (!best || tier > best_tier || (tier == best_tier && median < best_score)) best = s.latest, best_tier = tier, best_score = median;
+    double score = median(s.ratios);
+    int tier = static_cast<int>(std::min<size_t>(s.ratios.size(), kConfirmations));
+    if (!best || tier > best_tier || (tier == best_tier && score < best_score)) best = s.latest, best_tier = tier, best_score = score;
   }
   if (!best) return std::optional<TuningRecord>();
   return std::optional<TuningRecord>(*best);

@@ -1,5 +1,7 @@
 #include "ir/Parser.h"
 
+#include "ir/Hash.h"
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -134,12 +136,6 @@ Expected<int64_t> parse_int(const std::string &text) {
   auto [p, ec] = std::from_chars(b, e, v);
   if (ec != std::errc() || p != e) return make_error("bad integer literal '" + text + "'");
   return v;
-}
-
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
 }
 
 class Parser {

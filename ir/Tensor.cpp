@@ -1,5 +1,7 @@
 #include "ir/Tensor.h"
 
+#include "ir/Hash.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -102,17 +104,6 @@ Tensor tensor_i64(const Shape &shape, const std::vector<int64_t> &values) {
   std::memcpy(t.raw(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
-
-namespace {
-// splitmix64: tiny, fast, and the same sequence on every platform (unlike <random>'s
-// distributions, whose outputs are implementation-defined).
-uint64_t splitmix64(uint64_t &state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 Tensor random_tensor(const TensorType &type, uint64_t seed, float lo, float hi) {
   Tensor t(type);

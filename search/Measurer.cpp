@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "ir/Reference.h"
+#include "ir/Stats.h"
 #include "runtime/ThreadPool.h"
 
 namespace autotune {
@@ -75,12 +76,6 @@ struct Bound {
   }
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o,
                           const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
   ChildReport rep{};
@@ -120,8 +115,8 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
-  rep.median_s = median_of(times);
-  rep.baseline_s = median_of(base_times);
+  rep.median_s = median(times);
+  rep.baseline_s = median(base_times);
   rep.min_s = sorted.front();
   double mean = spent / static_cast<double>(n), var = 0;
   for (double t : times) var += (t - mean) * (t - mean);

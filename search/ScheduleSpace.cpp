@@ -1,13 +1,10 @@
 #include "search/ScheduleSpace.h"
 
+#include "ir/Hash.h"
+
 namespace autotune {
 
-uint64_t Rng::next() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+uint64_t Rng::next() { return splitmix64(state_); }
 
 ScheduleSpace ScheduleSpace::of(const Graph &body) {
   ScheduleSpace sp;

@@ -16,6 +16,7 @@
 #include "ir/Pass.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
+#include "ir/Stats.h"
 #include "db/TuningDb.h"
 #include "ir/Files.h"
 #include "runtime/Runtime.h"
@@ -299,12 +300,6 @@ Options:
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
 )";
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int cmd_bench(const std::vector<std::string> &argv) {
   auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db"}, {"help", "json"}, {"input"}}));
