@@ -238,6 +238,12 @@ Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
 }
 
 Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, const std::string &target) {
+  AT_ASSIGN(scored, best_scored(hash, target));
+  if (!scored) return std::optional<TuningRecord>();
+  return std::optional<TuningRecord>(scored->record);
+}
+
+Expected<std::optional<TuningDb::Scored>> TuningDb::best_scored(const std::string &hash, const std::string &target) {
   AT_ASSIGN(recs, records(hash, target));
   struct Score {
     std::vector<double> ratios;
@@ -250,16 +256,16 @@ Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, co
     s.ratios.push_back(r.relative());
     s.latest = &r;
   }
-  const TuningRecord *best = nullptr;
+  const Score *best = nullptr;
   int best_tier = -1;
   double best_score = 0;
   for (auto &[schedule, s] : by_schedule) {
     double score = median(s.ratios);
     int tier = static_cast<int>(std::min<size_t>(s.ratios.size(), kConfirmations));
-    if (!best || tier > best_tier || (tier == best_tier && score < best_score)) best = s.latest, best_tier = tier, best_score = score;
+    if (!best || tier > best_tier || (tier == best_tier && score < best_score)) best = &s, best_tier = tier, best_score = score;
   }
-  if (!best) return std::optional<TuningRecord>();
-  return std::optional<TuningRecord>(*best);
+  if (!best) return std::optional<Scored>();
+  return std::optional<Scored>(Scored{*best->latest, best_score, static_cast<int64_t>(best->ratios.size())});
 }
 
 Expected<std::vector<TuningRecord>> TuningDb::records(const std::string &hash, const std::string &target) {

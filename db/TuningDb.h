@@ -80,6 +80,14 @@ class TuningDb {
    * single lucky sample never beats a confirmed schedule.
    */
   Expected<std::optional<TuningRecord>> best(const std::string &hash, const std::string &target);
+
+  /** best(), with the score it was ranked by: its schedule's median ratio over `measurements` records. */
+  struct Scored {
+    TuningRecord record;
+    double median_ratio = 0;
+    int64_t measurements = 0;
+  };
+  Expected<std::optional<Scored>> best_scored(const std::string &hash, const std::string &target);
   /** All records of a workload on a target (schedules already measured). */
   Expected<std::vector<TuningRecord>> records(const std::string &hash, const std::string &target);
   Expected<std::vector<WorkloadInfo>> workloads();

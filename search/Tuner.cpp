@@ -203,15 +203,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (!save_error) return save_error.error();
     }
     // The task's best is now the database's choice, scored by its median ratio.
-    AT_ASSIGN(choice, db->best(tr.task.hash, rep.target));
-    AT_ASSIGN(confirmed, db->records(tr.task.hash, rep.target));
+    AT_ASSIGN(choice, db->best_scored(tr.task.hash, rep.target));
     if (choice) {
-      std::vector<double> ratios;
-      for (const TuningRecord &r : confirmed)
-        if (r.status == "ok" && r.schedule == choice->schedule) ratios.push_back(r.relative());
-      std::sort(ratios.begin(), ratios.end());
-      tr.best_ratio = ratios[ratios.size() / 2];
-      tr.best_schedule = choice->schedule;
+      tr.best_ratio = choice->median_ratio;
+      tr.best_schedule = choice->record.schedule;
     }
   }
   rep.interrupted = stopped() && rep.trials_before + rep.trials_run < o.trials;
