@@ -104,27 +104,6 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitOptions options) {
   return j;
 }
 
-Expected<std::string> Jit::llvm_ir(const LoweredKernel &k, bool optimized) {
-  llvm::LLVMContext ctx;
-  AT_ASSIGN(m, emit_llvm(k, ctx, target_));
-  AT_ASSIGN(tm, make_target_machine());
-  m->setDataLayout(tm->createDataLayout());
-  if (optimized) optimize(*m, *tm);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  m->print(os, nullptr);
-  return os.str();
-}
-
-Expected<std::string> Jit::assembly(const LoweredKernel &k) {
-  llvm::LLVMContext ctx;
-  AT_ASSIGN(m, emit_llvm(k, ctx, target_));
-  AT_ASSIGN(tm, make_target_machine());
-  m->setDataLayout(tm->createDataLayout());
-  optimize(*m, *tm);
-  return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
-}
-
 Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   auto t0 = std::chrono::steady_clock::now();
   // Emit under a placeholder name and hash that IR with the target and LLVM version: the hash

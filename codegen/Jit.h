@@ -38,10 +38,6 @@ class Jit {
 
   Expected<CompiledKernel> compile(const LoweredKernel &k);
   const TargetInfo &target() const { return target_; }
-  /** LLVM IR of a kernel, optimized or not, for inspection and tests. */
-  Expected<std::string> llvm_ir(const LoweredKernel &k, bool optimized);
-  /** Native assembly of a kernel. */
-  Expected<std::string> assembly(const LoweredKernel &k);
 
  private:
   Jit() = default;

@@ -187,8 +187,8 @@ class Lowerer {
       return min(max(x() * float_imm(n.attrs.f("alpha")) + float_imm(n.attrs.f("beta")), float_imm(0)), float_imm(1));
     if (op == "clip") return min(max(x(), float_imm(n.attrs.f("a_min"))), float_imm(n.attrs.f("a_max")));
     if (op == "add" || op == "subtract" || op == "multiply" || op == "divide") {
-      Expr a = in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape, n.type.shape));
-      Expr b = in(1, broadcast_index(idx, g_.type_of(n.inputs[1]).shape, n.type.shape));
+      Expr a = in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape));
+      Expr b = in(1, broadcast_index(idx, g_.type_of(n.inputs[1]).shape));
       if (op == "add") return a + b;
       if (op == "subtract") return a - b;
       if (op == "multiply") return a * b;
@@ -249,9 +249,10 @@ class Lowerer {
     AT_CHECK(false, "no inline expression for op " + op);
   }
 
-  static Index broadcast_index(const Index &idx, const Shape &in, const Shape &out) {
+  /** The index into `in` read when broadcasting to an output indexed by `idx` (numpy alignment). */
+  static Index broadcast_index(const Index &idx, const Shape &in) {
     Index r;
-    size_t off = out.size() - in.size();
+    size_t off = idx.size() - in.size();
     for (size_t d = 0; d < in.size(); ++d) r.push_back(in[d] == 1 ? int_imm(0) : idx[off + d]);
     return r;
   }
@@ -371,13 +372,13 @@ class Lowerer {
   /** The conv's input as a plain buffer: the argument itself, or a padded copy made by a first stage. */
   struct Source {
     Buffer buf;
-    int64_t h, w, top, left;  // extents and the padding already applied
+    int64_t h, w;  // its extents (the padded ones for a padded copy)
   };
   Source conv_source(const Node &conv, bool padding_inline) {
     const Shape &xs = g_.type_of(conv.inputs[0]).shape;
     const auto &p = conv.attrs.ints("padding");
     bool padded = (p[0] || p[1] || p[2] || p[3]) && !padding_inline;
-    if (!padded && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3], 0, 0};
+    if (!padded && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
     int64_t hp = xs[2] + p[0] + p[2], wp = xs[3] + p[1] + p[3];
     Buffer buf = make_buffer("padded", Type::kF32, xs[0] * xs[1] * hp * wp, BufferScope::kTemp);
     k_.buffers.push_back(buf);
@@ -392,7 +393,7 @@ class Lowerer {
       return lanes_of(lanes, lane, store(buf, ravel(idx, ps), select(valid, v, float_imm(0))));
     });
     add_stage("pad", "r", xs[0] * xs[1] * hp, body);
-    return {buf, hp, wp, p[0], p[1]};
+    return {buf, hp, wp};
   }
 
   Status lower_conv2d() {
@@ -654,19 +655,18 @@ class Lowerer {
             if (a1) full.insert(full.end() - (b1 ? 0 : 1), int_imm(0));
             if (b1) full.push_back(int_imm(0));
             Index batch(full.begin(), full.end() - 2);
-            Shape ob(batch.size(), 0);
             Index ai, bi;
             if (a1) ai = {r[0]};
             else {
               Shape ab(as.begin(), as.end() - 2);
-              ai = broadcast_batch(batch, ab);
+              ai = broadcast_index(batch, ab);
               ai.push_back(full[full.size() - 2]);
               ai.push_back(r[0]);
             }
             if (b1) bi = {r[0]};
             else {
               Shape bb(bs.begin(), bs.end() - 2);
-              bi = broadcast_batch(batch, bb);
+              bi = broadcast_index(batch, bb);
               bi.push_back(r[0]);
               bi.push_back(full.back());
             }
@@ -675,13 +675,6 @@ class Lowerer {
           identity, "matmul");
     }
     return make_error("no template for op " + op);
-  }
-
-  static Index broadcast_batch(const Index &batch, const Shape &in) {
-    Index r;
-    size_t off = batch.size() - in.size();
-    for (size_t d = 0; d < in.size(); ++d) r.push_back(in[d] == 1 ? int_imm(0) : batch[off + d]);
-    return r;
   }
 
   const Graph &g_;

@@ -49,9 +49,12 @@ Status run_one(const Pass &p, Graph &g, const PassContext &ctx) {
 }  // namespace
 
 Expected<Graph> run_passes(const Graph &g, const std::vector<std::string> &names, const PassContext &ctx) {
-  for (const std::string &n : ctx.disabled)
-    if (!find_pass(n)) return make_error("unknown pass '" + n + "' (passes: infer-shapes, simplify, fold-constants, "
-                                         "fold-batch-norm, eliminate-common-subexpr, eliminate-dead-code, fuse-ops)");
+  for (const std::string &n : ctx.disabled) {
+    if (find_pass(n)) continue;
+    std::string known;
+    for (const Pass &p : all_passes()) known += (known.empty() ? "" : ", ") + p.name;
+    return make_error("unknown pass '" + n + "' (passes: " + known + ")");
+  }
   Graph cur = g;
   for (const std::string &name : names) {
     const Pass *p = find_pass(name);

@@ -41,6 +41,12 @@ MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::
   return plan;
 }
 
+std::string group_ops(const Graph &body) {
+  std::string s;
+  for (const Node &n : body.nodes) s += (s.empty() ? "" : "+") + n.op;
+  return s;
+}
+
 double group_flops(const Graph &body) {
   double f = 0;
   for (const Node &n : body.nodes) {
@@ -129,7 +135,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     const Node &node = g.nodes[i];
     GroupInfo info;
     info.name = "%" + std::to_string(i);
-    for (const Node &b : node.body->nodes) info.ops += (info.ops.empty() ? "" : "+") + b.op;
+    info.ops = group_ops(*node.body);
     info.shape = shape_str(node.type.shape);
     info.flops = group_flops(*node.body);
     KernelSchedule schedule = default_schedule(*node.body);

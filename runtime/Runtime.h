@@ -80,6 +80,9 @@ struct MemoryPlan {
 };
 MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::pair<int, int>> &lifetimes);
 
+/** A fused group's ops joined by '+' ("nn.conv2d+add+nn.relu"), as reports name groups. */
+std::string group_ops(const Graph &body);
+
 /** The arithmetic of one call of a fused group: 2 per multiply-add of conv/dense/matmul, 1 per element otherwise. */
 double group_flops(const Graph &body);
 

@@ -19,7 +19,7 @@ std::vector<Task> extract_tasks(const Graph &fused) {
       t.hash = h;
       t.body = *n.body;
       t.flops = group_flops(*n.body);
-      for (const Node &m : n.body->nodes) t.ops += (t.ops.empty() ? "" : "+") + m.op;
+      t.ops = group_ops(*n.body);
       t.shape = shape_str(n.type.shape);
       it = index.emplace(h, tasks.size()).first;
       tasks.push_back(std::move(t));
