@@ -25,12 +25,24 @@ struct WeightPacking {
   int64_t block = 0;  // the inner block of output channels (o) or rows (n)
 };
 
+/**
+ * An int64 argument that a gather reads as indices. Compiled code does not check them (it clamps
+ * to stay in bounds), so the runtime checks every value against ONNX's rule, [-extent, extent),
+ * before the kernel runs, as the reference executor does: both executors reject the same input.
+ */
+struct IndexCheck {
+  int param = -1;      // argument index (an int64 buffer)
+  int64_t extent = 0;  // the gathered axis's length
+  std::string node;    // what the message names: the op and its ONNX node
+};
+
 struct LoweredKernel {
   std::string name;
   std::vector<loop::Buffer> buffers;  // params..., output, temps...
   int num_params = 0;                 // buffers[0..num_params) are the arguments, then the output
   std::vector<KernelStage> stages;
   std::vector<WeightPacking> packings;
+  std::vector<IndexCheck> index_checks;
   std::string schedule;               // a one-line description of the schedule used
 
   /** The printed loop IR of every stage. */

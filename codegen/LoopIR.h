@@ -29,6 +29,8 @@ struct BufferNode {
   Type type = Type::kF32;
   int64_t size = 0;  // elements
   BufferScope scope = BufferScope::kParam;
+  /** Bytes of memory the buffer needs: its element count times the size of its type. */
+  size_t bytes() const { return static_cast<size_t>(size) * (type == Type::kI64 ? 8 : type == Type::kBool ? 1 : 4); }
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope);

@@ -239,6 +239,13 @@ class Lowerer {
       const Shape &ds = g_.type_of(n.inputs[0]).shape;
       int ri = g_.type_of(n.inputs[1]).rank();
       Index iidx(idx.begin() + axis, idx.begin() + axis + ri);
+      ValueId indices = n.inputs[1];
+      // Only float values are computed inside a kernel, so int64 indices are always an argument.
+      AT_CHECK(indices.kind == ValueId::Kind::kInput, "take's indices must be a kernel argument");
+      IndexCheck check{indices.index, ds[axis], "take" + (n.origin.empty() ? std::string() : " '" + n.origin + "'")};
+      bool known = false;
+      for (const IndexCheck &c : k_.index_checks) known |= c.param == check.param && c.extent == check.extent;
+      if (!known) k_.index_checks.push_back(check);
       Expr j = in(1, iidx);
       j = select(j < int_imm(0), j + int_imm(ds[axis]), j);
       Index src(idx.begin(), idx.begin() + axis);

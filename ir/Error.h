@@ -16,6 +16,13 @@ struct Error {
 
 inline Error make_error(std::string message) { return Error{std::move(message)}; }
 
+/**
+ * `s` made safe for a one-line message: control characters and bytes that are not valid UTF-8
+ * become \n, \t or \xNN escapes, and text past `max_bytes` is cut with "...". Names read from a
+ * damaged file go through this before they reach a terminal.
+ */
+std::string printable(const std::string &s, size_t max_bytes = 2000);
+
 template <typename T>
 class [[nodiscard]] Expected {
  public:

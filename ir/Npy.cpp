@@ -30,8 +30,9 @@ std::string dict_value(const std::string &h, const std::string &key) {
 
 }  // namespace
 
-Expected<Tensor> read_npy(const std::string &path) {
-  AT_ASSIGN(bytes, read_file(path));
+namespace {
+
+Expected<Tensor> parse_npy(const std::string &bytes, const std::string &path) {
   auto bad = [&](const std::string &why) { return make_error(path + ": " + why); };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("not a .npy file (bad magic)");
   int major = static_cast<unsigned char>(bytes[6]);
@@ -69,12 +70,25 @@ Expected<Tensor> read_npy(const std::string &path) {
   }
   auto type = make_type(dtype, shape);
   if (!type) return bad(type.error().message);
-  Tensor t(*type);
   size_t data_at = offset + header_len;
-  if (bytes.size() - data_at != t.nbytes())
-    return bad("expected " + std::to_string(t.nbytes()) + " bytes of data for " + type_str(*type) + ", found " +
+  if (bytes.size() - data_at != type->nbytes())  // checked before allocating what the header claims
+    return bad("expected " + std::to_string(type->nbytes()) + " bytes of data for " + type_str(*type) + ", found " +
                std::to_string(bytes.size() - data_at));
+  AT_ASSIGN(t, Tensor::allocate(*type, path));
   if (t.nbytes()) std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
+  return t;
+}
+
+}  // namespace
+
+Expected<Tensor> read_npy(const std::string &path) {
+  AT_ASSIGN(bytes, read_file(path));
+  return parse_npy_bytes(bytes, path);
+}
+
+Expected<Tensor> parse_npy_bytes(const std::string &bytes, const std::string &label) {
+  auto t = parse_npy(bytes, label);
+  if (!t) return make_error(printable(t.error().message));  // the header is quoted: one line, always
   return t;
 }
 
@@ -87,25 +101,12 @@ Status write_npy(const std::string &path, const Tensor &t) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return make_error(path + ": cannot write (" + std::strerror(errno) + ")");
-    f.write("\x93NUMPY\x01\x00", 8);
-    char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
-    f.write(len, 2);
-    f.write(header.data(), static_cast<std::streamsize>(header.size()));
-    f.write(static_cast<const char *>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return make_error(path + ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return make_error(path + ": cannot rename into place (" + std::strerror(errno) + ")");
-  }
-  return Status::ok();
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  bytes.append(static_cast<const char *>(t.raw()), t.nbytes());
+  return write_file_atomic(path, bytes);
 }
 
 }  // namespace autotune

@@ -36,20 +36,19 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto &t) {
   Shape shape(t.dims().begin(), t.dims().end());
   auto type = make_type(dtype, shape);
   if (!type) return make_error(what + ": " + type.error().message);
-  Tensor out(*type);
-  size_t want = out.nbytes();
+  // The data must be in the file: check its size before allocating what the dims claim.
+  size_t want = type->nbytes();
+  int64_t values = dtype == DType::kFloat32 ? t.float_data_size() : t.int64_data_size();
+  if (t.has_raw_data() ? t.raw_data().size() != want : values != type->numel())
+    return make_error(what + ": " + type_str(*type) + " needs " + std::to_string(type->numel()) + " values (" +
+                      std::to_string(want) + " bytes), the file has " +
+                      (t.has_raw_data() ? std::to_string(t.raw_data().size()) + " bytes" : std::to_string(values) + " values"));
+  AT_ASSIGN(out, Tensor::allocate(*type, what));
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != want)
-      return make_error(what + ": " + type_str(*type) + " needs " + std::to_string(want) + " bytes of data, has " +
-                        std::to_string(t.raw_data().size()));
     if (want) std::memcpy(out.raw(), t.raw_data().data(), want);
   } else if (dtype == DType::kFloat32) {
-    if (static_cast<int64_t>(t.float_data_size()) != out.numel())
-      return make_error(what + ": " + type_str(*type) + " has " + std::to_string(t.float_data_size()) + " values");
     std::copy(t.float_data().begin(), t.float_data().end(), out.f32());
   } else {
-    if (static_cast<int64_t>(t.int64_data_size()) != out.numel())
-      return make_error(what + ": " + type_str(*type) + " has " + std::to_string(t.int64_data_size()) + " values");
     std::copy(t.int64_data().begin(), t.int64_data().end(), out.i64());
   }
   return out;
@@ -72,9 +71,17 @@ std::optional<TensorType> static_type(const onnx::TypeProto &tp) {
   return TensorType{dtype, s};
 }
 
+/**
+ * How many bytes of constants import-time folding may create for a file of `file_bytes`: shape
+ * arithmetic yields a few small vectors, so a fixed allowance plus a multiple of the file is
+ * generous for real models and stops a tiny file from asking for gigabytes (an int64 range
+ * broadcast against itself).
+ */
+size_t folding_budget(size_t file_bytes) { return (size_t{64} << 20) + 4 * file_bytes; }
+
 class Importer {
  public:
-  explicit Importer(std::string label) : label_(std::move(label)) {}
+  Importer(std::string label, size_t file_bytes) : label_(std::move(label)), fold_budget_(folding_budget(file_bytes)) {}
 
   Expected<Graph> run(onnx::ModelProto &model);
 
@@ -159,6 +166,11 @@ class Importer {
     bool all_constant = true;
     for (ValueId v : node->inputs) all_constant &= v.kind == ValueId::Kind::kConstant;
     if (all_constant && node->type.dtype == DType::kInt64) {
+      size_t bytes = node->type.nbytes();
+      if (bytes > fold_budget_ - folded_bytes_)
+        return fail(n, "folding this constant " + type_str(node->type) + " would need " + format_bytes(static_cast<double>(bytes)) +
+                           ", beyond the import budget of " + format_bytes(static_cast<double>(fold_budget_)) + " for this file");
+      folded_bytes_ += bytes;
       std::vector<Tensor> args;
       for (ValueId v : node->inputs) args.push_back(*constant(v));
       auto value = eval_node(*node, args);
@@ -186,6 +198,8 @@ class Importer {
                                 const Ints &dilations);
 
   std::string label_;
+  size_t fold_budget_;       // bytes of constants that import-time folding may create
+  size_t folded_bytes_ = 0;  // created so far
   GraphBuilder b_;
   int opset_ = 0;
   int node_index_ = 0;
@@ -666,16 +680,25 @@ Expected<ValueId> Importer::convert_constant(const onnx::NodeProto &n) {
 
 }  // namespace
 
-Expected<Graph> import_onnx_bytes(const std::string &bytes, const std::string &label) {
+namespace {
+Expected<Graph> import_model(const std::string &bytes, const std::string &label) {
   onnx::ModelProto model;
   if (bytes.empty()) return make_error(label + ": empty file");
   if (!model.ParseFromString(bytes)) return make_error(label + ": not a valid ONNX protobuf (parse failed)");
   if (!model.has_graph()) return make_error(label + ": not an ONNX model (no graph)");
   try {
-    return Importer(label).run(model);
+    return Importer(label, bytes.size()).run(model);
   } catch (const std::exception &e) {
     return make_error(label + ": " + first_line(e.what()));
   }
+}
+}  // namespace
+
+Expected<Graph> import_onnx_bytes(const std::string &bytes, const std::string &label) {
+  auto g = import_model(bytes, label);
+  // Messages quote names from the file, which a damaged file fills with any bytes: one line, always.
+  if (!g) return make_error(printable(g.error().message));
+  return g;
 }
 
 Expected<Graph> import_onnx_file(const std::string &path) {

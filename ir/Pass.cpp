@@ -86,7 +86,12 @@ std::vector<std::string> stage_pipeline(Stage s) {
 }
 
 Expected<Graph> lower_to_stage(const Graph &g, Stage s, const PassContext &ctx) {
-  return run_passes(g, stage_pipeline(s), ctx);
+  AT_ASSIGN(out, run_passes(g, stage_pipeline(s), ctx));
+  // The fused stage is what kernels are made of: every op must be inside a function. With
+  // fuse-ops disabled nothing fuses, so each op becomes a function of its own (TVM's FuseOps at
+  // fuse level 0 does the same): the model runs unfused, which is what disabling fusion asks for.
+  if (s == Stage::kFused && ctx.disabled.count("fuse-ops")) return fuse_ops(out, FuseOptions{/*max_group_size=*/1});
+  return out;
 }
 
 Status PrintIRInstrument::after_pass(const Pass &p, const Graph &, const Graph &after) {

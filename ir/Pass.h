@@ -51,6 +51,7 @@ enum class Stage { kImported, kOptimized, kFused };
 Expected<Stage> parse_stage(const std::string &s);
 /** The pass names of a stage's pipeline. */
 std::vector<std::string> stage_pipeline(Stage s);
+/** Runs a stage's pipeline. At the fused stage with fuse-ops disabled, each op becomes its own function (no fusion). */
 Expected<Graph> lower_to_stage(const Graph &g, Stage s, const PassContext &ctx);
 
 /** Prints the IR after each pass (to a FILE*, normally stderr). */

@@ -332,12 +332,13 @@ Tensor eval_concat(const Node &n, const std::vector<Tensor> &in) {
   return out;
 }
 
-Tensor eval_take(const Node &n, const Tensor &x, const Tensor &idx) {
+Expected<Tensor> eval_take(const Node &n, const Tensor &x, const Tensor &idx) {
   int axis = *normalize_axis(n.attrs.i("axis"), x.type().rank());
   int64_t outer = 1, inner = 1, len = x.shape()[axis];
   for (int i = 0; i < axis; ++i) outer *= x.shape()[i];
   for (int i = axis + 1; i < x.type().rank(); ++i) inner *= x.shape()[i];
   int64_t ni = idx.numel();
+  AT_TRY(check_gather_indices(idx.i64(), ni, len));
   return gather_elements(n, x, [&](int64_t i) {
     int64_t b = i % inner, k = (i / inner) % std::max<int64_t>(ni, 1), a = i / inner / std::max<int64_t>(ni, 1);
     int64_t j = idx.i64()[k];
@@ -347,6 +348,14 @@ Tensor eval_take(const Node &n, const Tensor &x, const Tensor &idx) {
 }
 
 }  // namespace
+
+Status check_gather_indices(const int64_t *indices, int64_t count, int64_t extent) {
+  for (int64_t k = 0; k < count; ++k)
+    if (indices[k] < -extent || indices[k] >= extent)
+      return make_error("index " + std::to_string(indices[k]) + " is out of range [" + std::to_string(-extent) + ", " +
+                        std::to_string(extent) + ")");
+  return Status::ok();
+}
 
 Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   if (n.is_function()) {
@@ -418,16 +427,26 @@ Expected<std::vector<Tensor>> run_reference(const Graph &g, const std::vector<Te
     }
     AT_CHECK(false, "bad value kind");
   };
+  size_t live = 0;  // bytes of intermediate values held
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node &n = g.nodes[i];
+    auto where = [&] { return "node %" + std::to_string(i) + (n.origin.empty() ? "" : " '" + n.origin + "'") + " (" + n.op + ")"; };
+    // Shapes come from the model file: check the result fits before any kernel allocates it
+    // (twice its size: kernels accumulate in double).
+    if (auto fits = check_allocation(2 * n.type.nbytes(), "its result " + type_str(n.type), live); !fits)
+      return make_error(where() + ": " + fits.error().message);
     std::vector<Tensor> args;
     for (ValueId v : n.inputs) args.push_back(value(v));
     auto r = eval_node(n, args);
-    if (!r) return make_error("node %" + std::to_string(i) + " (" + n.op + "): " + r.error().message);
+    if (!r) return make_error(where() + ": " + r.error().message);
     AT_CHECK(r->type() == n.type, "kernel of " + n.op + " produced " + type_str(r->type()) + ", expected " + type_str(n.type));
     values[i] = r.take();
+    live += values[i].nbytes();
     for (ValueId v : n.inputs)
-      if (v.kind == ValueId::Kind::kNode && last_use[v.index] == i) values[v.index] = Tensor();
+      if (v.kind == ValueId::Kind::kNode && last_use[v.index] == i && values[v.index].defined()) {
+        live -= values[v.index].nbytes();
+        values[v.index] = Tensor();
+      }
   }
   std::vector<Tensor> outs;
   for (ValueId v : g.outputs) outs.push_back(value(v));

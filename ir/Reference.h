@@ -11,6 +11,9 @@ namespace autotune {
 /** Applies `node`'s op (attributes and output type taken from it) to concrete inputs. */
 Expected<Tensor> eval_node(const Node &node, const std::vector<Tensor> &inputs);
 
+/** Gather's rule (ONNX): every index lies in [-extent, extent); the error names the first that does not. */
+Status check_gather_indices(const int64_t *indices, int64_t count, int64_t extent);
+
 /** Checks that `inputs` match the graph's inputs in number, dtype and shape; the error names the input. */
 Status check_inputs(const Graph &g, const std::vector<Tensor> &inputs);
 

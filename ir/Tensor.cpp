@@ -2,6 +2,10 @@
 
 #include "ir/Hash.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +46,35 @@ Expected<TensorType> make_type(DType dtype, Shape shape) {
   return TensorType{dtype, std::move(shape)};
 }
 
+size_t memory_limit_bytes() {
+  uint64_t limit = UINT64_MAX;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) limit = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r{};
+    if (getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) limit = std::min<uint64_t>(limit, r.rlim_cur);
+  }
+  return static_cast<size_t>(std::min<uint64_t>(limit, SIZE_MAX));
+}
+
+std::string format_bytes(double bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) bytes /= 1024, ++u;
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+  else std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+Status check_allocation(size_t bytes, const std::string &what, size_t in_use) {
+  size_t limit = memory_limit_bytes();
+  if (bytes <= limit && in_use <= limit - bytes) return Status::ok();
+  return make_error(what + " needs " + format_bytes(static_cast<double>(bytes)) +
+                    (in_use ? " beside " + format_bytes(static_cast<double>(in_use)) + " already in use" : "") +
+                    ", more than the " + format_bytes(static_cast<double>(limit)) + " this process may use");
+}
+
 std::string shape_str(const Shape &s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -55,14 +88,28 @@ std::string type_str(const TensorType &t) {
   return "Tensor[" + shape_str(t.shape) + ", " + dtype_name(t.dtype) + "]";
 }
 
-Tensor::Tensor(TensorType type) : type_(std::move(type)) {
-  size_t bytes = nbytes();
-  size_t alloc = (bytes + 63) / 64 * 64;
-  if (alloc == 0) alloc = 64;
+namespace {
+/** A zero-filled, 64-byte aligned buffer of at least `bytes` (64 for none), or null. */
+std::shared_ptr<uint8_t> zeroed_buffer(size_t bytes) {
+  size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   void *p = std::aligned_alloc(64, alloc);
-  AT_CHECK(p != nullptr, "out of memory allocating " + std::to_string(alloc) + " bytes");
+  if (!p) return nullptr;
   std::memset(p, 0, alloc);
-  data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
+}
+}  // namespace
+
+Tensor::Tensor(TensorType type) : type_(std::move(type)), data_(zeroed_buffer(type_.nbytes())) {
+  AT_CHECK(data_ != nullptr, "out of memory allocating " + format_bytes(static_cast<double>(type_.nbytes())));
+}
+
+Expected<Tensor> Tensor::allocate(TensorType type, const std::string &what) {
+  AT_TRY(check_allocation(type.nbytes(), what));
+  Tensor t;
+  t.type_ = std::move(type);
+  t.data_ = zeroed_buffer(t.type_.nbytes());
+  if (!t.data_) return make_error(what + ": out of memory allocating " + format_bytes(static_cast<double>(t.type_.nbytes())));
+  return t;
 }
 
 float *Tensor::f32() {

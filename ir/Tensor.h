@@ -26,6 +26,7 @@ struct TensorType {
   Shape shape;
 
   int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   int rank() const { return static_cast<int>(shape.size()); }
   bool operator==(const TensorType &o) const { return dtype == o.dtype && shape == o.shape; }
   bool operator!=(const TensorType &o) const { return !(*this == o); }
@@ -34,20 +35,34 @@ struct TensorType {
 /** A checked TensorType: every dim >= 0 and the element count within kMaxTensorElements. */
 Expected<TensorType> make_type(DType dtype, Shape shape);
 
+/**
+ * The most memory this process may hold at once: its address-space or data-segment limit
+ * (ulimit -v, -d) or the machine's physical memory, whichever is smaller. Sizes that come from
+ * input files (a tensor's dims, a model's activations) are checked against it before anything is
+ * allocated, so a hostile or damaged file gets an error instead of an abort or the OOM killer.
+ */
+size_t memory_limit_bytes();
+/** An error saying `what` needs `bytes`, more than memory_limit_bytes() (minus `in_use`) allows. */
+Status check_allocation(size_t bytes, const std::string &what, size_t in_use = 0);
+/** "1.5 GiB", "64 MiB", "512 bytes". */
+std::string format_bytes(double bytes);
+
 std::string shape_str(const Shape &s);           // "(1, 3, 224, 224)"
 std::string type_str(const TensorType &t);       // "Tensor[(1, 3, 224, 224), float32]"
 
 class Tensor {
  public:
   Tensor() = default;
-  /** A zero-filled tensor of the given type. */
+  /** A zero-filled tensor of the given type (running out of memory is a bug: see allocate). */
   explicit Tensor(TensorType type);
+  /** A zero-filled tensor whose size comes from input: an error, not an abort, when it cannot fit. */
+  static Expected<Tensor> allocate(TensorType type, const std::string &what);
 
   const TensorType &type() const { return type_; }
   DType dtype() const { return type_.dtype; }
   const Shape &shape() const { return type_.shape; }
   int64_t numel() const { return type_.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(type_.dtype); }
+  size_t nbytes() const { return type_.nbytes(); }
   bool defined() const { return data_ != nullptr || numel() == 0; }
 
   float *f32();

@@ -81,6 +81,7 @@ struct Exec {
   std::vector<Loc> args;         // the group's arguments, in order
   std::vector<Tensor> packed;    // per argument: the packed weight, when the kernel wants one
   std::vector<WeightPacking> dynamic_packings;  // weights that are not constants: packed at each run
+  std::vector<IndexCheck> index_checks;          // gather indices, checked before each run
   std::vector<size_t> temps;     // arena offsets of the kernel's temporaries
 };
 
@@ -123,7 +124,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   std::unique_ptr<TuningDb> db;
   std::string target = target_key(m->jit_->target().triple, m->jit_->target().cpu, m->jit_->target().features, m->pool_->size());
   if (!options.db_path.empty()) {
-    AT_ASSIGN(opened, TuningDb::open(options.db_path));
+    AT_ASSIGN(opened, TuningDb::open(options.db_path, DbAccess::kReadOnly));  // a deploy never writes the database
     db = std::move(opened);
   }
 
@@ -183,21 +184,22 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   std::vector<std::pair<int, int>> owner;  // (node, -1) for a value, (node, temp k) for a kernel temporary
   for (size_t i = 0; i < n; ++i) {
     if (impl.node_loc[i].kind == Loc::kArena) {
-      bytes.push_back(g.nodes[i].type.numel() * sizeof(float));
+      bytes.push_back(g.nodes[i].type.nbytes());  // int64 values cross groups too
       lifetimes.emplace_back(static_cast<int>(i), last_use[i]);
       owner.emplace_back(static_cast<int>(i), -1);
     }
     if (!lowered[i] || !compiled[i]) continue;
     for (size_t b = lowered[i]->num_params + 1; b < lowered[i]->buffers.size(); ++b) {
-      bytes.push_back(static_cast<size_t>(lowered[i]->buffers[b]->size) * sizeof(float));
+      bytes.push_back(lowered[i]->buffers[b]->bytes());
       lifetimes.emplace_back(static_cast<int>(i), static_cast<int>(i));
       owner.emplace_back(static_cast<int>(i), static_cast<int>(b));
     }
   }
   MemoryPlan plan = plan_memory(bytes, lifetimes);
   m->arena_bytes_ = plan.total;
+  AT_TRY(check_allocation(plan.total, "the activations"));
   void *arena = std::aligned_alloc(64, std::max<size_t>(64, (plan.total + 63) / 64 * 64));
-  if (!arena) return make_error("cannot allocate " + std::to_string(plan.total) + " bytes of activations");
+  if (!arena) return make_error("cannot allocate " + format_bytes(static_cast<double>(plan.total)) + " of activations");
   impl.arena = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(arena), [](uint8_t *p) { std::free(p); });
 
   impl.execs.resize(n);
@@ -231,6 +233,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     }
     e.compiled = true;
     e.kernel = compiled[i].take();
+    e.index_checks = lowered[i]->index_checks;
     for (const KernelStage &s : lowered[i]->stages) e.extents.push_back(s.parallel_extent);
     info.schedule = (info.tuned ? "tuned: " : "") + lowered[i]->schedule;
     if (e.kernel.from_cache) ++m->kernels_cached_;
@@ -269,6 +272,11 @@ Expected<std::vector<Tensor>> CompiledModel::run(const std::vector<Tensor> &inpu
     const Node &node = g.nodes[e.node];
     void *out = ptr(impl_->node_loc[e.node]);
     if (e.compiled) {
+      for (const IndexCheck &c : e.index_checks) {
+        const auto *idx = static_cast<const int64_t *>(ptr(e.args[c.param]));
+        if (auto st = check_gather_indices(idx, g.type_of(node.inputs[c.param]).numel(), c.extent); !st)
+          return make_error("group %" + std::to_string(e.node) + " (" + c.node + "): " + st.error().message);
+      }
       for (const WeightPacking &p : e.dynamic_packings) {
         Tensor w(g.type_of(node.inputs[p.param]));
         std::memcpy(w.raw(), ptr(e.args[p.param]), w.nbytes());
@@ -291,8 +299,9 @@ Expected<std::vector<Tensor>> CompiledModel::run(const std::vector<Tensor> &inpu
         std::memcpy(t.raw(), ptr(e.args[a]), t.nbytes());
         args.push_back(std::move(t));
       }
-      AT_ASSIGN(r, eval_node(node, args));
-      std::memcpy(out, r.raw(), r.nbytes());
+      auto r = eval_node(node, args);
+      if (!r) return make_error("group %" + std::to_string(e.node) + ": " + r.error().message);
+      std::memcpy(out, r->raw(), r->nbytes());
     }
     if (group_ms) (*group_ms)[e.node] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
