@@ -1,5 +1,6 @@
 #include "codegen/Jit.h"
 
+#include "ir/Files.h"
 #include "ir/Hash.h"
 
 #include <llvm/Config/llvm-config.h>
@@ -10,6 +11,7 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -17,14 +19,12 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
-#include <unistd.h>
 
 #include <cctype>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace autotune {
 namespace {
@@ -59,6 +59,16 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
+/** Whether `object` parses as an object file for this host (a cheap check before linking). */
+bool validate_object(const std::string &object) {
+  auto parsed = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(object, "kernel"));
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return false;
+  }
+  return true;
+}
+
 Expected<std::string> emit_file(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type) {
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
@@ -66,6 +76,32 @@ Expected<std::string> emit_file(llvm::Module &m, llvm::TargetMachine &tm, llvm::
   if (tm.addPassesToEmitFile(pm, os, nullptr, type)) return make_error("LLVM: the target cannot emit this file type");
   pm.run(m);
   return std::string(buf.begin(), buf.end());
+}
+
+/**
+ * A cache entry is the object file followed by a footer: a magic, the object's length and its
+ * FNV-1a. A truncated, damaged or foreign file fails the check and is rebuilt, never trusted.
+ */
+constexpr char kCacheMagic[8] = {'a', 't', 'k', 'o', 'b', 'j', '0', '1'};
+constexpr size_t kFooterBytes = 8 + 8 + 8;
+
+std::string seal_cache_entry(const std::string &object) {
+  std::string out = object;
+  uint64_t fields[2] = {object.size(), fnv1a(object)};
+  out.append(kCacheMagic, sizeof kCacheMagic);
+  out.append(reinterpret_cast<const char *>(fields), sizeof fields);
+  return out;
+}
+
+/** The object inside a cache entry, or "" when the entry does not check out. */
+std::string open_cache_entry(const std::string &entry) {
+  if (entry.size() < kFooterBytes) return "";
+  size_t n = entry.size() - kFooterBytes;
+  uint64_t fields[2];
+  std::memcpy(fields, entry.data() + n + sizeof kCacheMagic, sizeof fields);
+  if (entry.compare(n, sizeof kCacheMagic, kCacheMagic, sizeof kCacheMagic) != 0 || fields[0] != n) return "";
+  std::string object = entry.substr(0, n);
+  return fnv1a(object) == fields[1] ? object : "";
 }
 
 }  // namespace
@@ -149,35 +185,38 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   std::string cache_path = options_.cache_dir.empty() ? "" : options_.cache_dir + "/" + named.name + ".o";
   std::string object;
   if (!cache_path.empty()) {
-    std::ifstream f(cache_path, std::ios::binary);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    object = ss.str();
+    if (auto entry = read_file(cache_path)) object = open_cache_entry(*entry);  // a missing or bad entry: rebuild
     out.from_cache = !object.empty();
   }
-  if (object.empty()) {
+  auto build = [&]() -> Expected<std::string> {
     AT_ASSIGN(tm, make_target_machine());
     m->setDataLayout(tm->createDataLayout());
     optimize(*m, *tm);
     AT_ASSIGN(obj, emit_file(*m, *tm, llvm::CodeGenFileType::ObjectFile));
+    // A cache that cannot be written (a full disk, no permission) costs a recompile next time,
+    // nothing more: the entry is written whole or not at all.
+    if (!cache_path.empty()) (void)write_file_atomic(cache_path, seal_cache_entry(obj));
+    return obj;
+  };
+  if (object.empty()) {
+    AT_ASSIGN(obj, build());
     object = std::move(obj);
-    if (!cache_path.empty()) {  // write-then-rename: a concurrent reader never sees half a file
-      std::string tmp = cache_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(next_id_++);
-      {
-        std::ofstream f(tmp, std::ios::binary);
-        f.write(object.data(), static_cast<std::streamsize>(object.size()));
-      }
-      std::error_code ec;
-      std::filesystem::rename(tmp, cache_path, ec);
-      if (ec) std::filesystem::remove(tmp, ec);
-    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!lookup_all(false)) {  // another thread may have linked it meanwhile
-    auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, named.name);
-    if (auto err = jit_->addObjectFile(std::move(buf)))
-      return make_error("LLVM: cannot link " + named.name + ": " + to_string(std::move(err)));
-    AT_TRY(lookup_all(true));
+    // A cached object that passed its checksum but still does not link (written by another LLVM
+    // build, say) is rebuilt once from the IR; a fresh object that does not link is an error.
+    auto link = [&](const std::string &obj) -> Status {
+      if (auto err = jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, named.name)))
+        return make_error("LLVM: cannot link " + named.name + ": " + to_string(std::move(err)));
+      return lookup_all(true);
+    };
+    if (!validate_object(object) || !link(object)) {
+      if (!out.from_cache) AT_TRY(link(object));
+      out.from_cache = false;
+      AT_ASSIGN(obj, build());
+      AT_TRY(link(obj));
+    }
   }
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

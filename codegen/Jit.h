@@ -45,7 +45,6 @@ class Jit {
   TargetInfo target_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;  // guards linking into the JIT's dylib
-  std::atomic<int> next_id_{0};  // temporary cache file names
 };
 
 /** The default on-disk cache: $XDG_CACHE_HOME/autotune/kernels or ~/.cache/autotune/kernels. */
