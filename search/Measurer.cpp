@@ -1,7 +1,9 @@
 #include "search/Measurer.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <future>
 #include <optional>
+#include <thread>
 
 #include "ir/Reference.h"
 #include "ir/Stats.h"
@@ -27,8 +30,25 @@ const char *status_name(MeasureStatus s) {
     case MeasureStatus::kTimeout: return "timeout";
     case MeasureStatus::kCrash: return "crash";
     case MeasureStatus::kWrongResult: return "wrong_result";
+    case MeasureStatus::kHostError: return "host_error";
   }
   return "?";
+}
+
+Status MeasureOptions::validate() const {
+  auto bad = [](const std::string &what) { return Status(make_error(what)); };
+  // Every limit below is far past any real use; each keeps a later conversion (poll's int
+  // milliseconds, a vector of run times) well defined.
+  if (!(min_time_s >= 0 && min_time_s <= 3600)) return bad("min_time_s must be between 0 and 3600 seconds, got " + std::to_string(min_time_s));
+  if (max_runs < 1 || max_runs > 100'000'000) return bad("max_runs must be between 1 and 100000000, got " + std::to_string(max_runs));
+  if (warmup < 0 || warmup > 1000) return bad("warmup must be between 0 and 1000, got " + std::to_string(warmup));
+  if (!(timeout_s >= 0.001 && timeout_s <= 86400))
+    return bad("the timeout must be between 0.001 and 86400 seconds, got " + std::to_string(timeout_s));
+  if (threads < 0 || threads > 4096) return bad("threads must be between 0 (all) and 4096, got " + std::to_string(threads));
+  if (!(tolerance >= 0 && tolerance < 1)) return bad("tolerance must be in [0, 1), got " + std::to_string(tolerance));
+  if (host_retries < 0 || host_retries > 20) return bad("host_retries must be between 0 and 20");
+  if (timeout_retries < 0 || timeout_retries > 5) return bad("timeout_retries must be between 0 and 5");
+  return Status::ok();
 }
 
 Expected<TaskData> TaskData::make(const Graph &body, uint64_t seed) {
@@ -61,7 +81,8 @@ struct Bound {
     args = data.args;
     for (const WeightPacking &p : k.packings) args[p.param] = pack_weight(args[p.param], p);
     out = Tensor(data.expected.type());
-    for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k.buffers[b]->size}});
+    for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b)
+      temps.emplace_back(TensorType{k.buffers[b]->type == loop::Type::kI64 ? DType::kInt64 : DType::kFloat32, {k.buffers[b]->size}});
     for (Tensor &a : args) bufs.push_back(a.raw());
     bufs.push_back(out.raw());
     for (Tensor &t : temps) bufs.push_back(t.raw());
@@ -112,6 +133,7 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
     spent += s;
     if (base) base_times.push_back(timed(*base));  // alternating: both see the same machine
   }
+  AT_CHECK(!times.empty(), "no timed run (max_runs is validated to be at least 1)");
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
@@ -128,24 +150,39 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
 }  // namespace
 
 MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data,
-                            const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
+                            const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline, double timeout_scale) {
   MeasureResult r;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    r.status = MeasureStatus::kCrash;
-    r.error = std::string("pipe: ") + std::strerror(errno);
-    return r;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]), close(fds[1]);
-    r.status = MeasureStatus::kCrash;
-    r.error = std::string("fork: ") + std::strerror(errno);
-    return r;
+  // A pipe or a fork can fail for want of the parent's own resources (processes, descriptors,
+  // memory): that says nothing about the candidate, so wait and try again, and in the end report
+  // a host error, which callers never record.
+  int fds[2] = {-1, -1};
+  pid_t pid = -1;
+  const pid_t parent = getpid();
+  for (int attempt = 0;; ++attempt) {
+    std::string why;
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      why = std::string("pipe: ") + std::strerror(errno);
+    } else if ((pid = fork()) < 0) {
+      why = std::string("fork: ") + std::strerror(errno);
+      close(fds[0]), close(fds[1]);
+    } else {
+      break;
+    }
+    if (attempt >= options_.host_retries) {
+      r.status = MeasureStatus::kHostError;
+      r.error = why + " (after " + std::to_string(attempt + 1) + " attempts)";
+      return r;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 4)));
   }
   if (pid == 0) {  // the child: measure, report, leave without running any destructors or atexit
+    // Die with the tuner: a parent killed by a second Ctrl-C, SIGTERM or a crash takes its
+    // candidate along (and if it died before this line, leave at once).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
     close(fds[0]);
     signal(SIGINT, SIG_IGN);  // Ctrl-C is for the tuner, which finishes this measurement first
+    signal(SIGTERM, SIG_DFL);
     ChildReport rep = child_measure(k, ck, data, options_, baseline);
     ssize_t w = write(fds[1], &rep, sizeof rep);
     _exit(w == static_cast<ssize_t>(sizeof rep) ? 0 : 1);
@@ -153,10 +190,12 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
   close(fds[1]);
   ChildReport rep{};
   size_t got = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_s);
+  double timeout_s = options_.timeout_s * timeout_scale;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   bool timed_out = false;
   while (got < sizeof rep) {
-    int left = static_cast<int>(std::chrono::duration<double, std::milli>(deadline - std::chrono::steady_clock::now()).count());
+    double left_ms = std::chrono::duration<double, std::milli>(deadline - std::chrono::steady_clock::now()).count();
+    int left = static_cast<int>(std::min(left_ms, 3'600'000.0));  // poll again after an hour at most
     if (left <= 0) {
       timed_out = true;
       break;
@@ -177,7 +216,9 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
   }
   if (timed_out) {
     r.status = MeasureStatus::kTimeout;
-    r.error = "no result within " + std::to_string(options_.timeout_s) + " s (killed)";
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "no result within %.3g s (killed)", timeout_s);
+    r.error = buf;
     return r;
   }
   if (got < sizeof rep) {
@@ -198,7 +239,7 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
 }
 
 std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &data, const std::vector<KernelSchedule> &schedules,
-                                             const std::function<void(size_t, const MeasureResult &)> &on_result,
+                                             const std::function<bool(size_t, const MeasureResult &)> &on_result,
                                              const std::atomic<bool> *stop) {
   size_t n = schedules.size();
   std::vector<MeasureResult> results(n);
@@ -253,9 +294,14 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     if (compiled[i]) {
       double compile_s = results[i].compile_s;
       results[i] = run(*lowered[i], *compiled[i], data, baseline);
+      for (int retry = 1; retry <= options_.timeout_retries && results[i].status == MeasureStatus::kTimeout && !(stop && stop->load()); ++retry)
+        results[i] = run(*lowered[i], *compiled[i], data, baseline, static_cast<double>(1 << retry));
       results[i].compile_s = compile_s;
     }
-    if (on_result) on_result(i, results[i]);
+    if (on_result && !on_result(i, results[i])) {
+      results.resize(i + 1);
+      break;
+    }
   }
   return results;
 }

@@ -18,7 +18,11 @@
 
 namespace autotune {
 
-enum class MeasureStatus { kOk, kInvalid, kCompileError, kTimeout, kCrash, kWrongResult };
+/**
+ * kHostError is the measuring process's own failure (no pipe or fork: out of processes or file
+ * descriptors), not the candidate's: it is retried, and never recorded as a fact about the schedule.
+ */
+enum class MeasureStatus { kOk, kInvalid, kCompileError, kTimeout, kCrash, kWrongResult, kHostError };
 const char *status_name(MeasureStatus s);
 
 struct MeasureResult {
@@ -38,6 +42,11 @@ struct MeasureOptions {
   bool flush_cache = false;  // overwrite a 64 MiB buffer between runs
   int threads = 0;           // 0: one per hardware thread
   double tolerance = 1e-4;   // max error relative to the expected output's largest magnitude
+  int host_retries = 5;      // a failed pipe/fork is retried this often (with growing pauses) before giving up
+  int timeout_retries = 1;   // a timed-out candidate is measured again this often, each time with twice the limit
+
+  /** An error naming the first option out of range (e.g. max_runs < 1, a timeout that is not a positive number of seconds). */
+  Status validate() const;
 };
 
 /** A task's inputs (seeded random values for every argument) and the reference output. */
@@ -54,18 +63,24 @@ class Measurer {
   /**
    * Lowers, compiles and measures each schedule of `body`; one result per schedule, in order.
    * on_result(i, result) is called as soon as candidate i is done, so a caller can save it at
-   * once. When *stop becomes true, the candidates not yet run are skipped (and not reported).
+   * once; it returns false to stop the batch (its result could not be saved). When *stop becomes
+   * true, or on_result returned false, the candidates not yet run are skipped (and not reported).
+   * A timed-out candidate is measured again (timeout_retries, each with twice the limit) before its
+   * timeout is reported: a load spike on a shared machine is not a fact about the schedule.
    */
   std::vector<MeasureResult> measure(const Graph &body, const TaskData &data, const std::vector<KernelSchedule> &schedules,
-                                     const std::function<void(size_t, const MeasureResult &)> &on_result = nullptr,
+                                     const std::function<bool(size_t, const MeasureResult &)> &on_result = nullptr,
                                      const std::atomic<bool> *stop = nullptr);
 
   /**
    * Runs one compiled kernel in a child process (the last step of measure; tests call it with
-   * hand-made kernels), timing `baseline` in alternation with it when given.
+   * hand-made kernels), timing `baseline` in alternation with it when given. The child dies with
+   * the thread that forked it (PR_SET_PDEATHSIG), so no candidate outlives a killed tuner.
+   * `timeout_scale` multiplies the options' timeout (measure's retries pass 2, 4, ...).
    */
   MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data,
-                    const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline = {nullptr, nullptr});
+                    const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline = {nullptr, nullptr},
+                    double timeout_scale = 1);
 
   const MeasureOptions &options() const { return options_; }
 

@@ -49,10 +49,32 @@ void note_result(TaskReport &tr, const std::string &schedule, double median_s, d
   if (tr.best_schedule.empty() || ratio < tr.best_ratio) tr.best_ratio = ratio, tr.best_schedule = schedule;
 }
 
+/**
+ * Whether a schedule's records settle it, so it is not measured again: any result but a timeout
+ * does, and so do two timeouts (each already measured twice, the second time with twice the
+ * limit). One timeout may have been a load spike on a shared machine: a later run tries again.
+ */
+bool settled(const std::vector<const TuningRecord *> &records) {
+  int timeouts = 0;
+  for (const TuningRecord *r : records) {
+    if (r->status != "timeout") return true;
+    ++timeouts;
+  }
+  return timeouts >= 2;
+}
+
 }  // namespace
+
+Status TuneOptions::validate() const {
+  if (trials < 1) return make_error("trials must be at least 1, got " + std::to_string(trials));
+  if (batch < 1 || batch > 1024) return make_error("batch must be between 1 and 1024, got " + std::to_string(batch));
+  if (confirm_top < 0 || confirm_top > 64) return make_error("confirm_top must be between 0 and 64, got " + std::to_string(confirm_top));
+  return measure.validate();
+}
 
 Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   auto t_start = std::chrono::steady_clock::now();
+  AT_TRY(o.validate());
   AT_ASSIGN(jit, Jit::create({o.cache_dir}));
   AT_ASSIGN(db, TuningDb::open(o.db_path));
   TuneReport rep;
@@ -71,13 +93,15 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     TaskReport tr;
     State st{ScheduleSpace::of(t.body), {}, std::nullopt};
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
-    std::string def = schedule_to_json(default_schedule(t.body));
+    std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
     for (const TuningRecord &r : recs) {
       if (r.phase != "trial") continue;  // confirmations inform best(), not the budget
-      st.measured.insert(r.schedule);
+      by_schedule[r.schedule].push_back(&r);
       ++tr.trials;
       if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
     }
+    for (const auto &[schedule, records] : by_schedule)
+      if (settled(records)) st.measured.insert(schedule);
     rep.trials_before += tr.trials;
     tr.task = std::move(t);
     rep.tasks.push_back(std::move(tr));
@@ -86,8 +110,14 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
 
   auto stopped = [&] { return o.stop && o.stop->load(); };
   // Saves one measurement the moment it is known, folds it into the task's report and prints progress.
+  // A failed save, or a measurement the host itself could not start, stops the batch: nothing
+  // measured after it could be saved, and the error ends the run.
   auto saver = [&](int pick, const std::vector<KernelSchedule> &candidates, Status &save_error, const char *phase) {
-    return [&, pick, phase](size_t i, const MeasureResult &m) {
+    return [&, pick, phase](size_t i, const MeasureResult &m) -> bool {
+      if (m.status == MeasureStatus::kHostError) {
+        save_error = make_error("cannot measure: " + m.error + "; every result measured so far is saved, run again to resume");
+        return false;
+      }
       TaskReport &tr = rep.tasks[pick];
       State &st = states[pick];
       TuningRecord r;
@@ -100,7 +130,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       r.baseline_s = m.baseline_s;
       bool confirming = std::string(phase) == "confirm";
       r.phase = confirming ? "confirmation" : "trial";
-      if (auto id = db->add_record(r); !id) save_error = Status(id.error());
+      if (auto id = db->add_record(r); !id) {
+        save_error = Status(id.error());
+        return false;
+      }
       st.measured.insert(r.schedule);
       if (!confirming) ++tr.trials;
       if (confirming) ++rep.confirmations;
@@ -123,6 +156,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
                       confirming ? "" : ", ~", confirming ? "" : (format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0) + " left").c_str());
         o.progress(line);
       }
+      return true;
     };
   };
   while (rep.trials_before + rep.trials_run < o.trials && !stopped()) {
@@ -209,7 +243,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       tr.best_schedule = choice->record.schedule;
     }
   }
-  rep.interrupted = stopped() && rep.trials_before + rep.trials_run < o.trials;
+  rep.interrupted = stopped();  // in the search or in the confirmation phase: either way the run is not finished
   // The plan: each group's chosen record.
   std::vector<std::pair<std::string, int64_t>> plan;
   for (const Node &n : fused.nodes) {

@@ -32,6 +32,9 @@ struct TuneOptions {
   std::string cache_dir;              // kernel object cache ("" for none)
   const std::atomic<bool> *stop = nullptr;                // set by Ctrl-C: finish the current candidate, then stop
   std::function<void(const std::string &)> progress;      // one progress line per measurement
+
+  /** An error naming the first option out of range (tune() checks this before anything else). */
+  Status validate() const;
 };
 
 struct TaskReport {

@@ -113,8 +113,9 @@ Example:
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+/** The one place errors leave the tool: one printable line on stderr, exit code 1. */
 int fail(const Error &e) {
-  std::fprintf(stderr, "autotune: error: %s\n", e.message.c_str());
+  std::fprintf(stderr, "autotune: error: %s\n", printable(e.message).c_str());
   return 1;
 }
 
@@ -188,6 +189,9 @@ Expected<std::vector<Tensor>> read_inputs(const Args &args, const Graph &g) {
   const auto &files = args.all("input");
   if (files.empty()) {
     AT_ASSIGN(seed, args.get_int("seed", 0));
+    size_t bytes = 0;
+    for (const GraphInput &in : g.inputs) bytes += in.type.nbytes();
+    if (auto fits = check_allocation(bytes, "a random input"); !fits) return make_error(args.get("model") + ": " + fits.error().message);
     return random_inputs(g, static_cast<uint64_t>(seed));
   }
   if (files.size() != g.inputs.size())
@@ -207,6 +211,7 @@ Expected<std::vector<Tensor>> read_inputs(const Args &args, const Graph &g) {
 /** Compiles the model (import, passes, fusion, kernels) under the flags. */
 Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
+  if (threads < 0 || threads > 4096) return make_error("--threads must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
   AT_ASSIGN(fused, load_graph(args, "fused"));
   CompileOptions options;
   options.threads = static_cast<int>(threads);
@@ -389,9 +394,10 @@ Example:
 )";
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_sigint(int) {
+/** Ctrl-C or SIGTERM: finish the current candidate, save, report, exit 130; a second one ends the process at once. */
+extern "C" void on_stop_signal(int sig) {
   g_stop.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  std::signal(sig, SIG_DFL);
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
@@ -413,6 +419,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
       for (auto &[k, v] : j.items()) {
         if (k == "trials") o.trials = v.get<int64_t>();
         else if (k == "batch") o.batch = v.get<int>();
+        else if (k == "confirm_top") o.confirm_top = v.get<int>();
         else if (k == "seed") o.seed = v.get<uint64_t>();
         else if (k == "timeout_s") o.measure.timeout_s = v.get<double>();
         else if (k == "min_time_s") o.measure.min_time_s = v.get<double>();
@@ -444,12 +451,14 @@ int cmd_tune(const std::vector<std::string> &argv) {
     if (!*e) return fail(e->error());
   for (auto *e : {&timeout, &min_time})
     if (!*e) return fail(e->error());
-  if (*trials < 1) return fail(make_error("tune: --trials must be at least 1"));
-  o.trials = *trials, o.seed = static_cast<uint64_t>(*seed), o.measure.threads = static_cast<int>(*threads);
-  o.batch = static_cast<int>(std::max<int64_t>(1, *batch));
+  // Range checks happen once, on the finished options (config file and flags alike), before any work.
+  auto narrow = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); };
+  o.trials = *trials, o.seed = static_cast<uint64_t>(*seed), o.measure.threads = narrow(*threads);
+  o.batch = narrow(*batch);
   o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time;
   if (args->has("flush-cache")) o.measure.flush_cache = true;
   if (args->has("db")) o.db_path = args->get("db");
+  if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));
 
   auto fused = load_graph(*args, "fused");
   if (!fused) return fail(fused.error());
@@ -459,9 +468,11 @@ int cmd_tune(const std::vector<std::string> &argv) {
     else std::fprintf(stderr, "%s\n", line.c_str());
   };
   o.stop = &g_stop;
-  std::signal(SIGINT, on_sigint);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   auto rep = tune(*fused, o);
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (tty) std::fprintf(stderr, "\n");
   if (!rep) return fail(rep.error());
 
@@ -528,7 +539,8 @@ int cmd_db(const std::vector<std::string> &argv) {
   if (!args->has("db")) return fail(make_error("db " + sub + ": --db is required"));
   if (sub != "import" && sub != "merge" && !std::filesystem::exists(args->get("db")))
     return fail(make_error(args->get("db") + ": no such tuning database"));
-  auto db = TuningDb::open(args->get("db"));
+  bool writes = sub == "import" || sub == "merge";
+  auto db = TuningDb::open(args->get("db"), writes ? DbAccess::kReadWrite : DbAccess::kReadOnly);
   if (!db) return fail(db.error());
   if (sub == "ls") {
     auto ws = (*db)->workloads();
@@ -585,7 +597,7 @@ int cmd_db(const std::vector<std::string> &argv) {
       text = t.take();
     } else {
       if (!std::filesystem::exists(label)) return fail(make_error(label + ": no such tuning database"));
-      auto other = TuningDb::open(label);
+      auto other = TuningDb::open(label, DbAccess::kReadOnly);
       if (!other) return fail(other.error());
       auto t = (*other)->export_jsonl();
       if (!t) return fail(t.error());

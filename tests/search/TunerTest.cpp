@@ -112,6 +112,7 @@ TEST_F(Tuner, TheRuntimeCompilesWithTheTunedSchedulesAndStaysCorrect) {
   EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
   // A database without this model's workloads: every group falls back to its default, and says why.
   fs::remove(db_ + ".other");
+  ASSERT_TRUE(static_cast<bool>(TuningDb::open(db_ + ".other")));  // an empty tuning database (a deploy opens it read-only)
   co.db_path = db_ + ".other";
   auto plain = CompiledModel::compile(fused_, co);
   ASSERT_TRUE(static_cast<bool>(plain));
