@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include "ir/Hash.h"
 #include "ir/Stats.h"
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <ctime>
 #include <mutex>
@@ -129,10 +131,12 @@ Status TuningDb::exec(const std::string &sql) {
   return Status::ok();
 }
 
-Expected<std::unique_ptr<TuningDb>> TuningDb::open(const std::string &path) {
+Expected<std::unique_ptr<TuningDb>> TuningDb::open(const std::string &path, DbAccess access) {
   std::unique_ptr<TuningDb> d(new TuningDb());
   d->path_ = path;
-  if (sqlite3_open_v2(path.c_str(), &d->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+  bool read_only = access == DbAccess::kReadOnly;
+  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &d->db_, flags, nullptr) != SQLITE_OK)
     return make_error(path + ": cannot open database: " + std::string(d->db_ ? sqlite3_errmsg(d->db_) : "out of memory"));
   sqlite3_busy_timeout(d->db_, 30000);  // concurrent tuners wait for each other's short transactions
   // Reading the schema fails cleanly on a file that is not SQLite or is corrupt.
@@ -141,69 +145,77 @@ Expected<std::unique_ptr<TuningDb>> TuningDb::open(const std::string &path) {
     if (!probe.ok() || probe.step() != SQLITE_ROW)
       return make_error(path + ": not a tuning database (" + std::string(sqlite3_errmsg(d->db_)) + ")");
   }  // finalized here: journal_mode cannot change while a statement is open
+  if (read_only) {
+    AT_ASSIGN(version, d->schema_version());
+    if (version != kDbSchemaVersion)
+      return make_error(path + ": schema version " + std::to_string(version) + " cannot be read by this autotune (it reads version " +
+                        std::to_string(kDbSchemaVersion) + ")" +
+                        (version < kDbSchemaVersion ? "; a writing command (autotune tune, db import) migrates it" : "; upgrade autotune"));
+    return d;
+  }
   AT_TRY(d->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   AT_TRY(d->migrate());
   return d;
 }
 
-Status TuningDb::migrate() {
-  AT_TRY(exec("BEGIN IMMEDIATE"));
-  auto rollback = [&](Error e) {
-    (void)exec("ROLLBACK");
-    return Status(std::move(e));
-  };
-  int version = 0;
+Expected<int> TuningDb::schema_version() {
   bool has_tables = false;
   {
     Stmt q(db_, "SELECT count(*) FROM sqlite_master WHERE type='table'");
     if (q.ok() && q.step() == SQLITE_ROW) has_tables = q.i64(0) > 0;
   }
-  if (has_tables) {
-    Stmt q(db_, "SELECT value FROM meta WHERE key='schema_version'");
-    if (!q.ok() || q.step() != SQLITE_ROW) return rollback(make_error(path_ + ": not a tuning database (no schema version)"));
-    version = std::atoi(q.text(0).c_str());
-  }
-  if (version > kDbSchemaVersion)
-    return rollback(make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
-                               std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it"));
-  // Migrations, in order: each takes the schema from version i to i + 1.
-  static const std::vector<const char *> migrations = {kSchemaV1};
-  for (int v = version; v < kDbSchemaVersion; ++v)
-    if (auto st = exec(migrations[v]); !st) return rollback(st.error());
-  if (version != kDbSchemaVersion)
-    if (auto st = exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"); !st)
-      return rollback(st.error());
-  return exec("COMMIT");
+  if (!has_tables) return 0;
+  Stmt q(db_, "SELECT value FROM meta WHERE key='schema_version'");
+  if (!q.ok() || q.step() != SQLITE_ROW) return make_error(path_ + ": not a tuning database (no schema version)");
+  return std::atoi(q.text(0).c_str());
+}
+
+Status TuningDb::migrate() {
+  auto done = in_write_transaction<bool>([&]() -> Expected<bool> {
+    AT_ASSIGN(version, schema_version());
+    if (version > kDbSchemaVersion)
+      return make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
+                        std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it");
+    // Migrations, in order: each takes the schema from version i to i + 1.
+    static const std::vector<const char *> migrations = {kSchemaV1};
+    for (int v = version; v < kDbSchemaVersion; ++v) AT_TRY(exec(migrations[v]));
+    if (version != kDbSchemaVersion)
+      AT_TRY(exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"));
+    return true;
+  });
+  if (!done) return done.error();
+  return Status::ok();
 }
 
 /**
- * Runs `body` in a BEGIN IMMEDIATE transaction: the write lock is taken first (and waited for,
- * under the busy timeout). A read inside an autocommit write would hold a snapshot that another
- * writer can invalidate, and SQLite then fails at once instead of waiting.
+ * The write lock is taken first (BEGIN IMMEDIATE, waited for under the busy timeout): a read
+ * inside an autocommit write would hold a snapshot that another writer can invalidate, and SQLite
+ * then fails at once instead of waiting. A failed COMMIT (a full disk, say) leaves the transaction
+ * open, so it is rolled back too: the handle is never left inside a transaction.
  */
 template <typename T, typename F>
-Expected<T> in_write_transaction(sqlite3 *db, const std::string &path, F body) {
-  auto exec = [&](const char *sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK; };
-  if (!exec("BEGIN IMMEDIATE")) return make_error(path + ": cannot start a write: " + sqlite3_errmsg(db));
+Expected<T> TuningDb::in_write_transaction(F body) {
+  auto exec_ok = [&](const char *sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK; };
+  if (!exec_ok("BEGIN IMMEDIATE")) return make_error(path_ + ": cannot start a write: " + sqlite3_errmsg(db_));
   Expected<T> r = body();
   if (!r) {
-    exec("ROLLBACK");
+    exec_ok("ROLLBACK");
     return r;
   }
-  if (!exec("COMMIT")) {
-    std::string msg = sqlite3_errmsg(db);
-    exec("ROLLBACK");
-    return make_error(path + ": cannot commit: " + msg);
+  if (!exec_ok("COMMIT")) {
+    std::string msg = sqlite3_errmsg(db_);
+    if (!sqlite3_get_autocommit(db_)) exec_ok("ROLLBACK");
+    return make_error(path_ + ": cannot commit: " + msg);
   }
   return r;
 }
 
 Expected<int64_t> TuningDb::upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops) {
-  return in_write_transaction<int64_t>(db_, path_, [&] { return upsert_workload_unlocked(hash, target, ir, flops); });
+  return in_write_transaction<int64_t>([&] { return upsert_workload_unlocked(hash, target, ir, flops); });
 }
 
 Expected<int64_t> TuningDb::add_record(const TuningRecord &r) {
-  return in_write_transaction<int64_t>(db_, path_, [&] { return add_record_unlocked(r); });
+  return in_write_transaction<int64_t>([&] { return add_record_unlocked(r); });
 }
 
 Expected<int64_t> TuningDb::upsert_workload_unlocked(const std::string &hash, const std::string &target, const std::string &ir,
@@ -213,9 +225,12 @@ Expected<int64_t> TuningDb::upsert_workload_unlocked(const std::string &hash, co
     ins.bind(1, hash).bind(2, target).bind(3, ir).bind(4, flops);
     if (ins.step() != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
   }
-  Stmt q(db_, "SELECT id FROM workloads WHERE hash = ? AND target = ?");
+  Stmt q(db_, "SELECT id, ir FROM workloads WHERE hash = ? AND target = ?");
   q.bind(1, hash).bind(2, target);
   if (q.step() != SQLITE_ROW) return make_error(path_ + ": workload " + hash + " vanished");
+  if (q.text(1) != ir)
+    return make_error(path_ + ": workload " + hash + " on " + target +
+                      " already has a different IR (a hash collision or a damaged record); its records would be mixed up");
   return q.i64(0);
 }
 
@@ -251,7 +266,7 @@ Expected<std::optional<TuningDb::Scored>> TuningDb::best_scored(const std::strin
   };
   std::map<std::string, Score> by_schedule;
   for (const TuningRecord &r : recs) {
-    if (r.status != "ok") continue;
+    if (r.status != "ok" || !(r.median_s > 0)) continue;  // a time of 0 would rank as infinitely fast
     Score &s = by_schedule[r.schedule];
     s.ratios.push_back(r.relative());
     s.latest = &r;
@@ -296,23 +311,21 @@ Expected<std::vector<WorkloadInfo>> TuningDb::workloads() {
 
 Status TuningDb::save_plan(const std::string &model_hash, const std::string &target,
                            const std::vector<std::pair<std::string, int64_t>> &plan) {
-  AT_TRY(exec("BEGIN IMMEDIATE"));
-  {
+  auto saved = in_write_transaction<bool>([&]() -> Expected<bool> {
     Stmt del(db_, "DELETE FROM plans WHERE model_hash = ? AND target = ?");
     del.bind(1, model_hash).bind(2, target);
-    del.step();
+    if (del.step() != SQLITE_DONE) return make_error(path_ + ": cannot replace the plan: " + sqlite3_errmsg(db_));
     for (size_t g = 0; g < plan.size(); ++g) {
       Stmt ins(db_,
                "INSERT INTO plans(model_hash, target, grp, workload_id, record_id) SELECT ?, ?, ?, id, NULLIF(?, 0) FROM workloads "
                "WHERE hash = ? AND target = ?");
       ins.bind(1, model_hash).bind(2, target).bind(3, static_cast<int64_t>(g)).bind(4, plan[g].second).bind(5, plan[g].first).bind(6, target);
-      if (ins.step() != SQLITE_DONE) {
-        (void)exec("ROLLBACK");
-        return make_error(path_ + ": cannot save the plan: " + sqlite3_errmsg(db_));
-      }
+      if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot save the plan: " + sqlite3_errmsg(db_));
     }
-  }
-  return exec("COMMIT");
+    return true;
+  });
+  if (!saved) return saved.error();
+  return Status::ok();
 }
 
 Expected<std::string> TuningDb::export_jsonl() {
@@ -333,53 +346,99 @@ Expected<std::string> TuningDb::export_jsonl() {
   return out;
 }
 
+namespace {
+
+bool known_status(const std::string &s) {
+  for (const char *k : {"ok", "invalid", "compile_error", "timeout", "crash", "wrong_result"})
+    if (s == k) return true;
+  return false;
+}
+
+/** A record read from one line of an export, checked on its own; the error says what is wrong. */
+struct ImportLine {
+  TuningRecord record;
+  std::string ir;
+  double flops = 0;
+};
+
+Expected<ImportLine> parse_import_line(const std::string &line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("not a JSON object");
+  ImportLine l;
+  TuningRecord &r = l.record;
+  try {
+    r.workload_hash = j.at("workload").get<std::string>();
+    r.target = j.at("target").get<std::string>();
+    r.schedule = j.at("schedule").get<std::string>();
+    r.status = j.at("status").get<std::string>();
+    r.error = j.value("error", "");
+    r.median_s = j.value("median_s", 0.0);
+    r.min_s = j.value("min_s", 0.0);
+    r.stddev_s = j.value("stddev_s", 0.0);
+    r.runs = j.value("runs", int64_t{0});
+    r.compile_s = j.value("compile_s", 0.0);
+    r.baseline_s = j.value("baseline_s", 0.0);
+    r.phase = j.value("phase", std::string("trial"));
+    r.uid = j.value("uid", std::string());
+    r.tool_version = j.value("tool_version", std::string(kToolVersion));
+    r.created_at = j.value("created_at", now_utc());
+    l.ir = j.at("ir").get<std::string>();
+    l.flops = j.value("flops", 0.0);
+  } catch (const std::exception &e) {
+    return make_error(std::string("bad record: ") + e.what());
+  }
+  if (fnv1a_hex(l.ir) != r.workload_hash) return make_error("workload " + r.workload_hash + " does not match the hash of its IR");
+  if (!known_status(r.status)) return make_error("unknown status '" + r.status + "'");
+  if (r.phase != "trial" && r.phase != "confirmation") return make_error("unknown phase '" + r.phase + "'");
+  if (nlohmann::json::parse(r.schedule, nullptr, false).is_discarded()) return make_error("schedule is not JSON");
+  auto finite_nonneg = [](double v) { return std::isfinite(v) && v >= 0; };
+  for (double v : {r.median_s, r.min_s, r.stddev_s, r.compile_s, r.baseline_s, l.flops})
+    if (!finite_nonneg(v)) return make_error("times and flops must be finite and not negative");
+  if (r.status == "ok" && !(r.median_s > 0 && r.min_s > 0 && r.min_s <= r.median_s && r.runs > 0))
+    return make_error("an ok record needs 0 < min_s <= median_s and runs > 0 (it would rank as infinitely fast)");
+  return l;
+}
+
+}  // namespace
+
 Expected<int64_t> TuningDb::import_jsonl(const std::string &text, const std::string &label) {
-  std::istringstream in(text);
-  std::string line;
-  int64_t added = 0, lineno = 0;
-  AT_TRY(exec("BEGIN IMMEDIATE"));
-  auto fail = [&](const std::string &why) -> Expected<int64_t> {
-    (void)exec("ROLLBACK");
-    return make_error(label + ":" + std::to_string(lineno) + ": " + why);
-  };
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
-    try {
-      TuningRecord r;
-      r.workload_hash = j.at("workload").get<std::string>();
-      r.target = j.at("target").get<std::string>();
-      r.schedule = j.at("schedule").get<std::string>();
-      r.status = j.at("status").get<std::string>();
-      r.error = j.value("error", "");
-      r.median_s = j.value("median_s", 0.0);
-      r.min_s = j.value("min_s", 0.0);
-      r.stddev_s = j.value("stddev_s", 0.0);
-      r.runs = j.value("runs", int64_t{0});
-      r.compile_s = j.value("compile_s", 0.0);
-      r.baseline_s = j.value("baseline_s", 0.0);
-      r.phase = j.value("phase", std::string("trial"));
-      r.uid = j.value("uid", std::string());
-      r.tool_version = j.value("tool_version", std::string(kToolVersion));
-      r.created_at = j.value("created_at", now_utc());
-      auto wid = upsert_workload_unlocked(r.workload_hash, r.target, j.at("ir").get<std::string>(), j.value("flops", 0.0));
-      if (!wid) return fail(wid.error().message);
-      // A record already present (the same uid) is skipped: merging is idempotent.
-      if (!r.uid.empty()) {
-        Stmt dup(db_, "SELECT 1 FROM records WHERE uid = ?");
-        dup.bind(1, r.uid);
-        if (dup.step() == SQLITE_ROW) continue;
-      }
-      auto id = add_record_unlocked(r);
-      if (!id) return fail(id.error().message);
-      ++added;
-    } catch (const std::exception &e) {
-      return fail(std::string("bad record: ") + e.what());
+  // Everything is checked before anything is written: a bad line rejects the file whole.
+  std::vector<ImportLine> lines;
+  {
+    std::istringstream in(text);
+    std::string line;
+    for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto l = parse_import_line(line);
+      if (!l) return make_error(label + ":" + std::to_string(lineno) + ": " + l.error().message);
+      lines.push_back(l.take());
     }
   }
-  AT_TRY(exec("COMMIT"));
+  // Short transactions: a concurrent tuner waits for one chunk at most, never for the whole file.
+  constexpr size_t kChunk = 256;
+  int64_t added = 0;
+  for (size_t start = 0; start < lines.size(); start += kChunk) {
+    auto chunk = in_write_transaction<int64_t>([&]() -> Expected<int64_t> {
+      int64_t n = 0;
+      for (size_t i = start; i < std::min(lines.size(), start + kChunk); ++i) {
+        const ImportLine &l = lines[i];
+        AT_TRY(upsert_workload_unlocked(l.record.workload_hash, l.record.target, l.ir, l.flops));
+        // A record already present (the same uid) is skipped: merging is idempotent.
+        if (!l.record.uid.empty()) {
+          Stmt dup(db_, "SELECT 1 FROM records WHERE uid = ?");
+          dup.bind(1, l.record.uid);
+          if (dup.step() == SQLITE_ROW) continue;
+        }
+        AT_TRY(add_record_unlocked(l.record));
+        ++n;
+      }
+      return n;
+    });
+    if (!chunk)
+      return make_error(label + ": " + chunk.error().message + " (" + std::to_string(added) +
+                        " records were added before this; importing again skips them)");
+    added += *chunk;
+  }
   return added;
 }
 

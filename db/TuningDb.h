@@ -63,10 +63,17 @@ struct WorkloadInfo {
   std::optional<double> best_s;
 };
 
+/**
+ * kReadOnly: the file is opened as it is (no WAL switch, no migration, no write of any kind), so
+ * deploy-time loads and merge sources work on read-only files and leave them byte for byte alone.
+ * kReadWrite creates the file when absent, switches it to WAL and migrates its schema.
+ */
+enum class DbAccess { kReadWrite, kReadOnly };
+
 class TuningDb {
  public:
-  /** Opens (creating if absent) a database file; errors name the file and the reason. */
-  static Expected<std::unique_ptr<TuningDb>> open(const std::string &path);
+  /** Opens a database file; errors name the file and the reason. */
+  static Expected<std::unique_ptr<TuningDb>> open(const std::string &path, DbAccess access = DbAccess::kReadWrite);
   ~TuningDb();
 
   Expected<int64_t> upsert_workload(const std::string &hash, const std::string &target, const std::string &ir, double flops);
@@ -96,7 +103,13 @@ class TuningDb {
                    const std::vector<std::pair<std::string, int64_t>> &group_workload_record);
   /** Every record as JSON lines (workload IR included), for export. */
   Expected<std::string> export_jsonl();
-  /** Adds records from JSON lines (export's format); returns how many were new. */
+  /**
+   * Adds records from JSON lines (export's format); returns how many were new. Every line is
+   * validated before anything is written (known status and phase, a workload hash that matches its
+   * IR, an ok record with positive, finite times, no workload whose IR differs from the one this
+   * database has under the same key); then records are written in short transactions, so
+   * concurrent tuners wait for a chunk, not for the whole file.
+   */
   Expected<int64_t> import_jsonl(const std::string &text, const std::string &label);
   /** PRAGMA integrity_check: "ok" or the problems. */
   Expected<std::string> integrity_check();
@@ -105,10 +118,15 @@ class TuningDb {
  private:
   TuningDb() = default;
   Status exec(const std::string &sql);
+  /** Runs `body` in a BEGIN IMMEDIATE transaction; any failure, COMMIT's included, rolls back. */
+  template <typename T, typename F>
+  Expected<T> in_write_transaction(F body);
   // The bodies of upsert_workload and add_record, for use inside a transaction already open.
   Expected<int64_t> upsert_workload_unlocked(const std::string &hash, const std::string &target, const std::string &ir, double flops);
   Expected<int64_t> add_record_unlocked(const TuningRecord &r);
   Status migrate();
+  /** The schema version in `meta` (0 for an empty file), or an error for a file that is not a tuning database. */
+  Expected<int> schema_version();
   sqlite3 *db_ = nullptr;
   std::string path_;
 };

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "db/TuningDb.h"
+#include "ir/Hash.h"
 
 namespace autotune {
 namespace {
@@ -166,8 +167,9 @@ TEST_F(Db, RecordsWithEqualValuesAreStillDistinctRecordsWhenMerged) {
   // Two real measurements of a tiny kernel can agree to the nanosecond, within the same second.
   auto a = TuningDb::open(path("a.db"));
   ASSERT_TRUE(static_cast<bool>(a));
-  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload("w", "cpu", "ir", 5)));
-  TuningRecord r = rec("w", 3e-7);
+  const std::string w = fnv1a_hex("ir");  // a workload's key is the hash of its IR (db/Workload)
+  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload(w, "cpu", "ir", 5)));
+  TuningRecord r = rec(w, 3e-7);
   r.created_at = "2026-11-22T00:00:00Z";
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(static_cast<bool>((*a)->add_record(r)));
   auto text = (*a)->export_jsonl();
@@ -181,8 +183,9 @@ TEST_F(Db, RecordsWithEqualValuesAreStillDistinctRecordsWhenMerged) {
 TEST_F(Db, ExportImportAndMergeAreIdempotent) {
   auto a = TuningDb::open(path("a.db"));
   ASSERT_TRUE(static_cast<bool>(a));
-  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload("w", "cpu", "def @main() ...", 5)));
-  for (double s : {0.002, 0.001}) ASSERT_TRUE(static_cast<bool>((*a)->add_record(rec("w", s))));
+  const std::string w = fnv1a_hex("def @main() ...");
+  ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload(w, "cpu", "def @main() ...", 5)));
+  for (double s : {0.002, 0.001}) ASSERT_TRUE(static_cast<bool>((*a)->add_record(rec(w, s))));
   auto text = (*a)->export_jsonl();
   ASSERT_TRUE(static_cast<bool>(text));
   EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 2);
@@ -190,7 +193,7 @@ TEST_F(Db, ExportImportAndMergeAreIdempotent) {
   ASSERT_TRUE(static_cast<bool>(b));
   EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 2);
   EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 0);  // nothing new the second time
-  EXPECT_DOUBLE_EQ((*(*b)->best("w", "cpu"))->median_s, 0.001);
+  EXPECT_DOUBLE_EQ((*(*b)->best(w, "cpu"))->median_s, 0.001);
   auto bad = (*b)->import_jsonl("{\"workload\": \"w\"}\n", "bad.jsonl");
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_EQ(bad.error().message.rfind("bad.jsonl:1: bad record", 0), 0u) << bad.error().message;
