@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "codegen/Jit.h"
@@ -133,6 +134,42 @@ TEST(Jit, ObjectCacheServesASecondCompile) {
   ck->stages[0](bufs, 0, 4);
   EXPECT_EQ(o, (std::vector<float>{3, 3, 3, 3}));
   std::filesystem::remove_all(dir);
+}
+
+TEST(Jit, ADamagedCacheEntryIsRebuiltNotTrusted) {
+  // A truncated object (a full disk), one with a flipped byte, and one that is not an object at
+  // all: each is found out on load, compiled afresh, and the entry rewritten for the next process.
+  namespace fs = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / ("autotune_jit_damaged_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  Buffer out = make_buffer("out", Type::kF32, 4, BufferScope::kParam);
+  LoweredKernel k = kernel("damaged", {out}, 0, 4, store(out, var("r"), float_imm(5)));
+  ASSERT_TRUE(static_cast<bool>(make_jit(dir)->compile(k)));
+  std::vector<fs::path> entries(fs::directory_iterator(dir), fs::directory_iterator{});
+  ASSERT_EQ(entries.size(), 1u);
+  std::string good;
+  {
+    std::ifstream in(entries[0], std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x40;
+  for (const std::string &bad : {good.substr(0, good.size() / 3), flipped, std::string(good.size(), 'x'), std::string()}) {
+    std::ofstream(entries[0], std::ios::binary | std::ios::trunc) << bad;
+    auto jit = make_jit(dir);  // a new process's JIT: only the disk cache could serve it
+    auto ck = jit->compile(k);
+    ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+    EXPECT_FALSE(ck->from_cache);
+    std::vector<float> o(4);
+    void *bufs[] = {o.data()};
+    ck->stages[0](bufs, 0, 4);
+    EXPECT_EQ(o, (std::vector<float>{5, 5, 5, 5}));
+    auto again = make_jit(dir)->compile(k);  // the rewritten entry serves the next one
+    ASSERT_TRUE(static_cast<bool>(again));
+    EXPECT_TRUE(again->from_cache);
+  }
+  EXPECT_EQ(std::vector<fs::path>(fs::directory_iterator(dir), fs::directory_iterator{}).size(), 1u);  // no temporaries left
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // killed with SIGKILL mid-stream, and files that are not (or no longer) tuning databases.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "db/TuningDb.h"
 #include "ir/Hash.h"
@@ -197,6 +200,123 @@ TEST_F(Db, ExportImportAndMergeAreIdempotent) {
   auto bad = (*b)->import_jsonl("{\"workload\": \"w\"}\n", "bad.jsonl");
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_EQ(bad.error().message.rfind("bad.jsonl:1: bad record", 0), 0u) << bad.error().message;
+}
+
+std::string file_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+TEST_F(Db, AReadOnlyOpenWritesNothing) {
+  // A database in rollback-journal mode, as another tool might leave it: a read-write open
+  // switches it to WAL (the header changes), a read-only one must leave it byte for byte.
+  const std::string ir = "def @main() ...", w = fnv1a_hex(ir);
+  {
+    auto db = TuningDb::open(path());
+    ASSERT_TRUE(static_cast<bool>(db));
+    ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload(w, "cpu", ir, 5)));
+    ASSERT_TRUE(static_cast<bool>((*db)->add_record(rec(w, 0.002))));
+  }
+  sqlite3 *raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path().c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  std::string before = file_bytes(path());
+  {
+    auto db = TuningDb::open(path(), DbAccess::kReadOnly);
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    EXPECT_DOUBLE_EQ((*(*db)->best(w, "cpu"))->median_s, 0.002);
+    EXPECT_EQ((*db)->workloads()->size(), 1u);
+    auto write = (*db)->add_record(rec(w, 0.001));  // a read-only handle refuses, with the file's name
+    ASSERT_FALSE(static_cast<bool>(write));
+    EXPECT_EQ(write.error().message, path() + ": cannot add a record: attempt to write a readonly database");
+  }
+  EXPECT_EQ(file_bytes(path()), before);
+  EXPECT_FALSE(fs::exists(path() + "-wal"));
+  EXPECT_FALSE(static_cast<bool>(TuningDb::open(path("absent.db"), DbAccess::kReadOnly)));
+  EXPECT_FALSE(fs::exists(path("absent.db")));  // a read-only open never creates a file
+}
+
+/** One exported line for workload IR `ir` with the given fields replaced. */
+std::string line(const std::string &ir, const nlohmann::json &changes = {}) {
+  nlohmann::json j{{"workload", fnv1a_hex(ir)}, {"target", "cpu"}, {"ir", ir}, {"flops", 5.0}, {"schedule", "{\"version\":1}"},
+                   {"status", "ok"}, {"median_s", 0.002}, {"min_s", 0.001}, {"runs", 10}, {"baseline_s", 0.002}};
+  for (auto &[k, v] : changes.items()) {
+    if (v.is_null()) j.erase(k);
+    else j[k] = v;
+  }
+  return j.dump() + "\n";
+}
+
+TEST_F(Db, ImportRejectsRecordsThatWouldMisleadTheTuner) {
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db));
+  const std::string ir = "def @main() { conv }";
+  std::vector<std::pair<std::string, std::string>> bad = {
+      {line(ir, {{"median_s", nullptr}}), "an ok record needs 0 < min_s <= median_s and runs > 0 (it would rank as infinitely fast)"},
+      {line(ir, {{"median_s", -1.0}}), "times and flops must be finite and not negative"},
+      {line(ir, {{"status", "fast"}}), "unknown status 'fast'"},
+      {line(ir, {{"phase", "guess"}}), "unknown phase 'guess'"},
+      {line(ir, {{"workload", "0123456789abcdef"}}), "workload 0123456789abcdef does not match the hash of its IR"},
+      {line(ir, {{"schedule", "{not json"}}), "schedule is not JSON"},
+  };
+  for (const auto &[text, why] : bad) {
+    auto n = (*db)->import_jsonl(line(ir) + text, "in.jsonl");  // a good line first: nothing of the file may land
+    ASSERT_FALSE(static_cast<bool>(n)) << text;
+    EXPECT_EQ(n.error().message, "in.jsonl:2: " + why);
+  }
+  EXPECT_EQ(count_records(path()), 0);
+}
+
+TEST_F(Db, AWorkloadWithTheSameKeyButAnotherIRIsRefused) {
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db));
+  const std::string ir = "def @main() { conv }", w = fnv1a_hex(ir);
+  ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload(w, "cpu", "def @main() { something else }", 5)));
+  auto n = (*db)->import_jsonl(line(ir), "in.jsonl");
+  ASSERT_FALSE(static_cast<bool>(n));
+  EXPECT_EQ(n.error().message, "in.jsonl: " + path() + ": workload " + w +
+                                   " on cpu already has a different IR (a hash collision or a damaged record); its records would be "
+                                   "mixed up (0 records were added before this; importing again skips them)");
+}
+
+TEST_F(Db, AnImportOfManyRecordsLandsWhole) {
+  // Written in transactions of 256: 1000 records, then again (nothing new), from two files' worth.
+  const std::string ir = "def @main() { conv }";
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += line(ir, {{"uid", "u" + std::to_string(i)}, {"median_s", 0.001 + i * 1e-6}});
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db));
+  EXPECT_EQ(*(*db)->import_jsonl(text, "many.jsonl"), 1000);
+  EXPECT_EQ(*(*db)->import_jsonl(text, "many.jsonl"), 0);
+  EXPECT_EQ(count_records(path()), 1000);
+}
+
+TEST_F(Db, AFailedCommitLeavesNoTransactionOpen) {
+  // The file may not grow (RLIMIT_FSIZE, as on a full disk): the plan's COMMIT fails. Afterwards
+  // the handle must be usable: a transaction left open would make every later write fail. In a
+  // child process, so the limit stays there.
+  const std::string ir = "def @main() { conv }", w = fnv1a_hex(ir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    auto db = TuningDb::open(path());
+    if (!db || !(*db)->upsert_workload(w, "cpu", ir, 5)) _exit(2);
+    std::vector<std::pair<std::string, int64_t>> plan(20000, {w, 0});
+    rlimit small{static_cast<rlim_t>(fs::file_size(path()) + 4096), RLIM_INFINITY};
+    setrlimit(RLIMIT_FSIZE, &small);
+    Status saved = (*db)->save_plan("model", "cpu", plan);
+    if (saved) _exit(3);  // the limit did not bite: the test proves nothing
+    std::fprintf(stderr, "%s\n", saved.error().message.c_str());
+    rlimit big{RLIM_INFINITY, RLIM_INFINITY};
+    setrlimit(RLIMIT_FSIZE, &big);
+    _exit((*db)->add_record(rec(w, 0.001)) ? 0 : 4);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(count_records(path()), 1);
 }
 
 }  // namespace

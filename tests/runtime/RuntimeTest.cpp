@@ -6,8 +6,10 @@
 #include <random>
 
 #include "ir/OnnxImport.h"
+#include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
+#include "tests/OnnxBuilder.h"
 
 namespace autotune {
 namespace {
@@ -120,6 +122,62 @@ TEST(CompiledModel, BadInputsAreErrors) {
   auto r = (*m)->run({random_tensor({DType::kFloat32, {1, 3, 8, 8}}, 1)});
   ASSERT_FALSE(static_cast<bool>(r));
   EXPECT_EQ(r.error().message, "input 'input' must be Tensor[(1, 3, 32, 32), float32], got Tensor[(1, 3, 8, 8), float32]");
+}
+
+/** The review's int64 model, imported and compiled on one thread (the arena is one thread's either way). */
+struct Int64Model {
+  Graph graph;
+  std::unique_ptr<CompiledModel> model;
+  static Int64Model make(int64_t n) {
+    Int64Model m;
+    auto g = import_onnx_bytes(testing::int64_crossing_groups_model(n).bytes(), "int64.onnx");
+    EXPECT_TRUE(static_cast<bool>(g)) << g.error().message;
+    m.graph = g.take();
+    CompileOptions o = test_options();
+    o.threads = 1;
+    auto fused = lower_to_stage(m.graph, Stage::kFused, PassContext{});
+    EXPECT_TRUE(static_cast<bool>(fused));
+    auto c = CompiledModel::compile(*fused, o);
+    EXPECT_TRUE(static_cast<bool>(c)) << c.error().message;
+    m.model = c.take();
+    return m;
+  }
+};
+
+TEST(CompiledModel, Int64ValuesCrossingGroupsGiveTheReferencesAnswer) {
+  // The doubled indices are an int64 group on the reference executor whose result lives in the
+  // arena: sized as float32 it was half as large as the copy into it (a heap overflow).
+  Int64Model m = Int64Model::make(4096);
+  ASSERT_TRUE(m.model);
+  int crossing = 0;
+  for (const Node &n : m.model->graph().nodes) crossing += n.type.dtype == DType::kInt64;
+  EXPECT_EQ(crossing, 1);
+  // Both live at once in the arena: the doubled indices (4096 x 8 bytes) and the rows the softmax reads (4096 x 4 floats).
+  EXPECT_GE(m.model->arena_bytes(), size_t{4096} * 8 + size_t{4096} * 4 * 4);
+  std::vector<int64_t> idx(4096);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i % 5) - 2;  // doubled: -4..4, all in range
+  std::vector<Tensor> in{tensor_i64({4096}, idx)};
+  auto got = m.model->run(in);
+  auto want = run_reference(m.graph, in);
+  ASSERT_TRUE(got && want) << (got ? want.error().message : got.error().message);
+  EXPECT_EQ(compare((*got)[0], (*want)[0])->max_abs, 0.0);  // gathered rows: exact
+  EXPECT_LT(compare((*got)[1], (*want)[1])->relative(), 1e-6);
+}
+
+TEST(CompiledModel, GatherIndicesOutOfRangeAreAnErrorLikeTheReferences) {
+  // The compiled take clamps in-kernel; the runtime checks its index argument first.
+  Int64Model m = Int64Model::make(8);
+  ASSERT_TRUE(m.model);
+  for (int64_t bad : {int64_t{3}, int64_t{-3}, int64_t{1} << 40}) {  // doubled: 6, -6, 2^41
+    std::vector<Tensor> in{tensor_i64({8}, {0, 1, 2, bad, 0, 0, 0, 0})};
+    auto got = m.model->run(in);
+    auto want = run_reference(m.graph, in);
+    ASSERT_FALSE(static_cast<bool>(got));
+    ASSERT_FALSE(static_cast<bool>(want));
+    std::string reason = "index " + std::to_string(2 * bad) + " is out of range [-5, 5)";
+    EXPECT_EQ(got.error().message, "group %1 (take 'gather_rows'): " + reason);
+    EXPECT_EQ(want.error().message, "node %1 'gather_rows' (take): " + reason);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,15 @@
 // in loop IR, so nothing in the product has a switch for misbehaving.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "ir/Parser.h"
@@ -47,6 +56,11 @@ MeasureResult run_kernel(Fixture &f, const std::function<Stmt(Buffer)> &make_bod
   return Measurer(*f.jit, o).run(k, *ck, f.data);
 }
 
+/** A loop of 2^60 iterations: runs until killed. */
+Stmt hang_forever(Buffer out) {
+  return for_loop("i", int_imm(0), int_imm(int64_t{1} << 60), ForKind::kSerial, store(out, var("i") % int_imm(64), cast(Type::kF32, var("i"))));
+}
+
 TEST(Measurer, MeasuresACorrectKernel) {
   Fixture f = make();
   auto results = Measurer(*f.jit, MeasureOptions{}).measure(f.body, f.data, {default_schedule(f.body)});
@@ -71,9 +85,7 @@ TEST(Measurer, AHangingCandidateTimesOut) {
   Fixture f = make();
   MeasureOptions o;
   o.timeout_s = 0.5;
-  MeasureResult r = run_kernel(f, [](Buffer out) {
-    return for_loop("i", int_imm(0), int_imm(int64_t{1} << 60), ForKind::kSerial, store(out, var("i") % int_imm(64), cast(Type::kF32, var("i"))));
-  }, o);
+  MeasureResult r = run_kernel(f, hang_forever, o);
   EXPECT_EQ(r.status, MeasureStatus::kTimeout);
   EXPECT_NE(r.error.find("killed"), std::string::npos) << r.error;
 }
@@ -94,6 +106,108 @@ TEST(Measurer, AnIllegalScheduleIsRecordedNotCompiled) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status, MeasureStatus::kInvalid);
   EXPECT_EQ(results[0].error, "illegal schedule: vector_width 3 is not 1, 2, 4, 8 or 16");
+}
+
+/** The pids of `pid`'s children (Linux: /proc/PID/task/PID/children). */
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t c; in >> c;) out.push_back(c);
+  return out;
+}
+
+TEST(Measurer, ACandidateDiesWithItsTuner) {
+  // A "tuner" process measures a hanging candidate with a long timeout and is then killed, as a
+  // second Ctrl-C, a SIGTERM or a crash would. The candidate's process must not outlive it.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans come to this test, which can then wait for them
+  pid_t tuner = fork();
+  if (tuner == 0) {
+    Fixture f = make();
+    MeasureOptions o;
+    o.timeout_s = 600;
+    run_kernel(f, hang_forever, o);
+    _exit(0);
+  }
+  pid_t candidate = 0;
+  for (int i = 0; i < 300 && !candidate; ++i) {  // the tuner compiles, then forks the candidate
+    auto kids = children_of(tuner);
+    if (!kids.empty()) candidate = kids[0];
+    else usleep(20000);
+  }
+  ASSERT_GT(candidate, 0) << "the tuner never started its candidate";
+  kill(tuner, SIGKILL);
+  waitpid(tuner, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {  // PR_SET_PDEATHSIG delivers SIGKILL at once; allow 10 s
+    int status = 0;
+    pid_t r = waitpid(candidate, &status, WNOHANG);
+    if (r == candidate) {
+      gone = true;
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else {
+      usleep(20000);
+    }
+  }
+  if (!gone) kill(candidate, SIGKILL), waitpid(candidate, nullptr, 0);
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+  EXPECT_TRUE(gone) << "the candidate outlived its tuner";
+}
+
+TEST(Measurer, APipeThatCannotBeMadeIsAHostErrorNotTheCandidates) {
+  // Out of file descriptors: the measuring process's own resources. Measured in a child process
+  // so the lowered limit stays there; the result comes back as the exit code.
+  pid_t pid = fork();
+  if (pid == 0) {
+    Fixture f = make();
+    MeasureOptions o;
+    o.host_retries = 1;
+    // Every descriptor in use: a low limit, then /dev/null opened into every free slot below it.
+    rlimit lim{64, 64};
+    setrlimit(RLIMIT_NOFILE, &lim);
+    while (open("/dev/null", O_RDONLY) >= 0) {
+    }
+    MeasureResult r = run_kernel(f, [](Buffer out) { return store(out, int_imm(0), float_imm(1)); }, o);
+    bool ok = r.status == MeasureStatus::kHostError && r.error == "pipe: Too many open files (after 2 attempts)" &&
+              std::string(status_name(r.status)) == "host_error";
+    if (!ok) std::fprintf(stderr, "got %s: %s\n", status_name(r.status), r.error.c_str());
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(Measurer, OptionsOutOfRangeAreRejected) {
+  EXPECT_TRUE(static_cast<bool>(MeasureOptions{}.validate()));
+  std::vector<std::pair<std::function<void(MeasureOptions &)>, std::string>> bad = {
+      {[](MeasureOptions &o) { o.max_runs = 0; }, "max_runs must be between 1 and 100000000, got 0"},
+      {[](MeasureOptions &o) { o.timeout_s = 0; }, "the timeout must be between 0.001 and 86400 seconds, got 0.000000"},
+      {[](MeasureOptions &o) { o.timeout_s = std::nan(""); }, "the timeout must be between 0.001 and 86400 seconds, got nan"},
+      {[](MeasureOptions &o) { o.timeout_s = 3e6; }, "the timeout must be between 0.001 and 86400 seconds, got 3000000.000000"},
+      {[](MeasureOptions &o) { o.min_time_s = -1; }, "min_time_s must be between 0 and 3600 seconds, got -1.000000"},
+      {[](MeasureOptions &o) { o.threads = -2; }, "threads must be between 0 (all) and 4096, got -2"},
+  };
+  for (auto &[mutate, message] : bad) {
+    MeasureOptions o;
+    mutate(o);
+    Status st = o.validate();
+    ASSERT_FALSE(static_cast<bool>(st)) << message;
+    EXPECT_EQ(st.error().message, message);
+  }
+}
+
+TEST(Measurer, OnResultReturningFalseStopsTheBatch) {
+  // The tuner's saver returns false when a result cannot be saved: nothing after it is measured.
+  Fixture f = make();
+  KernelSchedule s = default_schedule(f.body);
+  int calls = 0;
+  auto results = Measurer(*f.jit, MeasureOptions{}).measure(f.body, f.data, {s, s, s}, [&](size_t, const MeasureResult &) {
+    ++calls;
+    return false;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(results.size(), 1u);
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // The tuning loop end to end on a real model and a real database file.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 
 #include "db/TuningDb.h"
 #include "ir/OnnxImport.h"
 #include "ir/Pass.h"
+#include "ir/Printer.h"
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
+#include "search/ScheduleSpace.h"
 #include "search/Tuner.h"
 
 namespace autotune {
@@ -95,6 +99,86 @@ TEST_F(Tuner, AStopRequestEndsTheRunWithEveryMeasurementSaved) {
   EXPECT_TRUE(rep->interrupted);
   EXPECT_EQ(rep->trials_run, 7);
   EXPECT_EQ(records(), 7);
+}
+
+TEST_F(Tuner, AStopDuringConfirmationIsAnInterruptionToo) {
+  // Ctrl-C in the confirmation phase used to be ignored: the run went on and exited 0.
+  std::atomic<bool> stop{false};
+  TuneOptions o = options(20);
+  o.stop = &stop;
+  o.progress = [&](const std::string &line) {
+    if (line.find(" confirm]") != std::string::npos) stop = true;
+  };
+  auto rep = tune(fused_, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_EQ(rep->trials_run, 20);
+  EXPECT_TRUE(rep->interrupted);
+  EXPECT_EQ(rep->confirmations, 1);  // the one measured when the stop came, saved; nothing after it
+  EXPECT_EQ(records("confirmation"), 1);
+}
+
+TEST_F(Tuner, ASingleTimeoutIsMeasuredAgainButTwoSettleTheSchedule) {
+  // A timeout may be a load spike: one timed-out default does not drop its task from tuning.
+  std::vector<Task> tasks = extract_tasks(fused_);
+  ASSERT_GE(tasks.size(), 2u);
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  std::string target = host_target(**jit, 0);
+  {
+    auto db = TuningDb::open(db_);
+    ASSERT_TRUE(static_cast<bool>(db));
+    for (size_t t = 0; t < 2; ++t) {
+      ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload(tasks[t].hash, target, print_text(tasks[t].body), tasks[t].flops)));
+      TuningRecord r;
+      r.workload_hash = tasks[t].hash, r.target = target, r.status = "timeout", r.error = "no result within 10 s (killed)";
+      r.schedule = schedule_to_json(default_schedule(tasks[t].body));
+      for (size_t k = 0; k <= t; ++k) ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));  // task 0: one timeout, task 1: two
+    }
+  }
+  auto rep = tune(fused_, options(static_cast<int64_t>(tasks.size()) + 3));
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  auto db = TuningDb::open(db_);
+  ASSERT_TRUE(static_cast<bool>(db));
+  auto ok_defaults = [&](size_t t) {
+    auto recs = (*db)->records(tasks[t].hash, target);
+    EXPECT_TRUE(static_cast<bool>(recs));
+    int n = 0;
+    for (const TuningRecord &r : *recs) n += r.status == "ok" && r.schedule == schedule_to_json(default_schedule(tasks[t].body));
+    return n;
+  };
+  EXPECT_GE(ok_defaults(0), 1);  // measured again, and it ran
+  EXPECT_EQ(ok_defaults(1), 0);  // settled by its two timeouts: not measured again
+  EXPECT_EQ(rep->tasks[1].best_s(), 0.0);
+}
+
+TEST_F(Tuner, AResultThatCannotBeSavedEndsTheRunAtOnce) {
+  // The records' workloads vanish under the tuner (another process deletes them): the next save
+  // fails, and the run stops there instead of measuring results that would be lost.
+  int lines = 0;
+  TuneOptions o = options(40);
+  o.progress = [&](const std::string &) {
+    if (++lines > 1) return;
+    sqlite3 *other = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "DELETE FROM workloads", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(other);
+  };
+  auto rep = tune(fused_, o);
+  ASSERT_FALSE(static_cast<bool>(rep));
+  EXPECT_NE(rep.error().message.find("record for unknown workload"), std::string::npos) << rep.error().message;
+  EXPECT_EQ(lines, 1);
+}
+
+TEST_F(Tuner, OptionsOutOfRangeEndTheRunBeforeAnyWork) {
+  TuneOptions o = options(10);
+  o.measure.max_runs = 0;
+  auto rep = tune(fused_, o);
+  ASSERT_FALSE(static_cast<bool>(rep));
+  EXPECT_EQ(rep.error().message, "max_runs must be between 1 and 100000000, got 0");
+  EXPECT_FALSE(fs::exists(db_));  // not even the database was created
+  o = options(10);
+  o.batch = 0;
+  EXPECT_EQ(tune(fused_, o).error().message, "batch must be between 1 and 1024, got 0");
 }
 
 TEST_F(Tuner, TheRuntimeCompilesWithTheTunedSchedulesAndStaysCorrect) {
