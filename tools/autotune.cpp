@@ -211,7 +211,7 @@ Expected<std::vector<Tensor>> read_inputs(const Args &args, const Graph &g) {
 /** Compiles the model (import, passes, fusion, kernels) under the flags. */
 Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
-  if (threads < 0 || threads > 4096) return make_error("--threads must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
+  if (threads < 0 || threads > 4096) return make_error("--threads: must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
   AT_ASSIGN(fused, load_graph(args, "fused"));
   CompileOptions options;
   options.threads = static_cast<int>(threads);

@@ -1,0 +1,252 @@
+// The review's triggers, run through the CLI as a user would, under a 4 GB address-space limit
+// (ulimit -v): each ends in exit code 1 and one printable line on stderr naming the file and the
+// reason, never a signal; the int64 model gives the reference executor's answer. Every triggering
+// file is generated here.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "db/TuningDb.h"
+#include "ir/Hash.h"
+#include "ir/Npy.h"
+#include "ir/Reference.h"
+#include "tests/OnnxBuilder.h"
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::OnnxBuilder;
+
+std::string model_path(const std::string &name) { return std::string(AUTOTUNE_MODELS_DIR) + "/" + name + ".onnx"; }
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+struct Outcome {
+  int code = -1;    // exit code, or -signal
+  std::string out, err;
+};
+
+class CliRobustness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("autotune_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string &n) const { return (dir_ / n).string(); }
+
+  /** Runs `autotune ARGS` under ulimit -v 4 GiB, with stdout and stderr kept apart. */
+  Outcome cli(const std::string &args) const {
+    std::string out = path("stdout.txt"), err = path("stderr.txt");
+    std::string cmd = "ulimit -v 4194304; exec " + std::string(AUTOTUNE_CLI) + " " + args + " >" + out + " 2>" + err;
+    int status = std::system(("/bin/bash -c '" + cmd + "'").c_str());
+    Outcome o;
+    o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    o.out = slurp(out), o.err = slurp(err);
+    return o;
+  }
+  /** The review's standard for bad input: exit 1, one printable line naming `file` and containing `reason`. */
+  void expect_one_line_error(const Outcome &o, const std::string &file, const std::string &reason) const {
+    EXPECT_EQ(o.code, 1) << o.err;
+    EXPECT_EQ(o.err.rfind("autotune: error: " + file + ": ", 0), 0u) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(o.err.back(), '\n');
+    for (char c : o.err.substr(0, o.err.size() - 1)) EXPECT_TRUE(c >= 0x20 || c < 0) << "control byte in: " << o.err;
+    EXPECT_NE(o.err.find(reason), std::string::npos) << o.err;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliRobustness, Int64ValuesCrossingGroupsGiveTheReferencesAnswer) {
+  std::string model = testing::int64_crossing_groups_model(4096).save(path("int64.onnx"));
+  std::vector<int64_t> idx(4096);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i * 7 % 5) - 2;
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("idx.npy"), tensor_i64({4096}, idx))));
+  Outcome c = cli("run --threads 1 --model " + model + " --input " + path("idx.npy") + " --output " + path("c.npy"));
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("1 on the reference executor"), std::string::npos) << c.out;  // the int64 group, as in the review
+  Outcome r = cli("run --executor reference --model " + model + " --input " + path("idx.npy") + " --output " + path("r.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char *suffix : {"", ".1"}) {
+    auto a = read_npy(path(std::string("c") + suffix + ".npy")), b = read_npy(path(std::string("r") + suffix + ".npy"));
+    ASSERT_TRUE(a && b);
+    EXPECT_LT(compare(*a, *b)->relative(), 1e-6) << suffix;
+  }
+  std::vector<std::string> names;  // outputs written whole, nothing else left beside them
+  for (const auto &e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"c.1.npy", "c.npy", "idx.npy", "int64.onnx", "r.1.npy", "r.npy", "stderr.txt", "stdout.txt"}));
+}
+
+TEST_F(CliRobustness, AnInitializerClaimingMoreThanItsDataIsOneLine) {
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Add", {"x", "x"}, {"y"}, "add").output("y", onnx::TensorProto::FLOAT, {1});
+  std::string model = b.initializer_raw("w", onnx::TensorProto::FLOAT, {int64_t{1} << 34}, std::string(4, '\0')).save(path("tiny.onnx"));
+  EXPECT_LT(fs::file_size(model), 100u);
+  for (const char *cmd : {"run", "inspect", "bench"})
+    expect_one_line_error(cli(std::string(cmd) + " --model " + model), model, "needs 17179869184 values (68719476736 bytes), the file has 4 bytes");
+}
+
+TEST_F(CliRobustness, ABroadcastFoldedAtImportIsOneLine) {
+  std::vector<int64_t> range(1 << 17);
+  for (size_t i = 0; i < range.size(); ++i) range[i] = static_cast<int64_t>(i);
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1})
+      .initializer_i64("r", {1 << 17}, range)
+      .initializer_i64("ax0", {1}, {0})
+      .initializer_i64("ax1", {1}, {1})
+      .node("Unsqueeze", {"r", "ax0"}, {"row"}, "row")
+      .node("Unsqueeze", {"r", "ax1"}, {"col"}, "col")
+      .node("Add", {"row", "col"}, {"grid"}, "grid")
+      .node("Shape", {"grid"}, {"s"}, "shape")
+      .node("Add", {"x", "x"}, {"y"}, "add")
+      .output("y", onnx::TensorProto::FLOAT, {1})
+      .output("s", onnx::TensorProto::INT64, {2});
+  std::string model = b.save(path("range.onnx"));
+  expect_one_line_error(cli("run --model " + model), model, "would need 128 GiB, beyond the import budget of");
+}
+
+TEST_F(CliRobustness, AnNpyHeaderClaimingMoreThanItsDataIsOneLine) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 32768, 32768), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::ofstream(path("x.npy"), std::ios::binary) << std::string("\x93NUMPY\x01\x00", 8) << static_cast<char>(header.size()) << '\0' << header;
+  expect_one_line_error(cli("run --model " + model_path("tiny_cnn") + " --input " + path("x.npy")), path("x.npy"),
+                        "expected 12884901888 bytes of data for Tensor[(1, 3, 32768, 32768), float32], found 0");
+}
+
+TEST_F(CliRobustness, GatherIndicesOutOfRangeAreOneLineInBothExecutors) {
+  std::string model = testing::int64_crossing_groups_model(4).save(path("int64.onnx"));
+  ASSERT_TRUE(static_cast<bool>(write_npy(path("idx.npy"), tensor_i64({4}, {0, int64_t{1} << 40, 1, 2}))));
+  for (const char *executor : {"compiled", "reference"})
+    expect_one_line_error(cli(std::string("run --executor ") + executor + " --model " + model + " --input " + path("idx.npy")), model,
+                          "index 2199023255552 is out of range [-5, 5)");
+}
+
+TEST_F(CliRobustness, ADamagedNodeNameStaysOnOneLine) {
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Erf", {"x"}, {"y"}, "line1\nline2\r\nline3\x1b[31m\xff").output("y", onnx::TensorProto::FLOAT, {1});
+  std::string model = b.save(path("names.onnx"));
+  Outcome o = cli("inspect --model " + model);
+  expect_one_line_error(o, model, "node 'line1\\nline2\\r\\nline3\\x1b[31m\\xff' (Erf): op 'Erf' is not supported");
+}
+
+TEST_F(CliRobustness, TuningWithFuseOpsDisabledTunesEveryOpAlone) {
+  Outcome t = cli("--model " + model_path("tiny_cnn") + " --trials 3 --min-time 0.002 --db " + path("t.db") + " --disable-pass fuse-ops");
+  ASSERT_EQ(t.code, 0) << t.err;
+  Outcome r = cli("run --model " + model_path("tiny_cnn") + " --disable-pass fuse-ops --output " + path("y.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Outcome f = cli("run --model " + model_path("tiny_cnn") + " --output " + path("f.npy"));
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_LT(compare(*read_npy(path("y.npy")), *read_npy(path("f.npy")))->relative(), 1e-5);
+}
+
+TEST_F(CliRobustness, OptionsOutOfRangeAreOneLineAndMeasureNothing) {
+  std::string job = "--model " + model_path("tiny_cnn") + " --trials 5 --db " + path("t.db");
+  expect_one_line_error(cli(job + " --timeout 0"), "tune", "the timeout must be between 0.001 and 86400 seconds, got 0.000000");
+  expect_one_line_error(cli(job + " --timeout nan"), "tune", "the timeout must be between 0.001 and 86400 seconds, got nan");
+  expect_one_line_error(cli(job + " --timeout 1e300"), "tune", "the timeout must be between 0.001 and 86400 seconds");
+  expect_one_line_error(cli(job + " --min-time -1"), "tune", "min_time_s must be between 0 and 3600 seconds");
+  expect_one_line_error(cli(job + " --batch 0"), "tune", "batch must be between 1 and 1024, got 0");
+  std::ofstream(path("c.json")) << "{\"max_runs\": 0}";
+  expect_one_line_error(cli(job + " --config " + path("c.json")), "tune", "max_runs must be between 1 and 100000000, got 0");
+  EXPECT_FALSE(fs::exists(path("t.db")));  // nothing was measured, nothing recorded
+  expect_one_line_error(cli("run --model " + model_path("tiny_cnn") + " --threads 100000"), "--threads", "must be between 0 (one per hardware thread) and 4096");
+}
+
+TEST_F(CliRobustness, DeployTimeUseOfADatabaseWritesNothing) {
+  std::string db = path("t.db");
+  Outcome t = cli("--model " + model_path("tiny_cnn") + " --trials 14 --min-time 0.002 --db " + db);
+  ASSERT_EQ(t.code, 0) << t.err;
+  sqlite3 *raw = nullptr;  // leave it in rollback-journal mode: any read-write open would switch it back to WAL
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  std::string before = slurp(db);
+  for (const std::string &cmd : {"run --model " + model_path("tiny_cnn") + " --db " + db, "bench --runs 2 --model " + model_path("tiny_cnn") + " --db " + db,
+                                 "db ls --db " + db, "db best --db " + db, "db export --db " + db + " --output " + path("e.jsonl"),
+                                 "db merge --db " + path("other.db") + " --from " + db}) {
+    Outcome o = cli(cmd);
+    EXPECT_EQ(o.code, 0) << cmd << ": " << o.err;
+  }
+  EXPECT_EQ(slurp(db), before);
+  EXPECT_FALSE(fs::exists(db + "-wal"));
+}
+
+TEST_F(CliRobustness, ImportingAnUntrustworthyRecordIsOneLine) {
+  const std::string ir = "def @main() { conv }";
+  std::ofstream(path("bad.jsonl")) << "{\"workload\": \"" << fnv1a_hex(ir) << "\", \"target\": \"cpu\", \"ir\": \"" << ir
+                                   << "\", \"schedule\": \"{}\", \"status\": \"ok\", \"runs\": 5}\n";
+  expect_one_line_error(cli("db import --db " + path("t.db") + " --input " + path("bad.jsonl")), path("bad.jsonl") + ":1",
+                        "an ok record needs 0 < min_s <= median_s and runs > 0");
+}
+
+/** Starts `autotune ARGS` in the background with stderr to `log`; returns its pid. */
+pid_t start(const std::string &args, const std::string &log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(127);
+    execl("/bin/sh", "sh", "-c", ("exec " + std::string(AUTOTUNE_CLI) + " " + args).c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+/** Waits until `log` contains `text` (up to `seconds`). */
+bool wait_for(const std::string &log, const std::string &text, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (slurp(log).find(text) != std::string::npos) return true;
+    usleep(50000);
+  }
+  return false;
+}
+
+TEST_F(CliRobustness, CtrlCInTheConfirmationPhaseStopsTheRun) {
+  std::string log = path("tune.log");
+  // 13 tasks: 13 trials measure the defaults, one more a candidate; then the confirmation phase.
+  pid_t pid = start("--model " + model_path("tiny_cnn") + " --trials 14 --min-time 0.2 --db " + path("t.db"), log);
+  ASSERT_TRUE(wait_for(log, " confirm]", 120)) << slurp(log);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(log);
+  EXPECT_NE(slurp(log).find("interrupted: every measured record is saved"), std::string::npos) << slurp(log);
+  EXPECT_EQ(slurp(log).find("end to end"), std::string::npos);  // it stopped instead of going on to the end-to-end benchmark
+}
+
+TEST_F(CliRobustness, ASecondSignalEndsTheTunerAndItsCandidate) {
+  // Orphaned candidates would come to this test (a subreaper); none may be left once the tuner is gone.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::string log = path("tune.log");
+  pid_t pid = start("--model " + model_path("resnet18") + " --trials 400 --db " + path("t.db"), log);
+  ASSERT_TRUE(wait_for(log, "[    3/400 trials]", 120)) << slurp(log);
+  kill(pid, SIGTERM);  // the first asks for a clean stop after the current candidate ...
+  usleep(100000);
+  kill(pid, SIGTERM);  // ... the second ends the process at once, mid-measurement
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) || WIFEXITED(status));
+  for (int i = 0; i < 100; ++i) {  // a candidate that died with its tuner is reaped here within moments
+    pid_t r = waitpid(-1, nullptr, WNOHANG);
+    if (r < 0) break;  // ECHILD: no child left at all
+    if (r == 0) usleep(50000);
+  }
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1) << "a process outlived the tuner";
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+}  // namespace
+}  // namespace autotune
