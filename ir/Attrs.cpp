@@ -99,6 +99,12 @@ Expected<Attrs> normalize_attrs(const std::vector<AttrSpec> &schema, const Attrs
     }
     auto c = coerce(*v, spec.kind);
     if (!c) return make_error("attribute '" + spec.name + "' must be " + kind_name(spec.kind));
+    // NaN is no value: no op means anything by it, and it would make equal nodes compare unequal.
+    bool nan = false;
+    if (const auto *d = std::get_if<double>(&*c)) nan = std::isnan(*d);
+    if (const auto *ds = std::get_if<std::vector<double>>(&*c))
+      for (double d : *ds) nan |= std::isnan(d);
+    if (nan) return make_error("attribute '" + spec.name + "' is NaN");
     out.set(spec.name, std::move(*c));
   }
   return out;

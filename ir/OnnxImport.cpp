@@ -184,6 +184,7 @@ class Importer {
   }
 
   Status import_node(const onnx::NodeProto &n);
+  Status cross_check_with_onnx(onnx::ModelProto &model);
   Expected<ValueId> convert(const onnx::NodeProto &n);
   Expected<ValueId> convert_conv(const onnx::NodeProto &n);
   Expected<ValueId> convert_pool(const onnx::NodeProto &n, bool is_max);
@@ -205,7 +206,7 @@ class Importer {
   int node_index_ = 0;
   std::unordered_map<std::string, ValueId> values_;
   std::unordered_map<std::string, std::string> unsupported_;  // value name -> why it cannot be used
-  std::unordered_map<std::string, TensorType> onnx_types_;    // ONNX shape inference's answers
+  std::unordered_map<std::string, int> producers_;             // value name -> index of the ONNX node that computes it
 };
 
 Expected<Graph> Importer::run(onnx::ModelProto &model) {
@@ -220,15 +221,7 @@ Expected<Graph> Importer::run(onnx::ModelProto &model) {
   } catch (const std::exception &e) {
     return fail("invalid ONNX model: " + first_line(e.what()));
   }
-  try {
-    onnx::shape_inference::InferShapes(model);
-  } catch (const std::exception &e) {
-    return fail("ONNX shape inference failed: " + first_line(e.what()));
-  }
   const onnx::GraphProto &g = model.graph();
-  for (const auto &vi : g.value_info())
-    if (auto t = static_type(vi.type())) onnx_types_[vi.name()] = *t;
-
   for (const auto &init : g.initializer()) {
     auto t = tensor_from_proto(init);
     if (!t) return fail("initializer: " + t.error().message);
@@ -255,6 +248,7 @@ Expected<Graph> Importer::run(onnx::ModelProto &model) {
     values_[in.name()] = b_.add_input(in.name(), type.take());
   }
   for (node_index_ = 0; node_index_ < g.node_size(); ++node_index_) AT_TRY(import_node(g.node(node_index_)));
+  AT_TRY(cross_check_with_onnx(model));
   for (const auto &out : g.output()) {
     auto it = values_.find(out.name());
     if (it == values_.end()) return fail("graph output '" + out.name() + "' is not produced by any supported node");
@@ -275,16 +269,39 @@ Expected<Graph> Importer::run(onnx::ModelProto &model) {
   return graph;
 }
 
+/**
+ * Every node's type is checked against ONNX's own shape inference. That runs last, on a model
+ * this importer has already validated (supported ops only, attributes checked, every tensor's
+ * data matching its dims): ONNX's inference trusts what it reads, and a damaged file (a weight of
+ * rank 5 for a 2-D conv, dims larger than the data) crashes it (libonnx 1.14).
+ */
+Status Importer::cross_check_with_onnx(onnx::ModelProto &model) {
+  try {
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception &e) {
+    return fail("ONNX shape inference failed: " + first_line(e.what()));
+  }
+  const onnx::GraphProto &g = model.graph();
+  for (const auto &vi : g.value_info()) {
+    auto theirs = static_type(vi.type());
+    auto value = values_.find(vi.name());
+    auto producer = producers_.find(vi.name());
+    if (!theirs || value == values_.end() || producer == producers_.end()) continue;
+    const TensorType &ours = type_of(value->second);
+    node_index_ = producer->second;
+    if (ours != *theirs)
+      return fail(g.node(producer->second), "inferred " + type_str(ours) + " but ONNX shape inference says " + type_str(*theirs));
+  }
+  return Status::ok();
+}
+
 Status Importer::import_node(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return fail(n, "domain '" + n.domain() + "' is not supported");
   if (n.output_size() < 1 || n.output(0).empty()) return fail(n, "node has no output");
   AT_ASSIGN(v, convert(n));
-  const TensorType &t = type_of(v);
-  auto it = onnx_types_.find(n.output(0));
-  if (it != onnx_types_.end() && it->second != t)
-    return fail(n, "inferred " + type_str(t) + " but ONNX shape inference says " + type_str(it->second));
   values_[n.output(0)] = v;
+  producers_[n.output(0)] = node_index_;
   for (int i = 1; i < n.output_size(); ++i)
     if (!n.output(i).empty()) unsupported_[n.output(i)] = "output " + std::to_string(i) + " of " + where(n) + ", which autotune does not compute";
   return Status::ok();

@@ -40,7 +40,7 @@ int64_t window_out_extent(int64_t in, int64_t pad_begin, int64_t pad_end, int64_
 }
 
 Expected<int> normalize_axis(int64_t axis, int rank) {
-  if (axis < -rank || axis >= std::max(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
+  if (axis < -rank || axis >= rank)  // a scalar has no axis at all
     return make_error("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }

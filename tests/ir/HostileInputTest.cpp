@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -58,6 +59,45 @@ TEST(HostileInput, ImportTimeFoldingHasABudgetRelativeToTheFile) {
   std::string msg = error_of(import_onnx_bytes(bytes, "range.onnx"));
   EXPECT_EQ(msg.rfind("range.onnx: node 'grid' (Add): folding this constant Tensor[(131072, 131072), int64] would need 128 GiB, "
                       "beyond the import budget of ", 0), 0u) << msg;
+}
+
+// Found by autotune_fuzz (tests/fuzz): ONNX's own shape inference trusts the file and crashed on
+// a conv weight of rank 5 whose data matches its dims; it now runs only on models the importer
+// has validated, so the importer's own message comes first.
+TEST(HostileInput, AWeightOfTheWrongRankIsAnErrorBeforeONNXShapeInference) {
+  std::vector<float> w(8 * 3 * 3 * 3, 0.5f);
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1, 3, 8, 8})
+      .initializer_f32("w", {8, 3, 3, 3, 1}, w)
+      .node("Conv", {"x", "w"}, {"y"}, "conv")
+      .output("y", onnx::TensorProto::FLOAT, {1, 8, 6, 6});
+  std::string msg = error_of(import_onnx_bytes(b.bytes(), "rank5.onnx"));
+  EXPECT_EQ(msg, "rank5.onnx: node 'conv' (Conv): only 2-D convolution is supported (data (1, 3, 8, 8), weight (8, 3, 3, 3, 1))");
+}
+
+TEST(HostileInput, SqueezingAScalarIsAnError) {  // found by autotune_fuzz: it read before a vector of size 0
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1})
+      .initializer_f32("s", {}, {2.0f})
+      .initializer_i64("axes", {1}, {0})
+      .node("Squeeze", {"s", "axes"}, {"t"}, "squeeze")
+      .node("Mul", {"x", "t"}, {"y"}, "mul")
+      .output("y", onnx::TensorProto::FLOAT, {1});
+  std::string msg = error_of(import_onnx_bytes(b.bytes(), "scalar.onnx"));
+  EXPECT_EQ(msg, "scalar.onnx: node 'squeeze' (Squeeze): axis 0 out of range for rank 0");
+}
+
+TEST(HostileInput, ANaNAttributeIsAnError) {  // found by autotune_fuzz: it broke the graph's own invariants (an abort)
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {4}).node("HardSigmoid", {"x"}, {"y"}, "hs").output("y", onnx::TensorProto::FLOAT, {4});
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(b.bytes()));
+  auto *a = m.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("alpha");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(std::nanf(""));
+  std::string msg = error_of(import_onnx_bytes(m.SerializeAsString(), "nan.onnx"));
+  EXPECT_EQ(msg, "nan.onnx: node 'hs' (HardSigmoid): nn.hard_sigmoid: attribute 'alpha' is NaN");
 }
 
 TEST(HostileInput, NpyHeaderBeyondItsDataFailsBeforeAllocating) {
