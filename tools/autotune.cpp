@@ -579,11 +579,8 @@ int cmd_db(const std::vector<std::string> &argv) {
     auto text = (*db)->export_jsonl();
     if (!text) return fail(text.error());
     if (!args->has("output")) return std::fwrite(text->data(), 1, text->size(), stdout), 0;
-    std::string out = args->get("output"), tmp = out + ".tmp";
-    FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(text->data(), 1, text->size(), f) != text->size() || std::fclose(f) != 0 ||
-        std::rename(tmp.c_str(), out.c_str()) != 0)
-      return fail(make_error(out + ": cannot write"));
+    std::string out = args->get("output");
+    if (auto st = write_file_atomic(out, *text); !st) return fail(st.error());
     std::printf("exported %zu records to %s\n", static_cast<size_t>(std::count(text->begin(), text->end(), '\n')), out.c_str());
     return 0;
   }
