@@ -106,4 +106,30 @@ inline OnnxBuilder int64_crossing_groups_model(int64_t n_indices) {
   return b;
 }
 
+/** y = x + x on a float input of shape [1]: a valid model to which a test adds what it needs. */
+inline OnnxBuilder x_plus_x_model() {
+  OnnxBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Add", {"x", "x"}, {"y"}, "add").output("y", onnx::TensorProto::FLOAT, {1});
+  return b;
+}
+
+/**
+ * The review's 1 MiB model whose import-time folding would need 128 GiB: arange(2^17) as int64,
+ * unsqueezed both ways and added (node 'grid'), its Shape a second output.
+ */
+inline OnnxBuilder range_broadcast_model() {
+  std::vector<int64_t> range(1 << 17);
+  for (size_t i = 0; i < range.size(); ++i) range[i] = static_cast<int64_t>(i);
+  OnnxBuilder b = x_plus_x_model();
+  b.initializer_i64("r", {1 << 17}, range)
+      .initializer_i64("ax0", {1}, {0})
+      .initializer_i64("ax1", {1}, {1})
+      .node("Unsqueeze", {"r", "ax0"}, {"row"}, "row")
+      .node("Unsqueeze", {"r", "ax1"}, {"col"}, "col")
+      .node("Add", {"row", "col"}, {"grid"}, "grid")
+      .node("Shape", {"grid"}, {"s"}, "shape")
+      .output("s", onnx::TensorProto::INT64, {2});
+  return b;
+}
+
 }  // namespace autotune::testing

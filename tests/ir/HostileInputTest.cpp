@@ -25,16 +25,9 @@ namespace fs = std::filesystem;
 using testing::error_of;
 using testing::OnnxBuilder;
 
-/** A model that adds its float input to itself, plus whatever `extra` adds. */
-OnnxBuilder x_plus_x() {
-  OnnxBuilder b;
-  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Add", {"x", "x"}, {"y"}, "add").output("y", onnx::TensorProto::FLOAT, {1});
-  return b;
-}
-
 TEST(HostileInput, InitializerDimsBeyondItsDataFailBeforeAllocating) {
   // 2^34 floats claimed, 4 bytes present: the importer used to zero-fill 64 GiB first.
-  std::string bytes = x_plus_x().initializer_raw("w", onnx::TensorProto::FLOAT, {int64_t{1} << 34}, std::string(4, '\0')).bytes();
+  std::string bytes = testing::x_plus_x_model().initializer_raw("w", onnx::TensorProto::FLOAT, {int64_t{1} << 34}, std::string(4, '\0')).bytes();
   EXPECT_LT(bytes.size(), 200u);
   std::string msg = error_of(import_onnx_bytes(bytes, "tiny.onnx"));
   EXPECT_EQ(msg, "tiny.onnx: initializer: tensor 'w': Tensor[(17179869184), float32] needs 17179869184 values "
@@ -43,18 +36,7 @@ TEST(HostileInput, InitializerDimsBeyondItsDataFailBeforeAllocating) {
 
 TEST(HostileInput, ImportTimeFoldingHasABudgetRelativeToTheFile) {
   // arange(2^17) as int64, unsqueezed both ways and added: folding it at import would take 128 GiB.
-  std::vector<int64_t> range(1 << 17);
-  for (size_t i = 0; i < range.size(); ++i) range[i] = static_cast<int64_t>(i);
-  OnnxBuilder b = x_plus_x();
-  b.initializer_i64("r", {1 << 17}, range)
-      .initializer_i64("ax0", {1}, {0})
-      .initializer_i64("ax1", {1}, {1})
-      .node("Unsqueeze", {"r", "ax0"}, {"row"}, "row")
-      .node("Unsqueeze", {"r", "ax1"}, {"col"}, "col")
-      .node("Add", {"row", "col"}, {"grid"}, "grid")
-      .node("Shape", {"grid"}, {"s"}, "shape")
-      .output("s", onnx::TensorProto::INT64, {2});
-  std::string bytes = b.bytes();
+  std::string bytes = testing::range_broadcast_model().bytes();
   EXPECT_LT(bytes.size(), size_t{1100} << 10);
   std::string msg = error_of(import_onnx_bytes(bytes, "range.onnx"));
   EXPECT_EQ(msg.rfind("range.onnx: node 'grid' (Add): folding this constant Tensor[(131072, 131072), int64] would need 128 GiB, "
