@@ -48,9 +48,11 @@ class CliRobustness : public ::testing::Test {
   std::string path(const std::string &n) const { return (dir_ / n).string(); }
 
   /** Runs `autotune ARGS` under ulimit -v 4 GiB, with stdout and stderr kept apart. */
-  Outcome cli(const std::string &args) const {
+  Outcome cli(const std::string &args) const { return cli_env("", args); }
+  /** The same with environment assignments ("NAME=value ") before the command. */
+  Outcome cli_env(const std::string &env, const std::string &args) const {
     std::string out = path("stdout.txt"), err = path("stderr.txt");
-    std::string cmd = "ulimit -v 4194304; exec " + std::string(AUTOTUNE_CLI) + " " + args + " >" + out + " 2>" + err;
+    std::string cmd = "ulimit -v 4194304; exec env " + env + std::string(AUTOTUNE_CLI) + " " + args + " >" + out + " 2>" + err;
     int status = std::system(("/bin/bash -c '" + cmd + "'").c_str());
     Outcome o;
     o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
@@ -136,6 +138,28 @@ TEST_F(CliRobustness, TuningWithFuseOpsDisabledTunesEveryOpAlone) {
   Outcome f = cli("run --model " + model_path("tiny_cnn") + " --output " + path("f.npy"));
   ASSERT_EQ(f.code, 0) << f.err;
   EXPECT_LT(compare(*read_npy(path("y.npy")), *read_npy(path("f.npy")))->relative(), 1e-5);
+}
+
+TEST_F(CliRobustness, ATruncatedKernelCacheIsRebuiltOnTheNextRun) {
+  // As after a full disk: every cached object cut short. The next run must compile them again
+  // (not fall back to the reference executor), and the run after it must find them whole.
+  std::string env = "XDG_CACHE_HOME=" + path("cache") + " ";
+  std::string run = "run --model " + model_path("tiny_cnn") + " --output ";
+  Outcome first = cli(run + path("a.npy"));  // the expected output (the default cache, elsewhere)
+  ASSERT_EQ(first.code, 0) << first.err;
+  Outcome fill = cli_env(env, run + path("b.npy"));
+  ASSERT_EQ(fill.code, 0) << fill.err;
+  EXPECT_NE(fill.out.find("(13 compiled, 0 from cache)"), std::string::npos) << fill.out;
+  int cut = 0;
+  for (const auto &e : fs::directory_iterator(path("cache") + "/autotune/kernels")) fs::resize_file(e.path(), fs::file_size(e.path()) / 2), ++cut;
+  EXPECT_EQ(cut, 13);
+  Outcome rebuilt = cli_env(env, run + path("c.npy"));
+  ASSERT_EQ(rebuilt.code, 0) << rebuilt.err;
+  EXPECT_NE(rebuilt.out.find("(13 compiled, 0 from cache)"), std::string::npos) << rebuilt.out;  // no fallback note either
+  Outcome cached = cli_env(env, run + path("d.npy"));
+  ASSERT_EQ(cached.code, 0) << cached.err;
+  EXPECT_NE(cached.out.find("(0 compiled, 13 from cache)"), std::string::npos) << cached.out;
+  for (const char *f : {"b.npy", "c.npy", "d.npy"}) EXPECT_EQ(slurp(path(f)), slurp(path("a.npy"))) << f;
 }
 
 TEST_F(CliRobustness, OptionsOutOfRangeAreOneLineAndMeasureNothing) {
