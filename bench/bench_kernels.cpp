@@ -61,6 +61,7 @@ void register_model(const std::string &path) {
       double peak = fma_peak_gflops((*m)->threads());
       state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
       state.counters["peak_GFLOP/s"] = peak;
+      state.counters["share_of_peak"] = benchmark::Counter(flops * 1e-9 / peak, benchmark::Counter::kIsIterationInvariantRate);
       state.SetLabel((*m)->groups()[0].schedule);
     })->Unit(benchmark::kMillisecond)->UseRealTime();
   }
@@ -71,8 +72,11 @@ void register_model(const std::string &path) {
 
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
-  std::printf("measured fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f on 2\n", autotune::bench::fma_peak_gflops(1),
-              autotune::bench::fma_peak_gflops(2));
+  const autotune::Target &host = autotune::host_target();
+  std::printf("target %s (%s, %d lanes, %d vector registers): measured fp32 FMA peak %.1f GFLOP/s on 1 thread, %.1f on 2; "
+              "memory bandwidth %.1f GB/s on 1 thread, %.1f on 2\n",
+              host.cpu.c_str(), host.isa.c_str(), host.lanes, host.vector_registers, autotune::bench::fma_peak_gflops(1),
+              autotune::bench::fma_peak_gflops(2), autotune::bench::memory_bandwidth_gbs(1), autotune::bench::memory_bandwidth_gbs(2));
   autotune::bench::register_model(std::string(AUTOTUNE_MODELS_DIR) + "/resnet50.onnx");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

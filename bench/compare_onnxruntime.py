@@ -3,13 +3,17 @@
 
   compare_onnxruntime.py --autotune build/tools/autotune --models build/models/resnet50.onnx [...]
                          [--threads 2] [--runs 30] [--rounds 3] [--db tuning.db] [--json out.json]
+                         [--targets host avx2]
 
 Both run the same model file on the same input with the same thread count, in alternating
 rounds (ONNX Runtime, then autotune, repeated) so that drift on a shared machine hits both
 alike. Each reports the median over all its timed runs; the ratio is autotune / ONNX Runtime
 (below 1: autotune is faster). With --db, each round also runs autotune with the tuning
-database, so untuned, tuned and ONNX Runtime are compared in the same run. ONNX Runtime comes from PyPI (`pip install onnxruntime`); this
-script is never a build or test dependency.
+database, so untuned, tuned and ONNX Runtime are compared in the same run. With --targets, each
+round runs autotune once per target (e.g. `host avx2` on an AVX-512 machine: the AVX-512 and the
+AVX2 kernels side by side). ONNX Runtime comes from PyPI into a virtual environment
+(`scripts/setup.sh --peers`, then run this script with `build/peers/bin/python`); it is never a
+build or test dependency.
 """
 import argparse
 import json
@@ -40,8 +44,9 @@ def ort_times(path, threads, runs, x):
     return times, sess.run(None, {name: x})[0]
 
 
-def autotune_times(exe, path, threads, runs, input_npy, db):
-    cmd = [exe, "bench", "--model", path, "--runs", str(runs), "--threads", str(threads), "--json", "--input", input_npy]
+def autotune_times(exe, path, threads, runs, input_npy, db, target="host"):
+    cmd = [exe, "bench", "--model", path, "--runs", str(runs), "--threads", str(threads), "--json", "--input", input_npy,
+           "--target", target]
     if db:
         cmd += ["--db", db]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -57,12 +62,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--db", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--targets", nargs="+", default=["host"], help="autotune targets, each timed in every round")
     args = ap.parse_args()
     import onnxruntime
     rows = []
     print(f"onnxruntime {onnxruntime.__version__}, {args.threads} threads, {args.rounds} rounds x {args.runs} runs each")
     tuned_cols = f" {'tuned ms':>9s} {'ratio':>6s}" if args.db else ""
-    print(f"{'model':28s} {'onnxruntime ms':>15s} {'autotune ms':>12s} {'ratio':>7s}{tuned_cols} {'max abs diff':>13s}")
+    target_cols = "".join(f" {t + ' ms':>12s} {'ratio':>7s}" for t in args.targets[1:])
+    print(f"{'model':28s} {'onnxruntime ms':>15s} {'autotune ms':>12s} {'ratio':>7s}{target_cols}{tuned_cols} {'max abs diff':>13s}")
     for path in args.models:
         import onnx
         m = onnx.load(path, load_external_data=False)
@@ -70,30 +77,40 @@ def main():
         x = np.random.default_rng(0).uniform(-1, 1, size=dims).astype(np.float32)
         input_npy = f"/tmp/compare_ort_input_{abs(hash(path))}.npy"
         np.save(input_npy, x)
-        ort_all, at_all, tuned_all = [], [], []
+        ort_all, tuned_all = [], []
+        per_target = {t: [] for t in args.targets}
         ort_out = None
         for _ in range(args.rounds):
             t, ort_out = ort_times(path, args.threads, args.runs, x)
             ort_all += t
-            at = autotune_times(args.autotune, path, args.threads, args.runs, input_npy, "")
-            at_all.append(at["median_ms"])
+            for target in args.targets:
+                per_target[target].append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, "", target)["median_ms"])
             if args.db:
-                tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db)["median_ms"])
+                tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db,
+                                                args.targets[0])["median_ms"])
+        at_all = per_target[args.targets[0]]
         # Check that the two compute the same thing on this input.
         out_npy = input_npy.replace("input", "output")
         subprocess.run([args.autotune, "run", "--model", path, "--input", input_npy, "--output", out_npy, "--threads",
-                        str(args.threads)] + (["--db", args.db] if args.db else []), check=True, capture_output=True)
+                        str(args.threads), "--target", args.targets[0]] + (["--db", args.db] if args.db else []),
+                       check=True, capture_output=True)
         diff = float(np.abs(np.load(out_npy) - ort_out).max())
         ort_med, at_med = statistics.median(ort_all), statistics.median(at_all)
         row = {"model": path, "onnxruntime_median_ms": ort_med, "autotune_median_ms": at_med,
-               "ratio": at_med / ort_med, "max_abs_diff": diff}
+               "ratio": at_med / ort_med, "max_abs_diff": diff, "targets": {}}
+        others = ""
+        for target in args.targets:
+            med = statistics.median(per_target[target])
+            row["targets"][target] = {"median_ms": med, "ratio": med / ort_med}
+            if target != args.targets[0]:
+                others += f" {med:12.2f} {med / ort_med:7.2f}"
         tuned = ""
         if args.db:
             tuned_med = statistics.median(tuned_all)
             row.update({"autotune_tuned_median_ms": tuned_med, "tuned_ratio": tuned_med / ort_med})
             tuned = f" {tuned_med:9.2f} {tuned_med / ort_med:6.2f}"
         rows.append(row)
-        print(f"{path.split('/')[-1]:28s} {ort_med:15.2f} {at_med:12.2f} {at_med / ort_med:7.2f}{tuned} {diff:13.2e}")
+        print(f"{path.split('/')[-1]:28s} {ort_med:15.2f} {at_med:12.2f} {at_med / ort_med:7.2f}{others}{tuned} {diff:13.2e}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -22,6 +22,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <sstream>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -36,12 +37,17 @@ std::string to_string(llvm::Error e) {
   return os.str();
 }
 
-Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() {
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb) return make_error("LLVM: cannot detect the host: " + to_string(jtmb.takeError()));
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto tm = jtmb->createTargetMachine();
-  if (!tm) return make_error("LLVM: " + to_string(tm.takeError()));
+Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target &target) {
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(target.triple)};
+  jtmb.setCPU(target.cpu);
+  std::vector<std::string> features;
+  std::stringstream ss(target.features);
+  for (std::string f; std::getline(ss, f, ',');)
+    if (!f.empty()) features.push_back(f);
+  jtmb.addFeatures(features);
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto tm = jtmb.createTargetMachine();
+  if (!tm) return make_error("LLVM: target " + target.name + ": " + to_string(tm.takeError()));
   return std::move(*tm);
 }
 
@@ -121,10 +127,10 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitOptions options) {
     return true;
   }();
   (void)initialized;
+  AT_TRY(options.target.runnable_here());
   std::unique_ptr<Jit> j(new Jit());
   j->options_ = std::move(options);
-  AT_ASSIGN(tm, make_target_machine());
-  j->target_ = {tm->getTargetTriple().str(), tm->getTargetCPU().str(), tm->getTargetFeatureString().str()};
+  AT_TRY(make_target_machine(j->options_.target));  // a target LLVM cannot build fails here, not at the first kernel
   auto jit = llvm::orc::LLJITBuilder().create();
   if (!jit) return make_error("LLVM: cannot create the JIT: " + to_string(jit.takeError()));
   j->jit_ = std::move(*jit);
@@ -148,13 +154,14 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   LoweredKernel named = k;
   named.name = "kernel";
   llvm::LLVMContext ctx;
-  AT_ASSIGN(m, emit_llvm(named, ctx, target_));
+  const Target &target = options_.target;
+  AT_ASSIGN(m, emit_llvm(named, ctx, target));
   std::string ir;
   {
     llvm::raw_string_ostream os(ir);
     m->print(os, nullptr);
   }
-  std::string hex = fnv1a_hex(ir + target_.cpu + target_.features + LLVM_VERSION_STRING);
+  std::string hex = fnv1a_hex(ir + target.cpu + target.features + LLVM_VERSION_STRING);
   std::string base;
   for (char c : k.name) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   named.name = base + "_" + hex;
@@ -189,7 +196,7 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
     out.from_cache = !object.empty();
   }
   auto build = [&]() -> Expected<std::string> {
-    AT_ASSIGN(tm, make_target_machine());
+    AT_ASSIGN(tm, make_target_machine(target));
     m->setDataLayout(tm->createDataLayout());
     optimize(*m, *tm);
     AT_ASSIGN(obj, emit_file(*m, *tm, llvm::CodeGenFileType::ObjectFile));
@@ -220,6 +227,15 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   }
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
+}
+
+Expected<std::string> Jit::assembly(const LoweredKernel &k) {
+  llvm::LLVMContext ctx;
+  AT_ASSIGN(m, emit_llvm(k, ctx, options_.target));
+  AT_ASSIGN(tm, make_target_machine(options_.target));
+  m->setDataLayout(tm->createDataLayout());
+  optimize(*m, *tm);
+  return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
 }
 
 }  // namespace autotune

@@ -1,5 +1,5 @@
 #pragma once
-// Compiles lowered kernels to machine code for the host CPU with LLVM ORC's LLJIT: LoopIR ->
+// Compiles lowered kernels to machine code for a target CPU (the host's by default) with LLVM ORC's LLJIT: LoopIR ->
 // LLVM IR -> the O3 pipeline -> an object file -> linked into the process. Object files are
 // cached on disk, keyed by a hash of the unoptimized IR, the target and the LLVM version, so a
 // second run of the same model does not recompile. Thread-safe: kernels compile in parallel.
@@ -29,6 +29,7 @@ struct CompiledKernel {
 
 struct JitOptions {
   std::string cache_dir;  // empty: no disk cache
+  Target target = host_target();  // what to compile for; it must be runnable here (Target::runnable_here)
 };
 
 class Jit {
@@ -37,12 +38,13 @@ class Jit {
   ~Jit();
 
   Expected<CompiledKernel> compile(const LoweredKernel &k);
-  const TargetInfo &target() const { return target_; }
+  const Target &target() const { return options_.target; }
+  /** The kernel as assembly for the target (what a reader checks: zmm or ymm registers, FMAs). */
+  Expected<std::string> assembly(const LoweredKernel &k);
 
  private:
   Jit() = default;
   JitOptions options_;
-  TargetInfo target_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;  // guards linking into the JIT's dylib
 };

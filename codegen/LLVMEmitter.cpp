@@ -21,7 +21,7 @@ class StageEmitter {
  public:
   StageEmitter(llvm::Module &m, const LoweredKernel &k) : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k) {}
 
-  Status emit(size_t stage_index, const TargetInfo &target) {
+  Status emit(size_t stage_index, const Target &target) {
     const KernelStage &stage = k_.stages[stage_index];
     auto *ptr = llvm::PointerType::get(ctx_, 0);
     auto *i64 = llvm::Type::getInt64Ty(ctx_);
@@ -61,7 +61,7 @@ class StageEmitter {
   }
 
  private:
-  static void set_target_attrs(llvm::Function *f, const TargetInfo &t) {
+  static void set_target_attrs(llvm::Function *f, const Target &t) {
     f->addFnAttr("target-cpu", t.cpu);
     f->addFnAttr("target-features", t.features);
     f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -340,7 +340,7 @@ class StageEmitter {
 
 }  // namespace
 
-Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const TargetInfo &target) {
+Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target) {
   auto m = std::make_unique<llvm::Module>(k.name, ctx);
   m->setTargetTriple(target.triple);
   for (size_t i = 0; i < k.stages.size(); ++i) {

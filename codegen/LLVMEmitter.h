@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "codegen/Kernel.h"
+#include "codegen/Target.h"
 #include "ir/Error.h"
 
 namespace llvm {
@@ -16,11 +17,7 @@ class Module;
 
 namespace autotune {
 
-struct TargetInfo {
-  std::string triple, cpu, features;
-};
-
-Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const TargetInfo &target);
+Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target);
 
 /** The name of stage `i`'s entry function. */
 std::string stage_symbol(const LoweredKernel &k, size_t i);

@@ -731,22 +731,32 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   return Status::ok();
 }
 
-KernelSchedule default_schedule(const Graph &body) {
+KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
+  s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
+  // The widest vector that divides the channels (down to 8 lanes), two of them per block where
+  // they divide too; the accumulators take what is left of the registers after the weight
+  // vectors and the broadcast input value.
+  auto block = [&](int64_t channels) {
+    for (int v = target.lanes; v >= 8; v /= 2) {
+      if (channels % (2 * v) == 0) return std::make_pair(v, 2 * v);
+      if (channels % v == 0) return std::make_pair(v, v);
+    }
+    return std::make_pair(target.lanes, 0);
+  };
   for (const Node &n : body.nodes) {
-    if (n.op == "nn.conv2d") {
-      int64_t og = n.type.shape[1] / n.attrs.i("groups");
-      if (og % 16 == 0) s.oc_block = 16, s.px_block = 6;
-      else if (og % 8 == 0) s.oc_block = 8, s.px_block = 12;
-      else s.oc_block = 0;
-      if (n.inputs[1].kind != ValueId::Kind::kInput) s.oc_block = 0;
-    }
-    if (n.op == "nn.dense") {
-      int64_t units = n.type.shape[1];
-      s.oc_block = units % 16 == 0 ? 16 : units % 8 == 0 ? 8 : 0;
-      if (n.inputs[1].kind != ValueId::Kind::kInput) s.oc_block = 0;
-    }
+    bool conv = n.op == "nn.conv2d";
+    if (!conv && n.op != "nn.dense") continue;
+    auto [v, ob] = block(conv ? n.type.shape[1] / n.attrs.i("groups") : n.type.shape[1]);
+    if (n.inputs[1].kind != ValueId::Kind::kInput) ob = 0;  // a computed weight cannot be packed at load time
+    s.oc_block = ob;
+    if (ob == 0) continue;
+    s.vector_width = v;
+    int regs = target.vector_registers, vecs = ob / v;
+    int px = vecs == 2 ? (regs - 1 - vecs) / vecs : std::min(regs - 4, 28);
+    if (conv) px = static_cast<int>(std::min<int64_t>(px, n.type.shape[2] * n.type.shape[3]));  // no block wider than the image
+    s.px_block = px;
   }
   return s;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codegen/Kernel.h"
+#include "codegen/Target.h"
 #include "ir/Graph.h"
 
 namespace autotune {
@@ -41,8 +42,13 @@ Expected<KernelSchedule> schedule_from_json(const std::string &json);
 /** Ok if `s` can lower `body`, or the reason it cannot ("oc_block 24 does not divide 64 output channels"). */
 Status validate_schedule(const Graph &body, const KernelSchedule &s);
 
-/** The schedule the runtime uses for a group when nothing better is known. */
-KernelSchedule default_schedule(const Graph &body);
+/**
+ * The schedule the runtime uses for a group on `target` when nothing better is known: vectors
+ * of the target's width, and for conv and dense a register block sized to its register file
+ * (two weight vectors and as many pixels as the rest of the registers hold: 12 accumulators of 8
+ * floats on AVX2, 28 of 16 on AVX-512).
+ */
+KernelSchedule default_schedule(const Graph &body, const Target &target = host_target());
 
 /** A readable symbol prefix for a group's kernel ("conv2d_add_relu"); the JIT appends the IR's hash. */
 std::string kernel_name(const Graph &body);

@@ -1,8 +1,9 @@
 #pragma once
 // The keys of the tuning database. A workload is a fused group identified by a stable structural
 // hash of its printed IR (ops, attributes, shapes and dtypes; no weight values), the same on every
-// run and machine. A target names what a measurement is valid for: the ISA, the CPU, its features
-// and the thread count (TVM's database keys by workload only, a known complaint; this does not).
+// run and machine. The target key (codegen/Target: Target::key) names what a measurement is valid
+// for: the CPU, its features and the thread count (TVM's database keys by workload only, a known
+// complaint; this does not).
 #include <string>
 
 #include "ir/Graph.h"
@@ -14,8 +15,5 @@ std::string workload_hash(const Graph &body);
 
 /** A stable hash of a whole fused model, for its plan. */
 std::string model_hash(const Graph &fused);
-
-/** "x86_64-pc-linux-gnu/znver3/<hash of the feature string>/2t". */
-std::string target_key(const std::string &triple, const std::string &cpu, const std::string &features, int threads);
 
 }  // namespace autotune

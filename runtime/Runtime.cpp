@@ -116,13 +116,13 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   }
   const Graph &g = m->graph_;
   m->pool_ = ThreadPool::shared(options.threads);
-  AT_ASSIGN(jit, Jit::create({options.cache_dir}));
+  AT_ASSIGN(jit, Jit::create({options.cache_dir, options.target}));
   m->jit_ = std::move(jit);
   m->impl_ = std::make_unique<Impl>();
   Impl &impl = *m->impl_;
 
   std::unique_ptr<TuningDb> db;
-  std::string target = target_key(m->jit_->target().triple, m->jit_->target().cpu, m->jit_->target().features, m->pool_->size());
+  std::string target = m->jit_->target().key(m->pool_->size());
   if (!options.db_path.empty()) {
     AT_ASSIGN(opened, TuningDb::open(options.db_path, DbAccess::kReadOnly));  // a deploy never writes the database
     db = std::move(opened);
@@ -139,7 +139,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     info.ops = group_ops(*node.body);
     info.shape = shape_str(node.type.shape);
     info.flops = group_flops(*node.body);
-    KernelSchedule schedule = default_schedule(*node.body);
+    KernelSchedule schedule = default_schedule(*node.body, m->jit_->target());
     if (db) {
       AT_ASSIGN(best, db->best(workload_hash(*node.body), target));
       if (!best) {

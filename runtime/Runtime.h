@@ -26,6 +26,7 @@ struct CompileOptions {
   PassContext passes;                                // for load(): how the graph is optimized and fused
   std::string db_path;                               // a tuning database: each group takes its best
                                                      // record's schedule (the default where none)
+  Target target = host_target();                     // what the kernels are compiled and scheduled for
 };
 
 struct GroupInfo {

@@ -2,7 +2,7 @@
 # Installs everything autotune needs to build and test on Debian 12. Idempotent: packages
 # already present are left alone, so a second run costs one `dpkg -s` per package.
 #   scripts/setup.sh            build + test dependencies
-#   scripts/setup.sh --peers    also the PyPI peers used by bench/ (onnxruntime)
+#   scripts/setup.sh --peers    also the PyPI peers used by bench/ (onnxruntime), in build/peers (a venv)
 set -euo pipefail
 
 packages=(
@@ -32,6 +32,10 @@ else
 fi
 
 if [ "${1:-}" = "--peers" ]; then
-  dpkg -s python3-pip >/dev/null 2>&1 || { "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-pip; }
-  /usr/bin/python3 -m pip install --quiet --break-system-packages onnxruntime
+  # The peers go into a virtual environment: pip's NumPy 2 would break Debian's python3-torch.
+  dpkg -s python3-venv >/dev/null 2>&1 || { "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv python3-pip; }
+  venv="$(cd "$(dirname "$0")/.." && pwd)/build/peers"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet onnxruntime onnx numpy
+  echo "setup: peers in $venv (run bench/compare_onnxruntime.py with $venv/bin/python)"
 fi

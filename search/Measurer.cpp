@@ -282,7 +282,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   // The baseline every candidate is timed against: the task's default schedule.
   std::optional<LoweredKernel> base_k;
   std::optional<CompiledKernel> base_ck;
-  if (auto bk = lower_group(body, kernel_name(body), default_schedule(body))) {
+  if (auto bk = lower_group(body, kernel_name(body), default_schedule(body, jit_.target()))) {
     if (auto bc = jit_.compile(*bk)) base_k = bk.take(), base_ck = bc.take();
   }
   std::pair<const LoweredKernel *, const CompiledKernel *> baseline{base_k ? &*base_k : nullptr, base_ck ? &*base_ck : nullptr};

@@ -1,34 +1,42 @@
 #include "search/ScheduleSpace.h"
 
+#include <algorithm>
+
 #include "ir/Hash.h"
 
 namespace autotune {
 
 uint64_t Rng::next() { return splitmix64(state_); }
 
-ScheduleSpace ScheduleSpace::of(const Graph &body) {
+ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   ScheduleSpace sp;
+  sp.register_budget = target.vector_registers - 1;
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (n.op == "nn.conv2d" || n.op == "nn.dense") anchor = &n;
-  KernelSchedule base = default_schedule(body);
+  KernelSchedule base = default_schedule(body, target);
+  std::vector<int> widths;  // the target's vector width and the narrower ones the templates accept
+  for (int v = target.lanes; v >= 4; v /= 2) widths.push_back(v);
   sp.parallel = {base.parallel};
   sp.unroll_kx = {false};
   sp.pad_at_root = {true};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
   if (!anchor) {
-    sp.vector_width = {1, 4, 8, 16};
+    sp.vector_width = widths;
+    sp.vector_width.push_back(1);
     sp.oc_block = {0};
   } else {
     int64_t channels = anchor->op == "nn.conv2d" ? anchor->type.shape[1] / anchor->attrs.i("groups") : anchor->type.shape[1];
-    sp.vector_width = {8};
+    sp.vector_width.clear();  // blocked templates: vectors of 8 lanes or more
+    for (int v : widths)
+      if (v >= 8) sp.vector_width.push_back(v);
     sp.oc_block = {0};
     for (int ob : {8, 16, 24, 32, 48, 64})
       if (channels % ob == 0) sp.oc_block.push_back(ob);
     if (anchor->op == "nn.conv2d") {
       sp.px_block.clear();
-      for (int p = 1; p <= 16; ++p) sp.px_block.push_back(p);
+      for (int p = 1; p <= std::min(32, target.vector_registers - 3); ++p) sp.px_block.push_back(p);
       sp.parallel = {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx};
       sp.unroll_kx = {false, true};
       int64_t cg = anchor->inputs.size() > 1 ? body.type_of(anchor->inputs[1]).shape[1] : 0;
@@ -36,7 +44,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body) {
         if (ib < cg && cg % ib == 0) sp.ic_block.push_back(ib);
       const auto &p = anchor->attrs.ints("padding");
       if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
-      if (sp.oc_block.size() == 1) sp.vector_width = {4, 8, 16};  // only the direct template: its vector width
+      if (sp.oc_block.size() == 1) sp.vector_width = widths;  // only the direct template: its vector width
     }
   }
   return sp;

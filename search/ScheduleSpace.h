@@ -1,8 +1,9 @@
 #pragma once
-// The schedule space of a fused group: the knob values its template accepts. Sampling and
-// mutation only ever produce schedules that validate_schedule() accepts. A register budget
-// (accumulators + weight vectors + a broadcast within the 16 vector registers of AVX2) shapes
-// where sampling looks, the way Ansor's sketch rules do; it is a prior, not a legality rule.
+// The schedule space of a fused group on a target: the knob values its template accepts.
+// Sampling and mutation only ever produce schedules that validate_schedule() accepts. A register
+// budget (accumulators + weight vectors + a broadcast within the target's vector registers: 16
+// on AVX2, 32 on AVX-512) shapes where sampling looks, the way Ansor's sketch rules do; it is a
+// prior, not a legality rule.
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +29,7 @@ struct ScheduleSpace {
   std::vector<bool> unroll_kx, pad_at_root;
   int register_budget = 15;  // vector registers for accumulators and weights
 
-  static ScheduleSpace of(const Graph &body);
+  static ScheduleSpace of(const Graph &body, const Target &target = host_target());
   /** Number of points (before the register prior). */
   int64_t size() const;
   KernelSchedule sample(Rng &rng) const;

@@ -25,9 +25,9 @@ double TuneReport::estimated_tuned_s() const {
   return s;
 }
 
-std::string host_target(const Jit &jit, int threads) {
+std::string tuning_key(const Jit &jit, int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return target_key(jit.target().triple, jit.target().cpu, jit.target().features, threads);
+  return jit.target().key(threads);
 }
 
 namespace {
@@ -75,10 +75,11 @@ Status TuneOptions::validate() const {
 Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   auto t_start = std::chrono::steady_clock::now();
   AT_TRY(o.validate());
-  AT_ASSIGN(jit, Jit::create({o.cache_dir}));
+  AT_ASSIGN(jit, Jit::create({o.cache_dir, o.target}));
+  const Target &target = jit->target();
   AT_ASSIGN(db, TuningDb::open(o.db_path));
   TuneReport rep;
-  rep.target = host_target(*jit, o.measure.threads);
+  rep.target = tuning_key(*jit, o.measure.threads);
   Measurer measurer(*jit, o.measure);
   Rng rng(o.seed);
 
@@ -91,7 +92,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body), {}, std::nullopt};
+    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt};
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
     for (const TuningRecord &r : recs) {
@@ -164,10 +165,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     int pick = -1;
     std::vector<KernelSchedule> candidates;
     for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
-      std::string def = schedule_to_json(default_schedule(rep.tasks[i].task.body));
+      std::string def = schedule_to_json(default_schedule(rep.tasks[i].task.body, target));
       if (!states[i].measured.count(def)) {
         pick = static_cast<int>(i);
-        candidates.push_back(default_schedule(rep.tasks[i].task.body));
+        candidates.push_back(default_schedule(rep.tasks[i].task.body, target));
       }
     }
     if (pick < 0) {
@@ -219,13 +220,13 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::vector<std::pair<double, std::string>> ranked;
     for (const auto &[s, ratio] : best_ratio) ranked.emplace_back(ratio, s);
     std::sort(ranked.begin(), ranked.end());
-    std::string def = schedule_to_json(default_schedule(tr.task.body));
+    std::string def = schedule_to_json(default_schedule(tr.task.body, target));
     std::vector<KernelSchedule> leading;
     bool has_default = false;
     for (size_t k = 0; k < ranked.size() && static_cast<int>(leading.size()) < o.confirm_top; ++k) {
       if (auto s = schedule_from_json(ranked[k].second)) leading.push_back(*s), has_default |= ranked[k].second == def;
     }
-    if (!has_default) leading.push_back(default_schedule(tr.task.body));
+    if (!has_default) leading.push_back(default_schedule(tr.task.body, target));
     if (leading.size() < 2) continue;  // nothing to choose between
     if (!states[i].data) {
       AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));

@@ -30,6 +30,7 @@ struct TuneOptions {
   int confirm_top = 4;                // leading schedules per task re-measured at the end (0: no confirmation)
   MeasureOptions measure;
   std::string cache_dir;              // kernel object cache ("" for none)
+  Target target = host_target();      // what to tune for: compiled, scheduled and keyed for it
   const std::atomic<bool> *stop = nullptr;                // set by Ctrl-C: finish the current candidate, then stop
   std::function<void(const std::string &)> progress;      // one progress line per measurement
 
@@ -61,8 +62,8 @@ struct TuneReport {
   double estimated_tuned_s() const;
 };
 
-/** The target key of this machine for `threads` threads (0: all hardware threads). */
-std::string host_target(const Jit &jit, int threads);
+/** The database key of the JIT's target for `threads` threads (0: all hardware threads). */
+std::string tuning_key(const Jit &jit, int threads);
 
 Expected<TuneReport> tune(const Graph &fused, const TuneOptions &options);
 

@@ -19,6 +19,7 @@
 #include "ir/Stats.h"
 #include "db/TuningDb.h"
 #include "ir/Files.h"
+#include "codegen/Peak.h"
 #include "runtime/Runtime.h"
 #include "search/Tuner.h"
 #include "tools/Args.h"
@@ -38,6 +39,7 @@ Usage:
   autotune run     --model M.onnx [--input X.npy]... [--output Y.npy] [--executor compiled|reference]
   autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [--db D]
   autotune db      ls|best|export|import|merge --db D [...]
+  autotune target  [--target host|avx2|avx512|FILE] [--json]       # what kernels are built for
   autotune <command> --help
 
 Examples:
@@ -102,6 +104,7 @@ Options:
                      every compiled kernel is checked against
   --threads T        compiled executor threads (default: one per hardware thread)
   --db D             a tuning database: each group runs with its best measured schedule
+  --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
   --seed K           seed of the random input (default 0)
   --stage S          the graph the reference executor runs (default: optimized); the
                      compiled executor always runs the fused graph
@@ -208,12 +211,23 @@ Expected<std::vector<Tensor>> read_inputs(const Args &args, const Graph &g) {
   return inputs;
 }
 
+/** --target NAME|FILE ("cpu" is the host, as before targets had names), checked to run on this machine. */
+Expected<Target> target_from_flags(const Args &args) {
+  std::string name = args.get("target", "host");
+  auto target = resolve_target(name == "cpu" ? "host" : name);
+  if (!target) return make_error("--target " + name + ": " + target.error().message);
+  if (auto st = target->runnable_here(); !st) return make_error("--target " + name + ": " + st.error().message);
+  return target;
+}
+
 /** Compiles the model (import, passes, fusion, kernels) under the flags. */
 Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
   if (threads < 0 || threads > 4096) return make_error("--threads: must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
   AT_ASSIGN(fused, load_graph(args, "fused"));
   CompileOptions options;
+  AT_ASSIGN(target, target_from_flags(args));
+  options.target = target;
   options.threads = static_cast<int>(threads);
   options.db_path = args.get("db");
   if (!options.db_path.empty() && !std::filesystem::exists(options.db_path))
@@ -239,7 +253,7 @@ void report_tuning(const CompiledModel &m, const Args &args) {
 }
 
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db"}, {"help"}, {"input"}}));
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
@@ -301,13 +315,15 @@ Options:
   --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
   --input X.npy  the input to time (default: seeded random)
   --db D         a tuning database: each group runs with its best measured schedule
+  --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
+  autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
 )";
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -368,7 +384,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
 const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and save the best schedules
 
 Usage:
-  autotune --model M.onnx --trials N [--db tuning.db] [--target cpu] [--timeout S] [--seed K]
+  autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
   autotune tune ...    (the same)
 
@@ -381,7 +397,8 @@ command again resumes (records already in the database count toward N).
 Options:
   --trials N        total measurements for this model on this machine (default 200)
   --db D            the tuning database (SQLite; default tuning.db)
-  --target cpu      what to tune for (cpu: this machine's CPU; the only target for now)
+  --target T        what to tune for: host (default: this CPU as detected), avx2, avx512, or a
+                    JSON file (see 'autotune target --json'); records are keyed by it
   --timeout S       per-candidate limit in seconds (default 10): a hang is recorded and killed
   --seed K          search seed (default 0)
   --config C        JSON with defaults for these options (configs/search-default.json)
@@ -405,9 +422,10 @@ int cmd_tune(const std::vector<std::string> &argv) {
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
-  if (args->get("target", "cpu") != "cpu")
-    return fail(make_error("tune: --target " + args->get("target") + " is not available (cpu is; GPU tuning needs a GPU machine)"));
+  auto target = target_from_flags(*args);
+  if (!target) return fail(target.error());
   TuneOptions o;
+  o.target = *target;
   o.db_path = "tuning.db";
   o.cache_dir = default_kernel_cache_dir();
   if (args->has("config")) {
@@ -608,6 +626,54 @@ int cmd_db(const std::vector<std::string> &argv) {
   return fail(make_error("db: unknown subcommand '" + sub + "' (ls, best, export, import, merge)"));
 }
 
+const char *kTargetHelp = R"(autotune target: what kernels are compiled, scheduled and measured for
+
+Usage:
+  autotune target [--target host|avx2|avx512|FILE] [--json] [--no-peak]
+
+Prints the target: LLVM's CPU and features, the ISA, float lanes, vector registers, FMA units,
+L1/L2/L3 sizes, cores and threads, and the fp32 FMA peak measured at the target's width (a
+JIT-compiled kernel of FMA chains, on 1 thread and on all). --target narrows the host (avx2 on an
+AVX-512 machine: no 512-bit code) or reads a JSON file with any of the fields --json prints;
+run, bench and tune take the same flag, and tuning records are keyed by it.
+
+Examples:
+  autotune target --json > my-target.json
+  autotune target --target avx2
+)";
+
+int cmd_target(const std::vector<std::string> &argv) {
+  auto args = Args::parse("target", argv, {{"target"}, {"help", "json", "no-peak"}, {}});
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::fputs(kTargetHelp, stdout), 0;
+  auto target = target_from_flags(*args);
+  if (!target) return fail(target.error());
+  double peak1 = 0, peak_all = 0;
+  if (!args->has("no-peak")) {
+    auto jit = Jit::create({"", *target});
+    if (!jit) return fail(jit.error());
+    auto p1 = measure_fma_peak(**jit, 1), pa = measure_fma_peak(**jit, target->threads);
+    if (!p1 || !pa) return fail(p1 ? pa.error() : p1.error());
+    peak1 = *p1, peak_all = *pa;
+  }
+  if (args->has("json")) {
+    auto j = nlohmann::json::parse(target->to_json());
+    if (!args->has("no-peak")) j["peak_gflops"] = peak_all, j["peak_gflops_per_thread"] = peak1;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const Target &t = *target;
+  std::printf("target %s: %s, %s\n  isa %s, %d float lanes, %d vector registers, %d FMA units per core\n"
+              "  L1d %s, L2 %s, L3 %s; %d cores, %d threads\n",
+              t.name.c_str(), t.triple.c_str(), t.cpu.c_str(), t.isa.c_str(), t.lanes, t.vector_registers, t.fma_units,
+              format_bytes(static_cast<double>(t.l1_bytes)).c_str(), format_bytes(static_cast<double>(t.l2_bytes)).c_str(),
+              format_bytes(static_cast<double>(t.l3_bytes)).c_str(), t.cores, t.threads);
+  if (!args->has("no-peak"))
+    std::printf("  measured fp32 FMA peak: %.1f GFLOP/s on 1 thread, %.1f on %d\n", peak1, peak_all, t.threads);
+  std::printf("  database key: %s\n", t.key(t.threads).c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace autotune::cli
 
@@ -625,6 +691,7 @@ int main(int argc, char **argv) {
   if (cmd == "bench") return cmd_bench(rest);
   if (cmd == "tune") return cmd_tune(rest);
   if (cmd == "db") return cmd_db(rest);
+  if (cmd == "target") return cmd_target(rest);
   if (cmd.rfind("--", 0) == 0) return cmd_tune(args);  // autotune --model M --trials N
   return fail(autotune::make_error("unknown command '" + cmd + "' (see 'autotune --help')"));
 }

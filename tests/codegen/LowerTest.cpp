@@ -1,7 +1,10 @@
 // Every template of the lowering, compiled and run against the reference executor on seeded
-// random inputs. Each case asserts that no group fell back to the reference executor, so a
-// passing case really ran JIT-compiled code.
+// random inputs, once per ISA (avx2, avx512): a target this host cannot run is skipped with the
+// reason. Each case asserts that no group fell back to the reference executor, so a passing
+// case really ran JIT-compiled code for that ISA.
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "codegen/Lower.h"
 #include "ir/Parser.h"
@@ -12,17 +15,31 @@
 namespace autotune {
 namespace {
 
-CompileOptions no_cache() {
-  CompileOptions o;
-  o.cache_dir = "";
-  return o;
-}
+/** The lowering tests, run for each ISA. */
+class Lower : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto t = resolve_target(GetParam());
+    ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+    if (auto st = t->runnable_here(); !st) GTEST_SKIP() << st.error().message;
+    target_ = *t;
+  }
+  CompileOptions options() const {
+    CompileOptions o;
+    o.cache_dir = "";
+    o.target = target_;
+    return o;
+  }
+  /** Compiles IR text (fused here) and compares with the reference on seeded inputs; `want` is the schedule's text per ISA. */
+  void expect_compiled_matches(const std::string &ir, double tolerance = 1e-5, const std::map<std::string, std::string> &want = {});
+  Target target_;
+};
 
-/** Compiles IR text (fused here) and compares with the reference on seeded inputs. */
-void expect_compiled_matches(const std::string &ir, double tolerance = 1e-5, const std::string &want_schedule = "") {
+void Lower::expect_compiled_matches(const std::string &ir, double tolerance, const std::map<std::string, std::string> &want) {
+  std::string want_schedule = want.count(target_.isa) ? want.at(target_.isa) : "";
   auto g = parse_text(ir);
   ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-  auto m = CompiledModel::compile(*g, no_cache());
+  auto m = CompiledModel::compile(*g, options());
   ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
   for (const GroupInfo &gi : (*m)->groups()) {
     EXPECT_EQ(gi.fallback, "") << gi.ops;
@@ -45,17 +62,17 @@ void expect_compiled_matches(const std::string &ir, double tolerance = 1e-5, con
   }
 }
 
-TEST(Lower, BlockedConvWithPaddingStrideBiasAndEpilogue) {
+TEST_P(Lower, BlockedConvWithPaddingStrideBiasAndEpilogue) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 8, 9, 11), float32]) -> Tensor[(1, 32, 5, 6), float32] {
     %w = constant(Tensor[(32, 8, 3, 3), float32]);
     %b = constant(Tensor[(32), float32]);
     %0 = nn.conv2d(%x, %w, %b, strides=[2, 2], padding=[1, 1, 1, 1]);
     %1 = nn.relu(%0);
     return %1;
-  })", 1e-5, "oc_block 16");
+  })", 1e-5, {{"avx2", "vector 8, oc_block 16, px_block 6"}, {"avx512", "vector 16, oc_block 32, px_block 14"}});
 }
 
-TEST(Lower, BlockedConvWithResidualAddAndPixelTail) {
+TEST_P(Lower, BlockedConvWithResidualAddAndPixelTail) {
   // 7x7 = 49 output pixels: 8 blocks of 6 and a tail of 1.
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 16, 7, 7), float32], %skip: Tensor[(2, 16, 7, 7), float32]) -> Tensor[(2, 16, 7, 7), float32] {
     %w = constant(Tensor[(16, 16, 1, 1), float32]);
@@ -66,30 +83,30 @@ TEST(Lower, BlockedConvWithResidualAddAndPixelTail) {
   })");
 }
 
-TEST(Lower, BlockedConvWithEightChannelBlocksAndDilation) {
+TEST_P(Lower, BlockedConvWithEightChannelBlocksAndDilation) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 12, 12), float32]) -> Tensor[(1, 24, 8, 8), float32] {
     %w = constant(Tensor[(24, 3, 3, 3), float32]);
     %0 = nn.conv2d(%x, %w, padding=[0, 0, 0, 0], dilation=[2, 2]);
     return %0;
-  })", 1e-5, "oc_block 8");
+  })", 1e-5, {{"avx2", "vector 8, oc_block 8, px_block 12"}, {"avx512", "vector 8, oc_block 8, px_block 28"}});
 }
 
-TEST(Lower, GroupedAndDepthwiseConvUseTheDirectTemplate) {
+TEST_P(Lower, GroupedAndDepthwiseConvUseTheDirectTemplate) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 8, 10, 10), float32]) -> Tensor[(1, 8, 5, 5), float32] {
     %w = constant(Tensor[(8, 1, 3, 3), float32]);
     %b = constant(Tensor[(8), float32]);
     %0 = nn.conv2d(%x, %w, %b, strides=[2, 2], padding=[1, 1, 1, 1], groups=8);
     %1 = clip(%0, a_min=0.0f, a_max=6.0f);
     return %1;
-  })", 1e-5, "direct conv");
+  })", 1e-5, {{"avx2", "direct conv"}, {"avx512", "direct conv"}});
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 4, 6, 6), float32]) -> Tensor[(1, 6, 6, 6), float32] {
     %w = constant(Tensor[(6, 2, 3, 3), float32]);
     %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], groups=2);
     return %0;
-  })", 1e-5, "direct conv");
+  })", 1e-5, {{"avx2", "direct conv"}, {"avx512", "direct conv"}});
 }
 
-TEST(Lower, DenseBlockedAndDirect) {
+TEST_P(Lower, DenseBlockedAndDirect) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(3, 20), float32]) -> Tensor[(3, 40), float32] {
     %w = constant(Tensor[(40, 20), float32]);
     %b = constant(Tensor[(40), float32]);
@@ -97,15 +114,15 @@ TEST(Lower, DenseBlockedAndDirect) {
     %1 = add(%0, %b);
     %2 = sigmoid(%1);
     return %2;
-  })", 1e-5, "oc_block 8");
+  })", 1e-5, {{"avx2", "vector 8, oc_block 8"}, {"avx512", "vector 8, oc_block 8"}});
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5), float32]) -> Tensor[(2, 7), float32] {
     %w = constant(Tensor[(7, 5), float32]);
     %0 = nn.dense(%x, %w);
     return %0;
-  })", 1e-5, "direct dense");
+  })", 1e-5, {{"avx2", "direct dense"}, {"avx512", "direct dense"}});
 }
 
-TEST(Lower, MatmulWithBroadcastBatchAndVectorOperands) {
+TEST_P(Lower, MatmulWithBroadcastBatchAndVectorOperands) {
   expect_compiled_matches(R"(def @main(%a: Tensor[(2, 1, 3, 4), float32], %b: Tensor[(3, 4, 9), float32]) -> Tensor[(2, 3, 3, 9), float32] {
     %0 = nn.matmul(%a, %b);
     return %0;
@@ -120,7 +137,7 @@ TEST(Lower, MatmulWithBroadcastBatchAndVectorOperands) {
   })");
 }
 
-TEST(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
+TEST_P(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 10, 11), float32]) -> Tensor[(1, 3, 5, 6), float32] {
     %0 = nn.max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1]);
     return %0;
@@ -144,7 +161,7 @@ TEST(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
   })");
 }
 
-TEST(Lower, GlobalPoolMeanAndSoftmax) {
+TEST_P(Lower, GlobalPoolMeanAndSoftmax) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5, 4, 3), float32]) -> Tensor[(2, 5, 1, 1), float32] {
     %0 = nn.global_avg_pool2d(%x);
     return %0;
@@ -164,7 +181,7 @@ TEST(Lower, GlobalPoolMeanAndSoftmax) {
   })");
 }
 
-TEST(Lower, InjectiveAndElementwiseChainsInline) {
+TEST_P(Lower, InjectiveAndElementwiseChainsInline) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4), float32], %y: Tensor[(4), float32]) -> Tensor[(2, 6, 12), float32] {
     %0 = transpose(%x, axes=[0, 2, 1]);
     %1 = reshape(%0, newshape=[2, 12]);
@@ -194,7 +211,7 @@ TEST(Lower, InjectiveAndElementwiseChainsInline) {
   })");
 }
 
-TEST(Lower, KernelsPrintTheirLoopIR) {
+TEST_P(Lower, KernelsPrintTheirLoopIR) {
   auto g = parse_text(R"(def @main(%x: Tensor[(1, 16, 4, 4), float32]) -> Tensor[(1, 16, 4, 4), float32] {
     %w = constant(Tensor[(16, 16, 1, 1), float32]);
     %0 = nn.conv2d(%x, %w);
@@ -205,23 +222,23 @@ TEST(Lower, KernelsPrintTheirLoopIR) {
   auto f = run_passes(*g, {"fuse-ops"}, PassContext{});
   ASSERT_TRUE(static_cast<bool>(f));
   const Graph &body = *f->nodes[0].body;
-  auto k = lower_group(body, "conv", default_schedule(body));
+  auto k = lower_group(body, "conv", default_schedule(body, target_));
   ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
   std::string text = k->to_string();
   EXPECT_NE(text.find("stage conv2d: parallel (u, 0, 1)"), std::string::npos) << text;
   EXPECT_NE(text.find("fmuladd(p0["), std::string::npos) << text;
-  EXPECT_NE(text.find("vectorized (v"), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorized (v1, 0, " + std::to_string(target_.lanes) + ")"), std::string::npos) << text;
   ASSERT_EQ(k->packings.size(), 1u);
-  EXPECT_EQ(k->packings[0].block, 16);
+  EXPECT_EQ(k->packings[0].block, 16);  // 16 channels: two vectors of 8 on AVX2, one of 16 on AVX-512
 }
 
-TEST(Lower, IntegerKernelsFallBackToTheReferenceExecutorAndSaySo) {
+TEST_P(Lower, IntegerKernelsFallBackToTheReferenceExecutorAndSaySo) {
   auto g = parse_text(R"(def @main(%x: Tensor[(4), int64]) -> Tensor[(4), int64] {
     %0 = add(%x, %x);
     return %0;
   })");
   ASSERT_TRUE(static_cast<bool>(g));
-  auto m = CompiledModel::compile(*g, no_cache());
+  auto m = CompiledModel::compile(*g, options());
   ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
   ASSERT_EQ((*m)->groups().size(), 1u);
   EXPECT_EQ((*m)->groups()[0].fallback, "integer-valued kernels are not compiled");
@@ -229,6 +246,8 @@ TEST(Lower, IntegerKernelsFallBackToTheReferenceExecutorAndSaySo) {
   ASSERT_TRUE(static_cast<bool>(out));
   EXPECT_EQ(std::vector<int64_t>((*out)[0].i64(), (*out)[0].i64() + 4), (std::vector<int64_t>{2, -4, 6, 8}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, Lower, ::testing::Values("avx2", "avx512"), [](const auto &info) { return info.param; });
 
 }  // namespace
 }  // namespace autotune

@@ -49,13 +49,14 @@ TEST(Schedule, ValidationGivesTheReason) {
   })");
   ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
   const Graph &body = *g->nodes[0].body;
-  KernelSchedule s = default_schedule(body);
+  Target avx2 = *resolve_target("avx2");  // 8-lane vectors: the messages below name them
+  KernelSchedule s = default_schedule(body, avx2);
   EXPECT_TRUE(static_cast<bool>(validate_schedule(body, s)));
   s.oc_block = 32;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 32 does not divide 48 output channels per group");
   s.oc_block = 12;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 12 is not a multiple of vector_width 8");
-  s = default_schedule(body);
+  s = default_schedule(body, avx2);
   s.px_block = 0;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: px_block 0 is not in [1, 32]");
   s = default_schedule(body);

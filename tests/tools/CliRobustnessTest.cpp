@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "db/TuningDb.h"
 #include "ir/Hash.h"
 #include "ir/Npy.h"
@@ -200,6 +202,25 @@ TEST_F(CliRobustness, ImportingAnUntrustworthyRecordIsOneLine) {
                                    << "\", \"schedule\": \"{}\", \"status\": \"ok\", \"runs\": 5}\n";
   expect_one_line_error(cli("db import --db " + path("t.db") + " --input " + path("bad.jsonl")), path("bad.jsonl") + ":1",
                         "an ok record needs 0 < min_s <= median_s and runs > 0");
+}
+
+TEST_F(CliRobustness, TargetPrintsTheDescriptionAndKeysTheDatabase) {
+  Outcome t = cli("target --json");
+  ASSERT_EQ(t.code, 0) << t.err;
+  auto j = nlohmann::json::parse(t.out);
+  for (const char *key : {"isa", "lanes", "vector_registers", "l1_bytes", "l2_bytes", "l3_bytes", "threads", "peak_gflops"})
+    EXPECT_TRUE(j.contains(key)) << key << " in " << t.out;
+  EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
+  // Records of one target never serve another: tuning for avx2 keys its records by avx2's key.
+  Outcome avx2 = cli("target --target avx2 --no-peak");
+  if (avx2.code != 0) GTEST_SKIP() << avx2.err;  // an x86 host without AVX2
+  std::string key = avx2.out.substr(avx2.out.find("database key: ") + 14);
+  key = key.substr(0, key.find('/', key.find('/', key.find('/') + 1) + 1));  // triple/cpu/features
+  Outcome tune = cli("--model " + model_path("tiny_cnn") + " --trials 13 --min-time 0.002 --target avx2 --db " + path("t.db"));
+  ASSERT_EQ(tune.code, 0) << tune.err;
+  EXPECT_NE(tune.out.find(" on " + key + "/"), std::string::npos) << tune.out;
+  Outcome bad = cli("bench --model " + model_path("tiny_cnn") + " --target nonesuch");
+  expect_one_line_error(bad, "--target nonesuch", "unknown target 'nonesuch' (host, avx2, avx512, or a JSON file)");
 }
 
 /** Starts `autotune ARGS` in the background with stderr to `log`; returns its pid. */

@@ -1,0 +1,191 @@
+#include "codegen/Target.h"
+
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "ir/Files.h"
+#include "ir/Hash.h"
+
+namespace autotune {
+
+const std::vector<std::pair<std::string, std::string>> &builtin_target_descriptions();  // BuiltinTargets.cpp (generated)
+
+namespace {
+
+/** The "+name" features of an LLVM feature string (a later "-name" switches one off again). */
+std::set<std::string> enabled_features(const std::string &features) {
+  std::set<std::string> on;
+  std::stringstream ss(features);
+  for (std::string f; std::getline(ss, f, ',');) {
+    if (f.size() < 2) continue;
+    if (f[0] == '+') on.insert(f.substr(1));
+    else if (f[0] == '-') on.erase(f.substr(1));
+  }
+  return on;
+}
+
+/** A sysfs cache size ("48K", "2048K", "32M") in bytes, or 0. */
+int64_t parse_cache_size(const std::string &s) {
+  try {
+    size_t pos = 0;
+    int64_t v = std::stoll(s, &pos);
+    char unit = pos < s.size() ? s[pos] : ' ';
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : unit == 'G' ? v << 30 : v;
+  } catch (const std::exception &) {
+    return 0;
+  }
+}
+
+std::string read_line(const std::string &path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+/** Fills the ISA, lanes and register count from the enabled features (x86; "generic" elsewhere). */
+void classify_isa(Target &t) {
+  std::set<std::string> on = enabled_features(t.features);
+  bool x86 = t.triple.rfind("x86_64", 0) == 0;
+  if (x86 && on.count("avx512f")) t.isa = "avx512", t.lanes = 16, t.vector_registers = 32;
+  else if (x86 && on.count("avx2") && on.count("fma")) t.isa = "avx2", t.lanes = 8, t.vector_registers = 16;
+  else if (x86) t.isa = "sse", t.lanes = 4, t.vector_registers = 16;
+  else t.isa = "generic", t.lanes = 4, t.vector_registers = 16;
+}
+
+Target detect_host() {
+  Target t;
+  t.name = "host";
+  if (auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost()) {
+    t.triple = jtmb->getTargetTriple().str();
+    t.cpu = jtmb->getCPU();
+    t.features = jtmb->getFeatures().getString();
+  } else {
+    llvm::consumeError(jtmb.takeError());
+  }
+  classify_isa(t);
+  // Caches of cpu0 from sysfs: the L1 data cache, the unified L2 and L3.
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string level = read_line(dir + "level"), type = read_line(dir + "type");
+    if (level.empty()) break;
+    int64_t size = parse_cache_size(read_line(dir + "size"));
+    if (size <= 0) continue;
+    if (level == "1" && type == "Data") t.l1_bytes = size;
+    else if (level == "2") t.l2_bytes = size;
+    else if (level == "3") t.l3_bytes = size;
+  }
+  t.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::set<std::string> cores;  // distinct (package, core) pairs of the online CPUs
+  for (int c = 0; c < t.threads; ++c) {
+    std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    std::string core = read_line(topo + "core_id"), package = read_line(topo + "physical_package_id");
+    if (!core.empty()) cores.insert(package + "/" + core);
+  }
+  t.cores = cores.empty() ? t.threads : static_cast<int>(cores.size());
+  return t;
+}
+
+/** Applies a JSON description's fields to `t`; the error names the field. */
+Status apply_description(Target &t, const std::string &json, const std::string &label) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error(label + ": not a JSON object");
+  try {
+    // The instruction set first: the ISA, lanes and registers follow from the features unless the
+    // description says otherwise.
+    if (j.contains("triple")) t.triple = j["triple"].get<std::string>();
+    if (j.contains("cpu")) t.cpu = j["cpu"].get<std::string>();
+    if (j.contains("features")) t.features += (t.features.empty() ? "" : ",") + j["features"].get<std::string>();  // on top of the host's
+    classify_isa(t);
+    for (auto &[k, v] : j.items()) {
+      if (k == "triple" || k == "cpu" || k == "features") continue;
+      if (k == "name") t.name = v.get<std::string>();
+      else if (k == "isa") t.isa = v.get<std::string>();
+      else if (k == "lanes") t.lanes = v.get<int>();
+      else if (k == "vector_registers") t.vector_registers = v.get<int>();
+      else if (k == "fma_units") t.fma_units = v.get<int>();
+      else if (k == "l1_bytes") t.l1_bytes = v.get<int64_t>();
+      else if (k == "l2_bytes") t.l2_bytes = v.get<int64_t>();
+      else if (k == "l3_bytes") t.l3_bytes = v.get<int64_t>();
+      else if (k == "cores") t.cores = v.get<int>();
+      else if (k == "threads") t.threads = v.get<int>();
+      else if (k == "peak_gflops" || k == "peak_gflops_per_thread") continue;  // measurements `autotune target --json` prints
+      else return make_error(label + ": unknown field '" + k + "'");
+    }
+  } catch (const std::exception &e) {
+    return make_error(label + ": " + e.what());
+  }
+  if (t.lanes != 4 && t.lanes != 8 && t.lanes != 16) return make_error(label + ": lanes must be 4, 8 or 16");
+  if (t.vector_registers < 8 || t.vector_registers > 64) return make_error(label + ": vector_registers must be between 8 and 64");
+  if (t.fma_units < 1 || t.fma_units > 4) return make_error(label + ": fma_units must be between 1 and 4");
+  if (t.cores < 1 || t.threads < 1) return make_error(label + ": cores and threads must be at least 1");
+  for (int64_t c : {t.l1_bytes, t.l2_bytes, t.l3_bytes})
+    if (c < 1024) return make_error(label + ": cache sizes must be at least 1 KiB");
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string Target::to_json() const {
+  nlohmann::json j{{"name", name},       {"isa", isa},     {"triple", triple}, {"cpu", cpu},
+                   {"features", features}, {"lanes", lanes}, {"vector_registers", vector_registers},
+                   {"fma_units", fma_units}, {"l1_bytes", l1_bytes}, {"l2_bytes", l2_bytes},
+                   {"l3_bytes", l3_bytes}, {"cores", cores}, {"threads", threads}};
+  return j.dump(2);
+}
+
+std::string Target::key(int run_threads) const {
+  // The features as a set, so "avx512" resolved on an AVX-512 host (the host's features plus the
+  // ones it already has) keys the same records as "host".
+  std::string set;
+  for (const std::string &f : enabled_features(features)) set += f + ",";
+  return triple + "/" + cpu + "/" + fnv1a_hex(set).substr(0, 8) + "/" + std::to_string(run_threads) + "t";
+}
+
+Status Target::runnable_here() const {
+  const Target &host = host_target();
+  if (triple != host.triple) return make_error("target " + name + " is " + triple + ", this machine is " + host.triple);
+  std::set<std::string> have = enabled_features(host.features);
+  for (const std::string &f : enabled_features(features))
+    if (!have.count(f))
+      return make_error("target " + name + " (" + isa + ") needs the CPU feature " + f + ", which this machine (" + host.cpu + ", " + host.isa +
+                        ") lacks");
+  return Status::ok();
+}
+
+const Target &host_target() {
+  static const Target host = detect_host();
+  return host;
+}
+
+std::string known_target_names() {
+  std::string names = "host";
+  for (const auto &[name, json] : builtin_target_descriptions()) names += ", " + name;
+  return names;
+}
+
+Expected<Target> resolve_target(const std::string &name_or_file) {
+  Target t = host_target();
+  if (name_or_file.empty() || name_or_file == "host") return t;
+  for (const auto &[name, json] : builtin_target_descriptions()) {
+    if (name != name_or_file) continue;
+    AT_TRY(apply_description(t, json, "target " + name));
+    return t;
+  }
+  if (!std::filesystem::is_regular_file(name_or_file))
+    return make_error("unknown target '" + name_or_file + "' (" + known_target_names() + ", or a JSON file)");
+  AT_ASSIGN(text, read_file(name_or_file));
+  t.name = std::filesystem::path(name_or_file).stem().string();
+  AT_TRY(apply_description(t, text, name_or_file));
+  return t;
+}
+
+}  // namespace autotune
