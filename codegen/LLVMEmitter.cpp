@@ -2,6 +2,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -232,7 +233,14 @@ class StageEmitter {
     AT_TRY(emit_stmt(body));
     llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1));
     iv->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateBr(header);
+    llvm::BranchInst *back = b_.CreateBr(header);
+    // Unrolling is the schedule's decision (unrolled loops are emitted unrolled): LLVM unrolling a
+    // reduction loop around a register block interleaves its iterations and spills accumulators.
+    llvm::MDNode *self = llvm::MDNode::getTemporary(ctx_, {}).release();
+    llvm::MDNode *loop_id = llvm::MDNode::get(ctx_, {self, llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")})});
+    loop_id->replaceOperandWith(0, loop_id);
+    llvm::MDNode::deleteTemporary(self);
+    back->setMetadata(llvm::LLVMContext::MD_loop, loop_id);
     b_.SetInsertPoint(exit);
     if (saved) vars_[v] = saved;
     else vars_.erase(v);

@@ -757,6 +757,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     int px = vecs == 2 ? (regs - 1 - vecs) / vecs : std::min(regs - 4, 28);
     if (conv) px = static_cast<int>(std::min<int64_t>(px, n.type.shape[2] * n.type.shape[3]));  // no block wider than the image
     s.px_block = px;
+    // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
+    // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
+    if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
   }
   return s;
 }
