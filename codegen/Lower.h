@@ -29,6 +29,9 @@ struct KernelSchedule {
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile
+  bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
+                                // pixels as the vector (contiguous in NCHW), not one pixel at a time
+                                // with channels as the vector (a lane per channel plane)
 
   std::string to_string() const;
   bool operator==(const KernelSchedule &o) const;
@@ -52,6 +55,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target = host_t
 
 /** A readable symbol prefix for a group's kernel ("conv2d_add_relu"); the JIT appends the IR's hash. */
 std::string kernel_name(const Graph &body);
+
+/** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */
+bool epilogue_is_pixelwise(const Graph &body, int anchor);
 
 /** Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an error. */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);

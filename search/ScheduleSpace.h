@@ -26,7 +26,7 @@ class Rng {
 struct ScheduleSpace {
   std::vector<int> vector_width, oc_block, px_block, ic_block;
   std::vector<KernelSchedule::Parallel> parallel;
-  std::vector<bool> unroll_kx, pad_at_root;
+  std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue;
   int register_budget = 15;  // vector registers for accumulators and weights
 
   static ScheduleSpace of(const Graph &body, const Target &target = host_target());
