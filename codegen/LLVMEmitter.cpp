@@ -10,6 +10,8 @@
 
 #include <unordered_map>
 
+#include <cmath>
+
 namespace autotune {
 
 using namespace loop;
@@ -199,6 +201,40 @@ class StageEmitter {
     AT_CHECK(false, "bad binary op");
   }
 
+  /**
+   * exp(x) of float32 scalars and vectors without a library call, which LLVM makes once per lane
+   * (a 1x1 conv with a SiLU epilogue ran at 6 GFLOP/s on them). Cephes' expf: x = n ln2 + r with
+   * n = floor(x log2(e) + 1/2), ln2 split in two so n ln2 is exact, exp(r) by a degree-6
+   * polynomial, 2^n built in the exponent field. Within 1.3 ulps of the exact value on [-87.3, 88.7]
+   * (tests/codegen/JitTest.cpp checks 2 at every width); 0 below (results that would be
+   * denormal), +inf above, NaN stays NaN.
+   */
+  llvm::Value *emit_exp(llvm::Value *x) {
+    llvm::Type *t = x->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
+    const double hi = 88.72283935546875, lo = -87.33654022216797;
+    llvm::Value *xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(hi)), c(hi), x);
+    xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(lo)), c(lo), xc);
+    llvm::Value *n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(xc, c(1.44269504088896341), c(0.5)));
+    llvm::Value *r = fma(n, c(-0.693359375), xc);
+    r = fma(n, c(2.12194440e-4), r);
+    llvm::Value *y = c(1.9875691500e-4);
+    for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) y = fma(y, r, c(k));
+    y = fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0)));
+    llvm::Type *it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
+                                     : static_cast<llvm::Type *>(b_.getInt32Ty());
+    // 2^n in two halves, each a normal float: n reaches 128 (exp just below FLT_MAX) and -126.
+    llvm::Value *ni = b_.CreateFPToSI(n, it), *n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1)), *n2 = b_.CreateSub(ni, n1);
+    auto pow2 = [&](llvm::Value *k) {
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), t);
+    };
+    y = b_.CreateFMul(b_.CreateFMul(y, pow2(n1)), pow2(n2));
+    y = b_.CreateSelect(b_.CreateFCmpOGT(x, c(hi)), c(INFINITY), y);
+    y = b_.CreateSelect(b_.CreateFCmpOLT(x, c(lo)), c(0.0), y);
+    return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
+  }
+
   llvm::Value *emit_call(const Expr &e) {
     std::vector<llvm::Value *> args;
     bool any_vector = false;
@@ -210,7 +246,7 @@ class StageEmitter {
       for (auto &a : args) a = splat(a);
     llvm::Type *t = args[0]->getType();
     if (e->name == "fmuladd") return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, args);
-    if (e->name == "exp") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, args[0]);
+    if (e->name == "exp") return emit_exp(args[0]);
     if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
     if (e->name == "floor") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, args[0]);
     AT_CHECK(false, "unknown intrinsic " + e->name);

@@ -7,7 +7,10 @@ ResNet-18 and ResNet-50 follow torchvision's architecture (7x7/2 stem conv, 3x3/
 basic or bottleneck blocks with 1x1 downsample convs, global average pool, flatten, gemm) at
 opset 13, in both forms torch.onnx.export writes: BatchNormalization folded into the convs
 (resnetXX.onnx, as with do_constant_folding in eval mode) and kept as its own node
-(resnetXX_bn.onnx). The small models exercise every supported op and opset-specific form:
+(resnetXX_bn.onnx). MobileNetV2 and EfficientNet-B0 follow torchvision's too (inverted residuals
+with depthwise convs and ReLU6 as Clip; MBConv blocks with SiLU as Sigmoid + Mul and
+squeeze-and-excitation), BN folded, at opset 13: the depthwise, small-channel and transcendental
+work the ResNets lack. The small models exercise every supported op and opset-specific form:
 
   tiny_cnn.onnx   conv/bn/relu, residual add, depthwise conv with SAME_UPPER, Clip (input
                   form), HardSwish, pools with pads, count_include_pad and ceil_mode,
@@ -121,6 +124,76 @@ def resnet(depth, fold):
                    13, f"resnet{depth}")
 
 
+def conv_folded(b, x, prefix, cin, cout, k, stride, groups=1):
+    """A conv with BatchNormalization folded in (torch.onnx.export in eval mode), 'same' padding."""
+    w = b.conv_weight(cout, cin // groups, k)
+    gamma, beta, mean, var = b.bn_params(cout)
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-5)
+    wf = (w * scale[:, None, None, None]).astype(np.float32)
+    bf = (beta - mean * scale).astype(np.float32)
+    pad = (k - 1) // 2
+    return b.node("Conv", [x, b.init(prefix + ".weight", wf), b.init(prefix + ".bias", bf)], kernel_shape=[k, k],
+                  strides=[stride, stride], pads=[pad] * 4, group=groups)
+
+
+def classifier(b, x, features):
+    x = b.node("GlobalAveragePool", [x])
+    x = b.node("Flatten", [x], axis=1)
+    bound = 1 / np.sqrt(features)
+    x = b.node("Gemm", [x, b.init("classifier.weight", b.uniform((1000, features), -bound, bound)),
+                        b.init("classifier.bias", b.uniform(1000, -bound, bound))], alpha=1.0, beta=1.0, transB=1)
+    b.nodes[-1].output[0] = "output"
+
+
+def mobilenet_v2():
+    b = Builder(seed=102)
+    zero, six = b.init("relu6.min", np.array(0.0, np.float32)), b.init("relu6.max", np.array(6.0, np.float32))
+    relu6 = lambda x: b.node("Clip", [x, zero, six])
+    x = relu6(conv_folded(b, "input", "features.0", 3, 32, 3, 2))
+    cin = 32
+    for i, (t, c, n, s) in enumerate([(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                                      (6, 160, 3, 2), (6, 320, 1, 1)]):
+        for j in range(n):
+            stride, p, hidden = s if j == 0 else 1, f"features.{i + 1}.{j}", cin * t
+            y = x if t == 1 else relu6(conv_folded(b, x, p + ".expand", cin, hidden, 1, 1))
+            y = relu6(conv_folded(b, y, p + ".dw", hidden, hidden, 3, stride, groups=hidden))
+            y = conv_folded(b, y, p + ".project", hidden, c, 1, 1)
+            x = b.node("Add", [x, y]) if stride == 1 and cin == c else y
+            cin = c
+    x = relu6(conv_folded(b, x, "features.18", 320, 1280, 1, 1))
+    classifier(b, x, 1280)
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], 13, "mobilenet_v2")
+
+
+def efficientnet_b0():
+    b = Builder(seed=200)
+    silu = lambda x: b.node("Mul", [x, b.node("Sigmoid", [x])])
+    x = silu(conv_folded(b, "input", "features.0", 3, 32, 3, 2))
+    cin = 32
+    stages = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3), (6, 5, 2, 192, 4),
+              (6, 3, 1, 320, 1)]
+    for i, (ratio, k, s, c, n) in enumerate(stages):
+        for j in range(n):
+            stride, p, hidden = s if j == 0 else 1, f"features.{i + 1}.{j}", cin * ratio
+            y = x if ratio == 1 else silu(conv_folded(b, x, p + ".expand", cin, hidden, 1, 1))
+            y = silu(conv_folded(b, y, p + ".dw", hidden, hidden, k, stride, groups=hidden))
+            squeeze = max(1, cin // 4)  # squeeze-and-excitation
+            se = b.node("GlobalAveragePool", [y])
+            se = silu(b.node("Conv", [se, b.init(p + ".se.fc1.weight", b.conv_weight(squeeze, hidden, 1)),
+                                      b.init(p + ".se.fc1.bias", b.uniform(squeeze, -0.1, 0.1))]))
+            se = b.node("Sigmoid", [b.node("Conv", [se, b.init(p + ".se.fc2.weight", b.conv_weight(hidden, squeeze, 1)),
+                                                    b.init(p + ".se.fc2.bias", b.uniform(hidden, -0.1, 0.1))])])
+            y = b.node("Mul", [y, se])
+            y = conv_folded(b, y, p + ".project", hidden, c, 1, 1)
+            x = b.node("Add", [x, y]) if stride == 1 and cin == c else y
+            cin = c
+    x = silu(conv_folded(b, x, "features.8", 320, 1280, 1, 1))
+    classifier(b, x, 1280)
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], 13, "efficientnet_b0")
+
+
 def tiny_cnn():
     b = Builder(seed=1)
     x = b.node("Relu", [conv_bn(b, "input", "conv1", 3, 8, 3, 1, 1, fold=False)])
@@ -218,7 +291,8 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    models = {"tiny_cnn": tiny_cnn, "mlp": mlp, "shape_ops": shape_ops, "legacy": legacy}
+    models = {"tiny_cnn": tiny_cnn, "mlp": mlp, "shape_ops": shape_ops, "legacy": legacy,
+              "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0}
     for depth in (18, 50):
         models[f"resnet{depth}"] = lambda d=depth: resnet(d, fold=True)
         models[f"resnet{depth}_bn"] = lambda d=depth: resnet(d, fold=False)
