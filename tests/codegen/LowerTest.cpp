@@ -106,6 +106,24 @@ TEST_P(Lower, GroupedAndDepthwiseConvUseTheDirectTemplate) {
   })", 1e-5, {{"avx2", "direct conv"}, {"avx512", "direct conv"}});
 }
 
+TEST_P(Lower, StridedDirectConvsReadColumnsSplitByPhase) {
+  // Column strides 2 and 3, with dilation, odd widths and padding: the copy splits each row's
+  // columns by phase; every output column must still read the right input.
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 6, 13, 13), float32]) -> Tensor[(1, 6, 5, 5), float32] {
+    %w = constant(Tensor[(6, 1, 5, 5), float32]);
+    %b = constant(Tensor[(6), float32]);
+    %0 = nn.conv2d(%x, %w, %b, strides=[2, 2], padding=[2, 1, 2, 3], dilation=[2, 2], groups=6);
+    %1 = sigmoid(%0);
+    %2 = multiply(%0, %1);
+    return %2;
+  })", 1e-5, {{"avx2", "direct conv"}, {"avx512", "direct conv"}});
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 4, 11, 17), float32]) -> Tensor[(2, 4, 4, 6), float32] {
+    %w = constant(Tensor[(4, 1, 3, 3), float32]);
+    %0 = nn.conv2d(%x, %w, strides=[3, 3], padding=[1, 1, 1, 1], groups=4);
+    return %0;
+  })", 1e-5, {{"avx2", "direct conv"}, {"avx512", "direct conv"}});
+}
+
 TEST_P(Lower, DenseBlockedAndDirect) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(3, 20), float32]) -> Tensor[(3, 40), float32] {
     %w = constant(Tensor[(40, 20), float32]);
