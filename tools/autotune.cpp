@@ -351,16 +351,27 @@ int cmd_bench(const std::vector<std::string> &argv) {
   double med = median(total), lo = *std::min_element(total.begin(), total.end()), hi = *std::max_element(total.begin(), total.end());
   double flops = 0;
   for (const GroupInfo &gi : model.groups()) flops += gi.flops;
+  // The roofline's ceiling: the target's FMA peak on the threads the model ran on, measured now.
+  auto target = target_from_flags(*args);
+  if (!target) return fail(target.error());
+  auto peak_jit = Jit::create({"", *target});
+  if (!peak_jit) return fail(peak_jit.error());
+  auto peak = measure_fma_peak(**peak_jit, model.threads());
+  if (!peak) return fail(peak.error());
+  auto share = [&](double gflops) { return *peak > 0 ? 100.0 * gflops / *peak : 0.0; };
   if (args->has("json")) {
     std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
-                "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"groups\": [",
+                "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"isa\": \"%s\", "
+                "\"peak_gflops\": %.1f, \"groups\": [",
                 args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
-                model.compile_ms(), model.tuned_groups());
+                model.compile_ms(), model.tuned_groups(), target->isa.c_str(), *peak);
     for (size_t k = 0; k < per_group.size(); ++k) {
       const GroupInfo &gi = model.groups()[k];
-      std::printf("%s{\"id\": \"%s\", \"ops\": \"%s\", \"median_ms\": %.4f, \"gflops_per_s\": %.2f, \"compiled\": %s}",
-                  k ? ", " : "", gi.name.c_str(), gi.ops.c_str(), median(per_group[k]),
-                  gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9), gi.fallback.empty() ? "true" : "false");
+      double gflops = gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9);
+      std::printf("%s{\"id\": \"%s\", \"ops\": \"%s\", \"median_ms\": %.4f, \"gflops_per_s\": %.2f, \"share_of_peak\": %.4f, "
+                  "\"compiled\": %s}",
+                  k ? ", " : "", gi.name.c_str(), gi.ops.c_str(), median(per_group[k]), gflops, share(gflops) / 100,
+                  gi.fallback.empty() ? "true" : "false");
     }
     std::printf("]}\n");
     return 0;
@@ -368,15 +379,17 @@ int cmd_bench(const std::vector<std::string> &argv) {
   std::printf("%s: %zu groups, %.2f GFLOP per run, %d threads, compiled in %.0f ms (%d kernels compiled, %d from cache)\n",
               args->get("model").c_str(), model.groups().size(), flops / 1e9, model.threads(), model.compile_ms(),
               model.kernels_compiled(), model.kernels_cached());
-  std::printf("%-6s %-34s %-20s %10s %10s\n", "group", "ops", "output", "median ms", "GFLOP/s");
+  std::printf("target %s (%s): measured fp32 FMA peak %.1f GFLOP/s on %d threads\n", target->cpu.c_str(), target->isa.c_str(), *peak,
+              model.threads());
+  std::printf("%-6s %-34s %-20s %10s %10s %7s\n", "group", "ops", "output", "median ms", "GFLOP/s", "% peak");
   for (size_t k = 0; k < per_group.size(); ++k) {
     const GroupInfo &gi = model.groups()[k];
-    double ms = median(per_group[k]);
-    std::printf("%-6s %-34s %-20s %10.3f %10.1f%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), gi.shape.c_str(), ms,
-                gi.flops / 1e6 / std::max(ms, 1e-9), gi.fallback.empty() ? "" : ("  [reference executor: " + gi.fallback + "]").c_str());
+    double ms = median(per_group[k]), gflops = gi.flops / 1e6 / std::max(ms, 1e-9);
+    std::printf("%-6s %-34s %-20s %10.3f %10.1f %6.1f%%%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), gi.shape.c_str(), ms,
+                gflops, share(gflops), gi.fallback.empty() ? "" : ("  [reference executor: " + gi.fallback + "]").c_str());
   }
-  std::printf("end to end: median %.3f ms, min %.3f ms, max %.3f ms over %lld runs (%.1f GFLOP/s)\n", med, lo, hi,
-              static_cast<long long>(*runs), flops / 1e6 / med);
+  std::printf("end to end: median %.3f ms, min %.3f ms, max %.3f ms over %lld runs (%.1f GFLOP/s, %.1f%% of peak)\n", med, lo, hi,
+              static_cast<long long>(*runs), flops / 1e6 / med, share(flops / 1e6 / med));
   return 0;
 }
 

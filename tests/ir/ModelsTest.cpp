@@ -182,6 +182,12 @@ TEST_F(Cli, BenchJsonReportsLatencyAndEveryGroup) {
   EXPECT_EQ(j["runs"], 3);
   ASSERT_EQ(j["groups"].size(), 13u);  // the 13 fused groups of tiny_cnn, softmax last
   for (const auto &g : j["groups"]) EXPECT_TRUE(g["compiled"].get<bool>()) << g["ops"];
+  // The roofline's ceiling for the target it ran on, and each group's share of it.
+  double peak = j["peak_gflops"].get<double>();
+  EXPECT_GT(peak, 0.0);
+  EXPECT_FALSE(j["isa"].get<std::string>().empty());
+  for (const auto &g : j["groups"])
+    EXPECT_NEAR(g["share_of_peak"].get<double>(), g["gflops_per_s"].get<double>() / peak, 1e-3) << g["ops"];
   out = cli("bench --model " + model_path("tiny_cnn") + " --runs 0", &code);
   EXPECT_EQ(code, 1);
   EXPECT_EQ(out, "autotune: error: bench: --runs must be at least 1\n");
