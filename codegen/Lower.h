@@ -7,57 +7,13 @@
 #include <string>
 
 #include "codegen/Kernel.h"
-#include "codegen/Target.h"
+#include "codegen/Schedule.h"
 #include "ir/Graph.h"
 
 namespace autotune {
 
-/**
- * The schedule of one fused group: the knobs of its anchor's template. Plain data, JSON with a
- * version (schedule_to_json); validate_schedule() gives the reason an illegal one is illegal.
- */
-struct KernelSchedule {
-  enum class Parallel { kOc, kPx, kOcPx };
-  int vector_width = 8;       // float lanes of vectorized loops (elementwise, reductions, direct conv)
-  int oc_block = 16;          // conv/dense: output channels per register block and packing block
-                              // (a multiple of 8); 0: the direct template
-  int px_block = 6;           // conv: output pixels per register block
-  Parallel parallel = Parallel::kOc;  // conv: the threads split output-channel blocks, pixel blocks, or both
-  bool unroll_kx = false;     // conv: unroll the kernel-column loop of the reduction
-  bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or recompute
-                              // the bounds at every read (inline)
-  int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
-                              // pixel loop so its input slice stays in cache (partial sums go
-                              // through the output); 0: one tile
-  bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
-                                // pixels as the vector (contiguous in NCHW), not one pixel at a time
-                                // with channels as the vector (a lane per channel plane)
-
-  std::string to_string() const;
-  bool operator==(const KernelSchedule &o) const;
-};
-
-/** The schedule as JSON: {"version": 1, "vector_width": 8, ...}. */
-std::string schedule_to_json(const KernelSchedule &s);
-/** Reads schedule JSON; an error names what is wrong (version, a field, a value). */
-Expected<KernelSchedule> schedule_from_json(const std::string &json);
-
-/** Ok if `s` can lower `body`, or the reason it cannot ("oc_block 24 does not divide 64 output channels"). */
-Status validate_schedule(const Graph &body, const KernelSchedule &s);
-
-/**
- * The schedule the runtime uses for a group on `target` when nothing better is known: vectors
- * of the target's width, and for conv and dense a register block sized to its register file
- * (two weight vectors and as many pixels as the rest of the registers hold: 12 accumulators of 8
- * floats on AVX2, 28 of 16 on AVX-512).
- */
-KernelSchedule default_schedule(const Graph &body, const Target &target = host_target());
-
 /** A readable symbol prefix for a group's kernel ("conv2d_add_relu"); the JIT appends the IR's hash. */
 std::string kernel_name(const Graph &body);
-
-/** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */
-bool epilogue_is_pixelwise(const Graph &body, int anchor);
 
 /** Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an error. */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);

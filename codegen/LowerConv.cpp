@@ -1,0 +1,181 @@
+// The conv templates: register-blocked (packed weights, an output block in registers) and direct
+// (depthwise and narrow groups), and the padded, phase-split copies of their inputs.
+#include "codegen/Lowerer.h"
+
+namespace autotune::lowering {
+
+Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases) {
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
+  const auto &p = conv.attrs.ints("padding");
+  bool padded = (p[0] || p[1] || p[2] || p[3]) && !padding_inline;
+  if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
+  int64_t hp = xs[2] + p[0] + p[2], wp = xs[3] + p[1] + p[3], wq = (wp + phases - 1) / phases;
+  Buffer buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * hp * phases * wq, BufferScope::kTemp);
+  k_.buffers.push_back(buf);
+  Index pidx = unravel(var("r"), {xs[0], xs[1], hp});
+  Expr row = ravel(pidx, {xs[0], xs[1], hp}) * (phases * wq);
+  Expr y = pidx[2] - int_imm(p[0]);
+  Expr row_valid = in_range(y, 0, xs[2]);
+  Expr yc = clamp(y, 0, xs[2] - 1);
+  auto zeros = [&](int64_t from, int64_t count) {
+    return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(buf, row + x, float_imm(0))); }, from);
+  };
+  Stmt body;
+  if (phases == 1) {
+    // Rows of zeros above and below; inside, the zero columns either side and a contiguous copy
+    // of the input row between them (no clamped, per-lane reads).
+    Stmt inside = seq({zeros(0, p[1]),
+                       row_loops(xs[3], [&](Expr x, int lanes, Expr lane) {
+                         return lanes_of(lanes, lane, store(buf, row + x, value_at(conv.inputs[0], {pidx[0], pidx[1], yc, x - int_imm(p[1])})));
+                       }, p[1]),
+                       zeros(p[1] + xs[3], wp - p[1] - xs[3])});
+    body = if_then(row_valid, inside, zeros(0, wp));
+  } else {
+    // Each phase's columns are written contiguously; reading them takes every phases-th column.
+    std::vector<Stmt> parts;
+    for (int64_t ph = 0; ph < phases; ++ph) {
+      int64_t count = (wp - ph + phases - 1) / phases;
+      parts.push_back(row_loops(count, [&, ph](Expr q, int lanes, Expr lane) {
+        Expr xx = q * phases + int_imm(ph - p[1]);
+        Expr valid = both(row_valid, in_range(xx, 0, xs[3]));
+        Expr v = value_at(conv.inputs[0], {pidx[0], pidx[1], yc, clamp(xx, 0, xs[3] - 1)});
+        return lanes_of(lanes, lane, store(buf, row + int_imm(ph * wq) + q, select(valid, v, float_imm(0))));
+      }));
+    }
+    body = seq(parts);
+  }
+  add_stage(phases > 1 ? "pad_phases" : "pad", "r", xs[0] * xs[1] * hp, body);
+  Source src{buf, hp, phases * wq};
+  src.phases = phases, src.wq = wq;
+  return src;
+}
+
+Status Lowerer::lower_conv2d() {
+  AT_TRY(check_inlinable());
+  const Node &conv = g_.nodes[anchor_];
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
+  const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
+  int64_t N = xs[0], C = xs[1], O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
+  int64_t G = conv.attrs.i("groups"), OG = O / G;
+  if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
+  int V = s_.vector_width, OB = s_.oc_block;
+  bool blocked = OB > 0;
+  // The direct template vectorizes over output columns: with a column stride, split the copy's
+  // columns by phase so those reads are contiguous (stride-2 depthwise convs ran at 5 GFLOP/s on
+  // per-lane loads).
+  Source src = conv_source(conv, blocked && !s_.pad_at_root, blocked ? 1 : st[1]);
+  auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
+  if (!blocked) {
+    // Direct template (depthwise and other narrow groups): vectorized over output columns.
+    Buffer w = params_[conv.inputs[1].index];
+    k_.schedule = "direct conv, " + k_.schedule;
+    return lower_reduction(
+        os, {CG, KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },
+        [&](const Index &i, const Index &r) {
+          Expr g = i[1] / int_imm(OG);
+          Expr xin = load(src.buf, ((i[0] * C + g * CG + r[0]) * src.h + i[2] * st[0] + r[1] * dl[0]) * src.w +
+                                       src.column(i[3], r[2] * dl[1]));
+          Expr wv = load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
+          return xin * wv;
+        },
+        [](const Expr &a, const Index &) { return a; }, "conv2d");
+  }
+  // Register-blocked template: OB output channels (OB / V vectors) x PB output pixels held in
+  // registers; the reduction over (c, ky, kx) innermost, reading packed weights
+  // wp[O/OB][CG][KH][KW][OB] as vectors and broadcasting each input value. Full pixel blocks
+  // run in the main stage, split across threads by the schedule's parallel axis; a remainder
+  // of P % PB pixels gets a stage of its own.
+  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
+  Buffer wp = params_[conv.inputs[1].index];
+  int64_t OBN = O / OB, P = OH * OW;
+  int64_t PB = std::max(1, s_.px_block), PBF = P / PB;
+  bool inline_pad = !s_.pad_at_root && (pd[0] || pd[1] || pd[2] || pd[3]);
+  int64_t H = xs[2], W = xs[3];
+  // Reduction tiles: IB input channels each; tile `cb` starts from the bias (first tile) or the
+  // partial sums in the output, and only the last tile applies the epilogue.
+  int64_t IB = s_.ic_block > 0 ? s_.ic_block : CG, CBN = CG / IB;
+  bool pixel_epilogue = s_.pixel_epilogue;
+  Expr cb = CBN > 1 ? var("cb") : int_imm(0);
+  const Shape &out_shape = g_.type_of(g_.outputs[0]).shape;
+  auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, int64_t np) -> Stmt {
+    Expr g = (ob * OB) / int_imm(OG);
+    Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
+    std::string v = fresh("v");
+    Expr lane = var(v);
+    auto vec = [&](Stmt s) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, s); };
+    std::vector<Stmt> init, fma, epilogue, partial;
+    std::vector<std::pair<std::string, Expr>> lets;  // per-pixel values computed once per block
+    for (int64_t p = 0; p < np; ++p) {
+      Expr pix = p0 + int_imm(p), oy = pix / int_imm(OW), ox = pix % int_imm(OW);
+      Expr xin;
+      if (!inline_pad) {
+        std::string base = fresh("ib");
+        lets.emplace_back(base, ((n * C + g * CG) * src.h + oy * st[0]) * src.w + ox * st[1]);
+        xin = load(src.buf, var(base) + var("off"));
+      } else {
+        // Recompute the padding at every read: clamped index, then select.
+        std::string iy = fresh("iy"), ix = fresh("ix");
+        lets.emplace_back(iy, oy * st[0] - int_imm(pd[0]));
+        lets.emplace_back(ix, ox * st[1] - int_imm(pd[1]));
+        Expr y = var(iy) + var("ky") * dl[0], x = var(ix) + var("kx") * dl[1];
+        Expr valid = both(in_range(y, 0, H), in_range(x, 0, W));
+        xin = select(valid, load(src.buf, ((n * C + g * CG + var("c")) * H + clamp(y, 0, H - 1)) * W + clamp(x, 0, W - 1)),
+                     float_imm(0));
+      }
+      for (int64_t o = 0; o < OB / V; ++o) {
+        Expr ai = int_imm(p * OB + o * V) + lane;
+        Expr oc = ob * OB + int_imm(o * V) + lane;
+        Expr start = CBN > 1 ? select(cb == int_imm(0), bias(oc), load(out_, ravel({n, oc, oy, ox}, out_shape))) : bias(oc);
+        init.push_back(vec(store(acc, ai, start)));
+        Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
+        fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
+        if (!pixel_epilogue) epilogue.push_back(vec(store_output({n, oc, oy, ox}, load(acc, ai))));
+        partial.push_back(vec(store(out_, ravel({n, oc, oy, ox}, out_shape), load(acc, ai))));
+      }
+    }
+    if (pixel_epilogue) {
+      // One output channel at a time, the block's pixels as the vector: a contiguous store (and
+      // contiguous reads of a residual) instead of one lane per channel plane.
+      for (int64_t c = 0; c < OB; ++c) {
+        std::string q = fresh("q");
+        Expr oc = ob * OB + int_imm(c);
+        epilogue.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
+                                    store_output({n, oc, int_imm(0), p0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
+      }
+    }
+    Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
+                      let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1], seq(fma)));
+    reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
+    reduce = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kSerial, reduce);
+    reduce = for_loop("c", cb * IB, int_imm(IB), ForKind::kSerial, reduce);
+    Stmt finish = CBN > 1 ? if_then(cb == int_imm(CBN - 1), seq(epilogue), seq(partial)) : seq(epilogue);
+    Stmt body = seq({seq(init), reduce, finish});
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = let(it->first, it->second, body);
+    return allocate(acc, body);
+  };
+  Expr u = var("u");
+  auto tiles = [&](Stmt s) { return CBN > 1 ? for_loop("cb", int_imm(0), int_imm(CBN), ForKind::kSerial, s) : s; };
+  if (PBF > 0) {
+    Stmt main;
+    int64_t units = 0;
+    switch (s_.parallel) {
+      case KernelSchedule::Parallel::kOc:  // a thread owns whole output-channel blocks
+        units = N * OBN;
+        main = for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(u / int_imm(OBN), u % int_imm(OBN), var("pb") * PB, PB));
+        break;
+      case KernelSchedule::Parallel::kPx:  // a thread owns pixel blocks, all channels
+        units = N * PBF;
+        main = for_loop("ob", int_imm(0), int_imm(OBN), ForKind::kSerial, block(u / int_imm(PBF), var("ob"), (u % int_imm(PBF)) * PB, PB));
+        break;
+      case KernelSchedule::Parallel::kOcPx:  // every (channel block, pixel block) is a unit
+        units = N * OBN * PBF;
+        main = block(u / int_imm(OBN * PBF), (u / int_imm(PBF)) % int_imm(OBN), (u % int_imm(PBF)) * PB, PB);
+        break;
+    }
+    add_stage("conv2d", "u", units, tiles(main));
+  }
+  if (P % PB) add_stage("conv2d_tail", "u", N * OBN, tiles(block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)));
+  return Status::ok();
+}
+
+}  // namespace autotune::lowering

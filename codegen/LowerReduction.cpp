@@ -1,0 +1,179 @@
+// Reductions: the generic template (rows in parallel, the last dimension vectorized, the reduction
+// innermost) for pools, global pools, means and matmul, and softmax's three passes.
+#include "codegen/Lowerer.h"
+
+namespace autotune::lowering {
+
+/**
+ * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
+ * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
+ * parallel, its last dimension vectorized; the reduction loops are serial and innermost.
+ */
+Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
+                         const std::function<Expr(const Index &)> &init,
+                         const std::function<Expr(const Index &, const Index &)> &term,
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
+  int64_t len = out_shape.empty() ? 1 : out_shape.back();
+  Shape prefix = out_shape.empty() ? Shape{} : Shape(out_shape.begin(), out_shape.end() - 1);
+  Index pidx = unravel(var("r"), prefix);
+  Stmt body = row_loops(len, [&](Expr x, int lanes, Expr lane) {
+    Index idx = pidx;
+    if (!out_shape.empty()) idx.push_back(x);
+    Buffer acc = make_buffer(fresh("acc"), Type::kF32, lanes, BufferScope::kLocal);
+    Expr a = load(acc, lane);
+    Index r;
+    std::vector<std::string> rvars;
+    for (size_t i = 0; i < domain.size(); ++i) {
+      rvars.push_back(fresh("k"));
+      r.push_back(var(rvars.back()));
+    }
+    Expr t = term(idx, r);
+    Expr next;
+    if (combine == Combine::kMax) next = max(a, t);
+    else if (t->kind == ExprKind::kBinary && t->op == BinOp::kMul && t->type == Type::kF32) next = call("fmuladd", {t->args[0], t->args[1], a});
+    else next = a + t;
+    Stmt reduce = lanes_of(lanes, lane, store(acc, lane, next));
+    for (int i = static_cast<int>(domain.size()) - 1; i >= 0; --i)
+      reduce = for_loop(rvars[i], int_imm(0), int_imm(domain[i]), ForKind::kSerial, reduce);
+    return allocate(acc, seq({lanes_of(lanes, lane, store(acc, lane, init(idx))), reduce,
+                              lanes_of(lanes, lane, store_output(idx, finalize(a, idx)))}));
+  });
+  add_stage(stage_name, "r", product(prefix), body);
+  return Status::ok();
+}
+
+Status Lowerer::lower_softmax() {
+  AT_TRY(check_inlinable());
+  const Node &sm = g_.nodes[anchor_];
+  const Shape &s = sm.type.shape;
+  int axis = *normalize_axis(sm.attrs.i("axis"), static_cast<int>(s.size()));
+  Shape before(s.begin(), s.begin() + axis), after(s.begin() + axis + 1, s.end());
+  int64_t inner = product(after), len = s[axis];
+  Index bi = unravel(var("r") / int_imm(inner), before), ai = unravel(var("r") % int_imm(inner), after);
+  auto at = [&](const Expr &j) {
+    Index idx = bi;
+    idx.push_back(j);
+    idx.insert(idx.end(), ai.begin(), ai.end());
+    return idx;
+  };
+  Buffer m = make_buffer("max", Type::kF32, 1, BufferScope::kLocal), sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal);
+  Expr zero = int_imm(0), x1 = value_at(sm.inputs[0], at(var("j1"))), x2 = value_at(sm.inputs[0], at(var("j2"))),
+       x3 = value_at(sm.inputs[0], at(var("j3")));
+  Stmt body = seq({
+      store(m, zero, float_imm(-kInf)),
+      for_loop("j1", zero, int_imm(len), ForKind::kSerial, store(m, zero, max(load(m, zero), x1))),
+      store(sum, zero, float_imm(0)),
+      for_loop("j2", zero, int_imm(len), ForKind::kSerial, store(sum, zero, load(sum, zero) + call("exp", {x2 - load(m, zero)}))),
+      for_loop("j3", zero, int_imm(len), ForKind::kSerial,
+               store_output(at(var("j3")), call("exp", {x3 - load(m, zero)}) / load(sum, zero))),
+  });
+  add_stage("softmax", "r", product(before) * inner, allocate(m, allocate(sum, body)));
+  return Status::ok();
+}
+
+Status Lowerer::lower_reduction_op() {
+  AT_TRY(check_inlinable());
+  const Node &n = g_.nodes[anchor_];
+  const std::string &op = n.op;
+  const Shape &os = n.type.shape;
+  ValueId x = n.inputs[0];
+  const Shape &xs = g_.type_of(x).shape;
+  auto identity = [](const Expr &a, const Index &) { return a; };
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") {
+    const auto &k = n.attrs.ints("pool_size"), &st = n.attrs.ints("strides"), &dl = n.attrs.ints("dilation"),
+               &p = n.attrs.ints("padding");
+    bool is_max = op == "nn.max_pool2d";
+    bool include_pad = !is_max && n.attrs.i("count_include_pad");
+    auto term = [&, is_max](const Index &i, const Index &r) {
+      Expr y = i[2] * st[0] - int_imm(p[0]) + r[0] * dl[0], xx = i[3] * st[1] - int_imm(p[1]) + r[1] * dl[1];
+      Expr valid = both(in_range(y, 0, xs[2]), in_range(xx, 0, xs[3]));
+      Expr v = value_at(x, {i[0], i[1], clamp(y, 0, xs[2] - 1), clamp(xx, 0, xs[3] - 1)});
+      return select(valid, v, float_imm(is_max ? -kInf : 0.0));
+    };
+    auto count_1d = [](const Expr &start, int64_t lo, int64_t hi, int64_t k, int64_t d) {
+      // window positions start + j * d (0 <= j < k) inside [lo, hi)
+      return max(int_imm(0), min(int_imm(k), ceil_div(int_imm(hi) - start, d)) - max(int_imm(0), ceil_div(int_imm(lo) - start, d)));
+    };
+    auto finalize = [&, is_max, include_pad](const Expr &a, const Index &i) -> Expr {
+      if (is_max) return a;
+      Expr ys = i[2] * st[0] - int_imm(p[0]), xst = i[3] * st[1] - int_imm(p[1]);
+      Expr cy = include_pad ? count_1d(ys, -p[0], xs[2] + p[2], k[0], dl[0]) : count_1d(ys, 0, xs[2], k[0], dl[0]);
+      Expr cx = include_pad ? count_1d(xst, -p[1], xs[3] + p[3], k[1], dl[1]) : count_1d(xst, 0, xs[3], k[1], dl[1]);
+      return a / cast(Type::kF32, max(cy * cx, int_imm(1)));
+    };
+    return lower_reduction(os, {k[0], k[1]}, is_max ? Combine::kMax : Combine::kSum,
+                           [is_max](const Index &) { return float_imm(is_max ? -kInf : 0.0); }, term, finalize, "pool2d");
+  }
+  if (op == "nn.global_avg_pool2d") {
+    Shape spatial(xs.begin() + 2, xs.end());
+    double count = static_cast<double>(product(spatial));
+    return lower_reduction(
+        os, spatial, Combine::kSum, [](const Index &) { return float_imm(0); },
+        [&](const Index &i, const Index &r) {
+          Index src{i[0], i[1]};
+          src.insert(src.end(), r.begin(), r.end());
+          return value_at(x, src);
+        },
+        [count](const Expr &a, const Index &) { return a * float_imm(1.0 / count); }, "global_pool");
+  }
+  if (op == "mean") {
+    int r = static_cast<int>(xs.size());
+    std::vector<bool> reduced(r, n.attrs.ints("axis").empty());
+    for (int64_t a : n.attrs.ints("axis")) reduced[*normalize_axis(a, r)] = true;
+    bool keep = n.attrs.i("keepdims");
+    std::vector<int64_t> domain;
+    int64_t count = 1;
+    for (int d = 0; d < r; ++d)
+      if (reduced[d]) domain.push_back(xs[d]), count *= xs[d];
+    return lower_reduction(
+        os, domain, Combine::kSum, [](const Index &) { return float_imm(0); },
+        [&, r, keep](const Index &i, const Index &red) {
+          Index src;
+          size_t oi = 0, ri = 0;
+          for (int d = 0; d < r; ++d) {
+            if (reduced[d]) {
+              src.push_back(red[ri++]);
+              if (keep) ++oi;
+            } else {
+              src.push_back(i[oi++]);
+            }
+          }
+          return value_at(x, src);
+        },
+        [count](const Expr &a, const Index &) { return a * float_imm(1.0 / static_cast<double>(count)); }, "mean");
+  }
+  if (op == "nn.matmul") {
+    Shape as = xs, bs = g_.type_of(n.inputs[1]).shape;
+    bool a1 = as.size() == 1, b1 = bs.size() == 1;
+    int64_t K = as.back();
+    return lower_reduction(
+        os, {K}, Combine::kSum, [](const Index &) { return float_imm(0); },
+        [&, a1, b1](const Index &i, const Index &r) {
+          // The output index is (batch..., m, n) without the dims of promoted 1-D operands.
+          Index full = i;
+          if (a1) full.insert(full.end() - (b1 ? 0 : 1), int_imm(0));
+          if (b1) full.push_back(int_imm(0));
+          Index batch(full.begin(), full.end() - 2);
+          Index ai, bi;
+          if (a1) ai = {r[0]};
+          else {
+            Shape ab(as.begin(), as.end() - 2);
+            ai = broadcast_index(batch, ab);
+            ai.push_back(full[full.size() - 2]);
+            ai.push_back(r[0]);
+          }
+          if (b1) bi = {r[0]};
+          else {
+            Shape bb(bs.begin(), bs.end() - 2);
+            bi = broadcast_index(batch, bb);
+            bi.push_back(r[0]);
+            bi.push_back(full.back());
+          }
+          return value_at(n.inputs[0], ai) * value_at(n.inputs[1], bi);
+        },
+        identity, "matmul");
+  }
+  return make_error("no template for op " + op);
+}
+
+}  // namespace autotune::lowering

@@ -1,0 +1,130 @@
+#pragma once
+// The lowering's internals, shared by the files of its template families: index helpers and the
+// Lowerer, which turns one fused group and its schedule into a LoweredKernel. Lower.cpp holds
+// the driver, the expression inliner (value_at) and the elementwise template; LowerConv.cpp the
+// conv templates (register-blocked and direct) and their input copies; LowerDense.cpp dense;
+// LowerReduction.cpp pools, means, matmul and softmax. Not a public header: use codegen/Lower.h.
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "codegen/Lower.h"
+
+namespace autotune::lowering {
+
+using namespace loop;
+
+using Index = std::vector<Expr>;
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+inline bool is_anchor_op(const std::string &op) {
+  return op == "nn.conv2d" || op == "nn.dense" || op == "nn.matmul" || op == "nn.max_pool2d" || op == "nn.avg_pool2d" ||
+         op == "nn.global_avg_pool2d" || op == "mean" || op == "nn.softmax";
+}
+
+inline Expr ravel(const Index &idx, const Shape &s) {
+  Expr r = int_imm(0);
+  int64_t stride = 1;
+  for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+    r = idx[d] * stride + r;
+    stride *= s[d];
+  }
+  return r;
+}
+
+inline Index unravel(const Expr &flat, const Shape &s) {
+  Index idx(s.size());
+  int64_t stride = 1;
+  for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+    Expr q = stride == 1 ? flat : flat / int_imm(stride);
+    idx[d] = d == 0 ? q : q % int_imm(s[d]);
+    stride *= s[d];
+  }
+  return idx;
+}
+
+inline int64_t product(const Shape &s) {
+  int64_t p = 1;
+  for (int64_t d : s) p *= d;
+  return p;
+}
+
+inline Expr clamp(const Expr &e, int64_t lo, int64_t hi) { return min(max(e, int_imm(lo)), int_imm(hi)); }
+inline Expr in_range(const Expr &e, int64_t lo, int64_t hi) { return both(int_imm(lo) <= e, e < int_imm(hi)); }
+/** ceil(a / d) for d > 0, with floor division. */
+inline Expr ceil_div(const Expr &a, int64_t d) { return int_imm(0) - ((int_imm(0) - a) / int_imm(d)); }
+
+class Lowerer {
+ public:
+  Lowerer(const Graph &g, const std::string &name, const KernelSchedule &s) : g_(g), s_(s) { k_.name = name; }
+  Expected<LoweredKernel> run();
+
+ private:
+  enum class Combine { kSum, kMax };
+  /**
+   * The conv's input as a plain buffer: the argument itself, or a copy made by a first stage,
+   * padded, and with `phases` > 1 each row's columns split by phase (column x at
+   * (x % phases) * wq + x / phases): a conv of column stride `phases` then reads consecutive
+   * output columns from consecutive addresses instead of every other one.
+   */
+  struct Source {
+    Buffer buf;
+    int64_t h, w;         // its extents (the padded ones for a copy; w = phases * wq)
+    int64_t phases = 1, wq = 0;
+    /** The address of column `x0 + ox * phases` of a row (x0 not a multiple of phases is fine), linear in ox. */
+    Expr column(const Expr &ox, const Expr &x0) const {
+      if (phases == 1) return ox * phases + x0;
+      return (x0 % int_imm(phases)) * wq + ox + x0 / int_imm(phases);
+    }
+  };
+
+  Expr value_at(ValueId v, const Index &idx);
+  /** The index into `in` read when broadcasting to an output indexed by `idx` (numpy alignment). */
+  static Index broadcast_index(const Index &idx, const Shape &in);
+  /** Stores the group's output at idx; the anchor reads as `anchor` there. */
+  Stmt store_output(const Index &idx, const Expr &anchor);
+  std::string fresh(const std::string &base) { return base + std::to_string(counter_++); }
+  Status check_inlinable();
+  /**
+   * for xo in [0, L / V): vectorized xi in [0, V): body(x = start + xo * V + xi); the rest in
+   * halving vectors, then scalars. `body(x, lanes, lane)` builds the statement for one position
+   * (or `lanes` positions).
+   */
+  Stmt row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes, Expr lane)> &body, int64_t start = 0);
+  /** Wraps `s` in the vectorized lane loop of row_loops (named after the lane variable). */
+  static Stmt lanes_of(int lanes, const Expr &lane, const Stmt &s) {
+    if (lanes == 1) return s;
+    return for_loop(lane->name, int_imm(0), int_imm(lanes), ForKind::kVectorized, s);
+  }
+  void add_stage(const std::string &name, const std::string &pvar, int64_t extent, Stmt body) {
+    k_.stages.push_back({name, pvar, std::max<int64_t>(extent, 1), std::move(body)});
+  }
+  /** No anchor: one loop over the output, rows in parallel, the last dimension vectorized. */
+  Status lower_elementwise();
+  /**
+   * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
+   * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
+   * parallel, its last dimension vectorized; the reduction loops are serial and innermost.
+   */
+  Status lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
+                         const std::function<Expr(const Index &)> &init,
+                         const std::function<Expr(const Index &, const Index &)> &term,
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
+  Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1);
+  Status lower_conv2d();
+  Status lower_dense();
+  Status lower_softmax();
+  Status lower_reduction_op();
+
+  const Graph &g_;
+  KernelSchedule s_;
+  LoweredKernel k_;
+  std::vector<Buffer> params_;
+  Buffer out_;
+  int anchor_ = -1;
+  std::function<Expr(const Index &)> anchor_value_;
+  int counter_ = 0;
+};
+
+}  // namespace autotune::lowering

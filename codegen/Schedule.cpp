@@ -1,0 +1,189 @@
+#include "codegen/Schedule.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/Ops.h"
+
+namespace autotune {
+
+namespace {
+const char *parallel_name(KernelSchedule::Parallel p) {
+  switch (p) {
+    case KernelSchedule::Parallel::kOc: return "oc";
+    case KernelSchedule::Parallel::kPx: return "px";
+    case KernelSchedule::Parallel::kOcPx: return "oc_px";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string KernelSchedule::to_string() const {
+  return "vector " + std::to_string(vector_width) + ", oc_block " + std::to_string(oc_block) + ", px_block " +
+         std::to_string(px_block) + ", parallel " + parallel_name(parallel) + (unroll_kx ? ", unroll kx" : "") +
+         (pad_at_root ? ", pad at root" : ", pad inline") + (ic_block ? ", ic_block " + std::to_string(ic_block) : "") +
+         (pixel_epilogue ? ", pixel epilogue" : "");
+}
+
+bool KernelSchedule::operator==(const KernelSchedule &o) const {
+  return vector_width == o.vector_width && oc_block == o.oc_block && px_block == o.px_block && parallel == o.parallel &&
+         unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root && ic_block == o.ic_block && pixel_epilogue == o.pixel_epilogue;
+}
+
+constexpr int kScheduleVersion = 1;
+
+std::string schedule_to_json(const KernelSchedule &s) {
+  nlohmann::json j{{"version", kScheduleVersion}, {"vector_width", s.vector_width}, {"oc_block", s.oc_block},
+                   {"px_block", s.px_block}, {"parallel", parallel_name(s.parallel)}, {"unroll_kx", s.unroll_kx},
+                   {"pad_at_root", s.pad_at_root}, {"ic_block", s.ic_block}};
+  if (s.pixel_epilogue) j["pixel_epilogue"] = true;  // only when set: schedules from before it keep their JSON (their identity)
+  return j.dump();
+}
+
+Expected<KernelSchedule> schedule_from_json(const std::string &text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("schedule is not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer()) return make_error("schedule has no version");
+  if (j["version"] != kScheduleVersion)
+    return make_error("schedule version " + j["version"].dump() + " is not supported (this autotune reads version " +
+                      std::to_string(kScheduleVersion) + ")");
+  KernelSchedule s;
+  for (auto &[key, value] : j.items()) {
+    if (key == "version") continue;
+    bool ok = true;
+    if (key == "vector_width" || key == "oc_block" || key == "px_block" || key == "ic_block") {
+      ok = value.is_number_integer();
+      if (ok)
+        (key == "vector_width" ? s.vector_width : key == "oc_block" ? s.oc_block : key == "px_block" ? s.px_block : s.ic_block) =
+            value.get<int>();
+    } else if (key == "unroll_kx" || key == "pad_at_root" || key == "pixel_epilogue") {
+      ok = value.is_boolean();
+      if (ok) (key == "unroll_kx" ? s.unroll_kx : key == "pad_at_root" ? s.pad_at_root : s.pixel_epilogue) = value.get<bool>();
+    } else if (key == "parallel") {
+      ok = value.is_string();
+      std::string v = ok ? value.get<std::string>() : "";
+      if (v == "oc") s.parallel = KernelSchedule::Parallel::kOc;
+      else if (v == "px") s.parallel = KernelSchedule::Parallel::kPx;
+      else if (v == "oc_px") s.parallel = KernelSchedule::Parallel::kOcPx;
+      else ok = false;
+    } else {
+      return make_error("schedule has unknown field '" + key + "'");
+    }
+    if (!ok) return make_error("schedule field '" + key + "' has a bad value " + value.dump());
+  }
+  return s;
+}
+
+
+/**
+ * Whether a conv's epilogue can be stored one output channel at a time with the pixels of a
+ * block as the vector (a contiguous run in NCHW), instead of one pixel at a time with channels
+ * as the vector (one lane per channel plane: a scatter). True when every op after the anchor is
+ * elementwise or broadcast over the output's shape and every argument it reads has the output's
+ * spatial dims or none: then the flat pixel index p addresses each of them as (.., 0, p).
+ */
+bool epilogue_is_pixelwise(const Graph &g, int anchor) {
+  const Shape &os = g.type_of(g.outputs[0]).shape;
+  if (os.size() != 4 || anchor < 0) return false;
+  for (size_t i = anchor + 1; i < g.nodes.size(); ++i) {
+    const Node &n = g.nodes[i];
+    const OpDef *def = find_op(n.op);
+    if (!def || static_cast<int>(def->pattern) > static_cast<int>(OpPattern::kBroadcast) || n.type.shape != os) return false;
+    for (ValueId v : n.inputs) {
+      if (v.kind == ValueId::Kind::kNode) continue;
+      const Shape &s = g.type_of(v).shape;
+      Shape spatial(2, 1);
+      for (size_t d = 0; d < std::min<size_t>(2, s.size()); ++d) spatial[1 - d] = s[s.size() - 1 - d];
+      if (!(spatial == Shape{1, 1} || spatial == Shape{os[2], os[3]})) return false;
+    }
+  }
+  return true;
+}
+
+Status validate_schedule(const Graph &body, const KernelSchedule &s) {
+  auto bad = [](const std::string &why) { return Status(make_error("illegal schedule: " + why)); };
+  if (s.vector_width != 1 && s.vector_width != 2 && s.vector_width != 4 && s.vector_width != 8 && s.vector_width != 16)
+    return bad("vector_width " + std::to_string(s.vector_width) + " is not 1, 2, 4, 8 or 16");
+  if (s.px_block < 1 || s.px_block > 32) return bad("px_block " + std::to_string(s.px_block) + " is not in [1, 32]");
+  if (s.oc_block < 0 || s.oc_block > 64) return bad("oc_block " + std::to_string(s.oc_block) + " is not in [0, 64]");
+  if (s.oc_block > 0 && s.oc_block % s.vector_width != 0)
+    return bad("oc_block " + std::to_string(s.oc_block) + " is not a multiple of vector_width " + std::to_string(s.vector_width));
+  if (s.ic_block < 0) return bad("ic_block " + std::to_string(s.ic_block) + " is negative");
+  if (s.ic_block > 0 && s.oc_block == 0) return bad("ic_block needs the blocked template (oc_block > 0)");
+  bool has_conv = false;
+  for (const Node &n : body.nodes) has_conv |= n.op == "nn.conv2d";
+  if (s.pixel_epilogue && !has_conv) return bad("pixel_epilogue is a conv knob");
+  for (const Node &n : body.nodes) {
+    if (n.op == "nn.conv2d" && s.ic_block > 0) {
+      int64_t cg = body.type_of(n.inputs[1]).shape[1];
+      if (cg % s.ic_block != 0)
+        return bad("ic_block " + std::to_string(s.ic_block) + " does not divide " + std::to_string(cg) + " input channels per group");
+    }
+    if (n.op == "nn.conv2d" && s.pixel_epilogue) {
+      if (s.oc_block == 0) return bad("pixel_epilogue needs the blocked template (oc_block > 0)");
+      if (!epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data())))
+        return bad("pixel_epilogue needs an epilogue that is elementwise over the conv's output");
+    }
+    if (n.op == "nn.conv2d" && s.oc_block > 0) {
+      int64_t og = n.type.shape[1] / n.attrs.i("groups");
+      if (og % s.oc_block != 0)
+        return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(og) + " output channels per group");
+      if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the conv weight is computed inside the group");
+      const auto &p = n.attrs.ints("padding");
+      if (!s.pad_at_root && (p[0] || p[1] || p[2] || p[3]) && n.inputs[0].kind != ValueId::Kind::kInput)
+        return bad("inline padding needs the conv input to be an argument of the group");
+    }
+    if (n.op == "nn.dense" && s.oc_block > 0) {
+      int64_t units = n.type.shape[1];
+      if (units % s.oc_block != 0)
+        return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(units) + " dense units");
+      if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the dense weight is computed inside the group");
+    }
+  }
+  return Status::ok();
+}
+
+KernelSchedule default_schedule(const Graph &body, const Target &target) {
+  KernelSchedule s;
+  s.vector_width = target.lanes;
+  s.oc_block = 0;  // only conv and dense have channel blocks; set below
+  // The widest vector that divides the channels (down to 8 lanes), two of them per block where
+  // they divide too; the accumulators take what is left of the registers after the weight
+  // vectors and the broadcast input value.
+  auto block = [&](int64_t channels) {
+    for (int v = target.lanes; v >= 8; v /= 2) {
+      if (channels % (2 * v) == 0) return std::make_pair(v, 2 * v);
+      if (channels % v == 0) return std::make_pair(v, v);
+    }
+    return std::make_pair(target.lanes, 0);
+  };
+  for (const Node &n : body.nodes) {
+    bool conv = n.op == "nn.conv2d";
+    if (!conv && n.op != "nn.dense") continue;
+    auto [v, ob] = block(conv ? n.type.shape[1] / n.attrs.i("groups") : n.type.shape[1]);
+    if (n.inputs[1].kind != ValueId::Kind::kInput) ob = 0;  // a computed weight cannot be packed at load time
+    int regs = target.vector_registers;
+    bool pointwise = conv && body.type_of(n.inputs[1]).shape[2] * body.type_of(n.inputs[1]).shape[3] == 1;
+    // A 1x1 conv reads each input value for one FMA per channel vector: with 32 registers one
+    // vector of channels by 28 pixels beats two by 14 (measured: 64->256 at 56x56 with a residual,
+    // 0.50 vs 0.84 ms); with 16 registers two vectors by 6 pixels stay best.
+    if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
+    s.oc_block = ob;
+    if (ob == 0) continue;
+    s.vector_width = v;
+    int vecs = ob / v;
+    int px = vecs == 2 ? (regs - 1 - vecs) / vecs : std::min(regs - 4, 28);
+    if (conv) px = static_cast<int>(std::min<int64_t>(px, n.type.shape[2] * n.type.shape[3]));  // no block wider than the image
+    s.px_block = px;
+    // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
+    // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
+    if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
+    // Storing the epilogue one channel at a time, pixels as the vector, is contiguous in NCHW
+    // (measured on both ISAs: equal or faster, up to 1.7x on a 1x1 conv with a residual add).
+    if (conv) s.pixel_epilogue = epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data()));
+  }
+  return s;
+}
+
+}  // namespace autotune
