@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/LoopIR.h"
+#include "ir/Tensor.h"
 
 namespace autotune {
 
@@ -21,8 +22,12 @@ struct KernelStage {
 /** A weight argument wants a packed layout, made once when the model is loaded. */
 struct WeightPacking {
   int param = -1;  // argument index
-  enum Kind { kOIHWToOIHWo, kNKToNKn } kind = kOIHWToOIHWo;
+  // kWinogradF2: a 3x3 conv weight w[O][C][3][3] transformed to U = G w G^T, 4x4 per (o, c), laid
+  // out U[16][O/B][C][B] for Winograd F(2x2, 3x3).
+  enum Kind { kOIHWToOIHWo, kNKToNKn, kWinogradF2 } kind = kOIHWToOIHWo;
   int64_t block = 0;  // the inner block of output channels (o) or rows (n)
+  /** The shape of the packed tensor (the weight's own shape for the layout-only packings). */
+  Shape packed_shape(const Shape &weight) const;
 };
 
 /**

@@ -228,8 +228,13 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
   return Lowerer(body, name, s).run();
 }
 
+Shape WeightPacking::packed_shape(const Shape &w) const {
+  if (kind == kWinogradF2) return {16, w[0] * w[1]};
+  return w;
+}
+
 Tensor pack_weight(const Tensor &w, const WeightPacking &p) {
-  Tensor out(w.type());
+  Tensor out(TensorType{DType::kFloat32, p.packed_shape(w.shape())});
   const float *src = w.f32();
   float *dst = out.f32();
   const Shape &s = w.shape();
@@ -239,6 +244,23 @@ Tensor pack_weight(const Tensor &w, const WeightPacking &p) {
     int64_t O = s[0], inner = s[1] * s[2] * s[3];
     for (int64_t o = 0; o < O; ++o)
       for (int64_t i = 0; i < inner; ++i) dst[((o / B) * inner + i) * B + o % B] = src[o * inner + i];
+  } else if (p.kind == WeightPacking::kWinogradF2) {
+    // U = G g G^T for each 3x3 g = w[o][c], G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]];
+    // U[xi][o/B][c][o%B], accumulated in double.
+    int64_t O = s[0], C = s[1];
+    const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t c = 0; c < C; ++c) {
+        const float *g = src + (o * C + c) * 9;
+        double t[4][3];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            double u = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+            dst[(((i * 4 + j) * (O / B) + o / B) * C + c) * B + o % B] = static_cast<float>(u);
+          }
+      }
   } else {
     // w[N][K] -> wp[N/B][K][B]
     int64_t N = s[0], K = s[1];

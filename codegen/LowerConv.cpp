@@ -4,12 +4,13 @@
 
 namespace autotune::lowering {
 
-Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases) {
+Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases, int64_t min_h, int64_t min_w) {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   const auto &p = conv.attrs.ints("padding");
-  bool padded = (p[0] || p[1] || p[2] || p[3]) && !padding_inline;
+  // min_h/min_w: Winograd tiles of an odd output reach a row/column past the padding (zeros too).
+  int64_t hp = std::max(xs[2] + p[0] + p[2], min_h), wp = std::max(xs[3] + p[1] + p[3], min_w), wq = (wp + phases - 1) / phases;
+  bool padded = (hp != xs[2] || wp != xs[3]) && !padding_inline;
   if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
-  int64_t hp = xs[2] + p[0] + p[2], wp = xs[3] + p[1] + p[3], wq = (wp + phases - 1) / phases;
   Buffer buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * hp * phases * wq, BufferScope::kTemp);
   k_.buffers.push_back(buf);
   Index pidx = unravel(var("r"), {xs[0], xs[1], hp});
@@ -52,6 +53,7 @@ Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int6
 
 Status Lowerer::lower_conv2d() {
   AT_TRY(check_inlinable());
+  if (s_.winograd) return lower_winograd();
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
@@ -175,6 +177,120 @@ Status Lowerer::lower_conv2d() {
     add_stage("conv2d", "u", units, tiles(main));
   }
   if (P % PB) add_stage("conv2d_tail", "u", N * OBN, tiles(block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)));
+  return Status::ok();
+}
+
+/**
+ * Winograd F(2x2, 3x3) (Lavin and Gray): each 2x2 block of outputs ("tile") comes from a 4x4 patch
+ * d of the padded input as Y = A^T [sum_c (G g G^T) . (B^T d B)] A, 16 multiplies per tile and
+ * channel pair instead of 36. Three stages:
+ *   wino_in    V[xi][n][c][t] = (B^T d B)[xi] for every tile t, vectorized over a row of tiles
+ *              (the padded copy's columns split by phase, so a row of tiles reads contiguously);
+ *   wino_gemm  M[xi][n][o][t] = sum_c U[xi][o][c] V[xi][n][c][t]: per position xi a GEMM with the
+ *              conv's register block (oc_block channels x px_block tiles), U packed at load time;
+ *   wino_out   Y = A^T M A per tile, plus the bias and the epilogue, stored at (2ty + dy, 2tx + dx).
+ */
+Status Lowerer::lower_winograd() {
+  const Node &conv = g_.nodes[anchor_];
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
+  int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
+  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = TH * TW;
+  int V = s_.vector_width, OB = s_.oc_block;
+  int64_t OBN = O / OB, PB = std::max(1, s_.px_block), PBF = T / PB;
+  k_.schedule = "winograd F(2x2, 3x3), " + k_.schedule;
+  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinogradF2, OB});
+  Buffer u = params_[conv.inputs[1].index];
+  Source src = conv_source(conv, false, 2, 2 * TH + 2, 2 * TW + 2);
+  Buffer vbuf = make_buffer("wino_v", Type::kF32, 16 * N * C * T, BufferScope::kTemp);
+  Buffer mbuf = make_buffer("wino_m", Type::kF32, 16 * N * O * T, BufferScope::kTemp);
+  k_.buffers.push_back(vbuf);
+  k_.buffers.push_back(mbuf);
+
+  // Input transform: one row of tiles of one (image, channel) per unit.
+  {
+    Index r = unravel(var("r"), {N, C, TH});
+    Stmt body = row_loops(TW, [&](Expr tx, int lanes, Expr lane) {
+      Expr d[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * 2 + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
+      Expr t[4][4];
+      for (int j = 0; j < 4; ++j) {  // B^T d
+        t[0][j] = d[0][j] - d[2][j];
+        t[1][j] = d[1][j] + d[2][j];
+        t[2][j] = d[2][j] - d[1][j];
+        t[3][j] = d[1][j] - d[3][j];
+      }
+      std::vector<Stmt> stores;
+      for (int i = 0; i < 4; ++i) {  // (B^T d) B
+        Expr v[4] = {t[i][0] - t[i][2], t[i][1] + t[i][2], t[i][2] - t[i][1], t[i][1] - t[i][3]};
+        for (int j = 0; j < 4; ++j)
+          stores.push_back(store(vbuf, ((int_imm(i * 4 + j) * N + r[0]) * C + r[1]) * T + r[2] * TW + tx, v[j]));
+      }
+      return lanes_of(lanes, lane, seq(stores));
+    });
+    add_stage("wino_in", "r", N * C * TH, body);
+  }
+
+  // The GEMMs: unit u = (xi, n, channel block); tiles in blocks of PB, the rest in a last block.
+  {
+    Expr u_ = var("u"), xi = u_ / int_imm(N * OBN), n = (u_ / int_imm(OBN)) % int_imm(N), ob = u_ % int_imm(OBN);
+    auto block = [&](const Expr &t0, int64_t np) -> Stmt {
+      Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
+      std::string v = fresh("v");
+      Expr lane = var(v);
+      auto vec = [&](Stmt st) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, st); };
+      std::vector<Stmt> init, fma, out;
+      for (int64_t p = 0; p < np; ++p)
+        for (int64_t k = 0; k < OB / V; ++k) {
+          Expr ai = int_imm(p * OB + k * V) + lane;
+          init.push_back(vec(store(acc, ai, float_imm(0))));
+          Expr wv = load(u, var("ub") + int_imm(k * V) + lane);
+          fma.push_back(vec(store(acc, ai, call("fmuladd", {load(vbuf, var("vb") + int_imm(p)), wv, load(acc, ai)}))));
+        }
+      for (int64_t cc = 0; cc < OB; ++cc) {  // one channel at a time, the tiles as the vector: contiguous in M
+        std::string q = fresh("q");
+        out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
+                               store(mbuf, ((xi * N + n) * O + ob * OB + int_imm(cc)) * T + t0 + var(q), load(acc, var(q) * OB + int_imm(cc)))));
+      }
+      Stmt reduce = let("ub", ((xi * OBN + ob) * C + var("c")) * OB, let("vb", ((xi * N + n) * C + var("c")) * T + t0, seq(fma)));
+      reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, reduce);
+      return allocate(acc, seq({seq(init), reduce, seq(out)}));
+    };
+    std::vector<Stmt> parts;
+    if (PBF > 0) parts.push_back(for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(var("pb") * PB, PB)));
+    if (T % PB) parts.push_back(block(int_imm(PBF * PB), T % PB));
+    add_stage("wino_gemm", "u", 16 * N * OBN, seq(parts));
+  }
+
+  // Output transform, bias and epilogue: one row of tiles of one (image, channel) per unit.
+  {
+    Index r = unravel(var("r"), {N, O, TH});
+    Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {r[1]}) : float_imm(0);
+    auto tile = [&](const Expr &tx, bool right_column) {
+      Expr m[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) m[i][j] = load(mbuf, ((int_imm(i * 4 + j) * N + r[0]) * O + r[1]) * T + r[2] * TW + tx);
+      Expr a[2][4];
+      for (int j = 0; j < 4; ++j) {  // A^T m
+        a[0][j] = m[0][j] + m[1][j] + m[2][j];
+        a[1][j] = m[1][j] - m[2][j] - m[3][j];
+      }
+      std::vector<Stmt> rows[2];
+      for (int i = 0; i < 2; ++i) {  // (A^T m) A
+        Expr y[2] = {a[i][0] + a[i][1] + a[i][2], a[i][1] - a[i][2] - a[i][3]};
+        for (int j = 0; j < (right_column ? 2 : 1); ++j)
+          rows[i].push_back(store_output({r[0], r[1], r[2] * 2 + int_imm(i), tx * 2 + int_imm(j)}, y[j] + bias));
+      }
+      // The second output row of the last tile row is past the output when OH is odd.
+      Stmt second = OH % 2 ? if_then(r[2] < int_imm(TH - 1), seq(rows[1])) : seq(rows[1]);
+      return seq({seq(rows[0]), second});
+    };
+    std::vector<Stmt> parts;
+    parts.push_back(row_loops(OW / 2, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(tx, true)); }));
+    if (OW % 2) parts.push_back(tile(int_imm(TW - 1), false));  // the last tile column: only its left outputs exist
+    add_stage("wino_out", "r", N * O * TH, seq(parts));
+  }
   return Status::ok();
 }
 

@@ -111,7 +111,9 @@ class Lowerer {
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
                          const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
-  Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1);
+  Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
+  /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
+  Status lower_winograd();
   Status lower_conv2d();
   Status lower_dense();
   Status lower_softmax();

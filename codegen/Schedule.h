@@ -26,6 +26,8 @@ struct KernelSchedule {
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile
+  int winograd = 0;             // conv 3x3, stride 1: 2 computes it as Winograd F(2x2, 3x3) (a GEMM per
+                                // transformed position, oc_block x px_block tiles in registers); 0: direct
   bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
                                 // pixels as the vector (contiguous in NCHW), not one pixel at a time
                                 // with channels as the vector (a lane per channel plane)
@@ -49,6 +51,9 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s);
  * floats on AVX2, 28 of 16 on AVX-512).
  */
 KernelSchedule default_schedule(const Graph &body, const Target &target = host_target());
+
+/** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
+bool winograd_eligible(const Graph &body, const Node &n);
 
 /** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */
 bool epilogue_is_pixelwise(const Graph &body, int anchor);

@@ -21,6 +21,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   sp.unroll_kx = {false};
   sp.pad_at_root = {true};
   sp.pixel_epilogue = {base.pixel_epilogue};
+  sp.winograd = {base.winograd};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
   if (!anchor) {
@@ -46,6 +47,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
       const auto &p = anchor->attrs.ints("padding");
       if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
+      if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2};
       if (sp.oc_block.size() == 1) sp.vector_width = widths;  // only the direct template: its vector width
     }
   }
@@ -54,7 +56,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
 
 int64_t ScheduleSpace::size() const {
   return static_cast<int64_t>(vector_width.size() * oc_block.size() * px_block.size() * parallel.size() *
-                              unroll_kx.size() * pad_at_root.size() * ic_block.size() * pixel_epilogue.size());
+                              unroll_kx.size() * pad_at_root.size() * ic_block.size() * pixel_epilogue.size() * winograd.size());
 }
 
 bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
@@ -73,8 +75,10 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
     s.unroll_kx = unroll_kx[rng.uniform(static_cast<int>(unroll_kx.size()))];
     s.pad_at_root = pad_at_root[rng.uniform(static_cast<int>(pad_at_root.size()))];
     s.pixel_epilogue = pixel_epilogue[rng.uniform(static_cast<int>(pixel_epilogue.size()))];
+    s.winograd = winograd[rng.uniform(static_cast<int>(winograd.size()))];
     s.ic_block = ic_block[rng.uniform(static_cast<int>(ic_block.size()))];
-    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false;  // reduction tiles and the pixel epilogue belong to the blocked template
+    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0;  // these belong to the blocked template
+    if (s.winograd) s.ic_block = 0;  // Winograd has no reduction tiles
     if (s.oc_block % s.vector_width != 0) continue;
     if (within_budget(s) || attempt > 100) return s;
   }
@@ -83,7 +87,7 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
 KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
   for (int attempt = 0; attempt < 100; ++attempt) {
     KernelSchedule s = base;
-    switch (rng.uniform(8)) {
+    switch (rng.uniform(9)) {
       case 0: s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))]; break;
       case 1: s.oc_block = oc_block[rng.uniform(static_cast<int>(oc_block.size()))]; break;
       case 2: s.px_block = px_block[rng.uniform(static_cast<int>(px_block.size()))]; break;
@@ -91,9 +95,11 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
       case 4: s.unroll_kx = unroll_kx[rng.uniform(static_cast<int>(unroll_kx.size()))]; break;
       case 5: s.pad_at_root = pad_at_root[rng.uniform(static_cast<int>(pad_at_root.size()))]; break;
       case 7: s.pixel_epilogue = pixel_epilogue[rng.uniform(static_cast<int>(pixel_epilogue.size()))]; break;
+      case 8: s.winograd = winograd[rng.uniform(static_cast<int>(winograd.size()))]; break;
       case 6: s.ic_block = ic_block[rng.uniform(static_cast<int>(ic_block.size()))]; break;
     }
-    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false;
+    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0;
+    if (s.winograd) s.ic_block = 0;
     if (s.oc_block % s.vector_width == 0 && !(s == base) && within_budget(s)) return s;
   }
   return sample(rng);

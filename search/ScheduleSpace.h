@@ -24,7 +24,7 @@ class Rng {
 
 /** Every legal value of each knob for this group, as lists. */
 struct ScheduleSpace {
-  std::vector<int> vector_width, oc_block, px_block, ic_block;
+  std::vector<int> vector_width, oc_block, px_block, ic_block, winograd;
   std::vector<KernelSchedule::Parallel> parallel;
   std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue;
   int register_budget = 15;  // vector registers for accumulators and weights

@@ -134,6 +134,54 @@ TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
   EXPECT_GE(checked, 40);
 }
 
+TEST(ScheduleSpace, WinogradMatchesTheReference) {
+  // F(2x2, 3x3) on even and odd outputs (a last tile row and column half outside), with and
+  // without padding, two images, a bias and a residual epilogue, register blocks with a tail of
+  // tiles, at every vector width the templates take.
+  struct Case {
+    int64_t n, c, o, h, w, pad;
+  };
+  int checked = 0;
+  for (Case k : {Case{1, 16, 32, 8, 8, 1}, Case{2, 8, 16, 7, 9, 1}, Case{1, 24, 16, 6, 5, 0}, Case{1, 3, 32, 13, 11, 1}}) {
+    int64_t oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
+    auto sh = [](std::vector<int64_t> v) { return shape_str(v); };
+    std::string x = "Tensor[" + sh({k.n, k.c, k.h, k.w}) + ", float32]", w = "Tensor[" + sh({k.o, k.c, 3, 3}) + ", float32]",
+                b = "Tensor[" + sh({k.o}) + ", float32]", y = "Tensor[" + sh({k.n, k.o, oh, ow}) + ", float32]";
+    std::string pad = std::to_string(k.pad);
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ", %r: " + y + ") -> " + y + " {\n  %0 = fn (%p0: " + x +
+                        ", %p1: " + w + ", %p2: " + b + ", %p3: " + y + ") -> " + y + " {\n    %0 = nn.conv2d(%p0, %p1, %p2, padding=[" + pad +
+                        ", " + pad + ", " + pad + ", " + pad + "]);\n    %1 = add(%0, %p3);\n    %2 = nn.relu(%1);\n    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (int v : {8, 16})
+      for (int px : {1, 3, 6}) {
+        KernelSchedule s = default_schedule(body);
+        s.winograd = 2, s.vector_width = v, s.oc_block = 16, s.px_block = px, s.ic_block = 0;
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+        expect_schedule_matches(body, s, "winograd " + y);
+        ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 24);
+}
+
+TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 8, 8, 8), float32], %w: Tensor[(16, 8, 3, 3), float32]) -> Tensor[(1, 16, 4, 4), float32] {
+    %0 = fn (%p0: Tensor[(1, 8, 8, 8), float32], %p1: Tensor[(16, 8, 3, 3), float32]) -> Tensor[(1, 16, 4, 4), float32] {
+      %0 = nn.conv2d(%p0, %p1, strides=[2, 2], padding=[1, 1, 1, 1]);
+      return %0;
+    }(%x, %w);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  KernelSchedule s = default_schedule(*g->nodes[0].body);
+  s.winograd = 2;
+  EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message,
+            "illegal schedule: winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
+  s.winograd = 4;
+  EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message, "illegal schedule: winograd 4 is not 0 or 2");
+}
+
 TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
   // 32 input channels in two tiles of 16, a residual epilogue, 7x7 = 49 pixels (a tail block),
   // under every parallel axis, with the padding at root and inline.
