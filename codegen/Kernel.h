@@ -22,10 +22,11 @@ struct KernelStage {
 /** A weight argument wants a packed layout, made once when the model is loaded. */
 struct WeightPacking {
   int param = -1;  // argument index
-  // kWinogradF2: a 3x3 conv weight w[O][C][3][3] transformed to U = G w G^T, 4x4 per (o, c), laid
-  // out U[16][O/B][C][B] for Winograd F(2x2, 3x3).
-  enum Kind { kOIHWToOIHWo, kNKToNKn, kWinogradF2 } kind = kOIHWToOIHWo;
+  // kWinograd: a 3x3 conv weight w[O][C][3][3] transformed to U = G w G^T, a x a per (o, c) with
+  // a = tile + 2, laid out U[a * a][O/B][C][B] for Winograd F(tile x tile, 3x3).
+  enum Kind { kOIHWToOIHWo, kNKToNKn, kWinograd } kind = kOIHWToOIHWo;
   int64_t block = 0;  // the inner block of output channels (o) or rows (n)
+  int tile = 0;       // kWinograd: outputs per tile side (2 or 4)
   /** The shape of the packed tensor (the weight's own shape for the layout-only packings). */
   Shape packed_shape(const Shape &weight) const;
 };

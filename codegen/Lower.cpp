@@ -1,6 +1,7 @@
 #include "codegen/Lower.h"
 
 #include "codegen/Lowerer.h"
+#include "codegen/Winograd.h"
 
 namespace autotune {
 namespace lowering {
@@ -229,7 +230,7 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
 }
 
 Shape WeightPacking::packed_shape(const Shape &w) const {
-  if (kind == kWinogradF2) return {16, w[0] * w[1]};
+  if (kind == kWinograd) return {(tile + 2) * (tile + 2), w[0] * w[1]};
   return w;
 }
 
@@ -244,21 +245,21 @@ Tensor pack_weight(const Tensor &w, const WeightPacking &p) {
     int64_t O = s[0], inner = s[1] * s[2] * s[3];
     for (int64_t o = 0; o < O; ++o)
       for (int64_t i = 0; i < inner; ++i) dst[((o / B) * inner + i) * B + o % B] = src[o * inner + i];
-  } else if (p.kind == WeightPacking::kWinogradF2) {
-    // U = G g G^T for each 3x3 g = w[o][c], G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]];
-    // U[xi][o/B][c][o%B], accumulated in double.
+  } else if (p.kind == WeightPacking::kWinograd) {
+    // U = G g G^T for each 3x3 g = w[o][c], laid out U[xi][o/B][c][o%B]; computed in double.
+    const WinogradMatrices &wm = winograd_matrices(p.tile);
     int64_t O = s[0], C = s[1];
-    const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    int a = wm.a;
     for (int64_t o = 0; o < O; ++o)
       for (int64_t c = 0; c < C; ++c) {
         const float *g = src + (o * C + c) * 9;
-        double t[4][3];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
-            double u = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
-            dst[(((i * 4 + j) * (O / B) + o / B) * C + c) * B + o % B] = static_cast<float>(u);
+        std::vector<double> t(a * 3);
+        for (int i = 0; i < a; ++i)
+          for (int j = 0; j < 3; ++j) t[i * 3 + j] = wm.g[i][0] * g[j] + wm.g[i][1] * g[3 + j] + wm.g[i][2] * g[6 + j];
+        for (int i = 0; i < a; ++i)
+          for (int j = 0; j < a; ++j) {
+            double u = t[i * 3] * wm.g[j][0] + t[i * 3 + 1] * wm.g[j][1] + t[i * 3 + 2] * wm.g[j][2];
+            dst[(((i * a + j) * (O / B) + o / B) * C + c) * B + o % B] = static_cast<float>(u);
           }
       }
   } else {

@@ -2,6 +2,10 @@
 // (depthwise and narrow groups), and the padded, phase-split copies of their inputs.
 #include "codegen/Lowerer.h"
 
+#include <cmath>
+
+#include "codegen/Winograd.h"
+
 namespace autotune::lowering {
 
 Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases, int64_t min_h, int64_t min_w) {
@@ -180,29 +184,45 @@ Status Lowerer::lower_conv2d() {
   return Status::ok();
 }
 
+namespace {
+/** sum_k coef[k] * x[k] as an expression: zero terms skipped, +-1 as adds and subtracts. */
+Expr linear(const std::vector<double> &coef, const std::vector<Expr> &x) {
+  Expr r;
+  for (size_t k = 0; k < coef.size(); ++k) {
+    double c = coef[k];
+    if (c == 0) continue;
+    Expr term = c == 1 || c == -1 ? x[k] : x[k] * float_imm(std::fabs(c));
+    r = !r ? (c < 0 ? float_imm(0) - term : term) : (c < 0 ? r - term : r + term);
+  }
+  return r ? r : float_imm(0);
+}
+}  // namespace
+
 /**
- * Winograd F(2x2, 3x3) (Lavin and Gray): each 2x2 block of outputs ("tile") comes from a 4x4 patch
- * d of the padded input as Y = A^T [sum_c (G g G^T) . (B^T d B)] A, 16 multiplies per tile and
- * channel pair instead of 36. Three stages:
+ * Winograd F(m x m, 3x3), m = 2 or 4 (Lavin and Gray): each m x m block of outputs ("tile")
+ * comes from an a x a patch d of the padded input (a = m + 2) as
+ * Y = A^T [sum_c (G g G^T) . (B^T d B)] A. Three stages:
  *   wino_in    V[xi][n][c][t] = (B^T d B)[xi] for every tile t, vectorized over a row of tiles
- *              (the padded copy's columns split by phase, so a row of tiles reads contiguously);
+ *              (the padded copy's columns split into m phases, so a row of tiles reads contiguously);
  *   wino_gemm  M[xi][n][o][t] = sum_c U[xi][o][c] V[xi][n][c][t]: per position xi a GEMM with the
  *              conv's register block (oc_block channels x px_block tiles), U packed at load time;
- *   wino_out   Y = A^T M A per tile, plus the bias and the epilogue, stored at (2ty + dy, 2tx + dx).
+ *   wino_out   Y = A^T M A per tile, plus the bias and the epilogue, stored at (m ty + dy, m tx + dx).
  */
 Status Lowerer::lower_winograd() {
   const Node &conv = g_.nodes[anchor_];
+  const WinogradMatrices &wm = winograd_matrices(s_.winograd);
+  const int m = wm.m, a = wm.a, P = a * a;
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
   int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
-  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = TH * TW;
+  int64_t TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, T = TH * TW;
   int V = s_.vector_width, OB = s_.oc_block;
   int64_t OBN = O / OB, PB = std::max(1, s_.px_block), PBF = T / PB;
-  k_.schedule = "winograd F(2x2, 3x3), " + k_.schedule;
-  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinogradF2, OB});
+  k_.schedule = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3), " + k_.schedule;
+  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinograd, OB, m});
   Buffer u = params_[conv.inputs[1].index];
-  Source src = conv_source(conv, false, 2, 2 * TH + 2, 2 * TW + 2);
-  Buffer vbuf = make_buffer("wino_v", Type::kF32, 16 * N * C * T, BufferScope::kTemp);
-  Buffer mbuf = make_buffer("wino_m", Type::kF32, 16 * N * O * T, BufferScope::kTemp);
+  Source src = conv_source(conv, false, m, m * TH + 2, m * TW + 2);
+  Buffer vbuf = make_buffer("wino_v", Type::kF32, P * N * C * T, BufferScope::kTemp);
+  Buffer mbuf = make_buffer("wino_m", Type::kF32, P * N * O * T, BufferScope::kTemp);
   k_.buffers.push_back(vbuf);
   k_.buffers.push_back(mbuf);
 
@@ -210,23 +230,21 @@ Status Lowerer::lower_winograd() {
   {
     Index r = unravel(var("r"), {N, C, TH});
     Stmt body = row_loops(TW, [&](Expr tx, int lanes, Expr lane) {
-      Expr d[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * 2 + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
-      Expr t[4][4];
-      for (int j = 0; j < 4; ++j) {  // B^T d
-        t[0][j] = d[0][j] - d[2][j];
-        t[1][j] = d[1][j] + d[2][j];
-        t[2][j] = d[2][j] - d[1][j];
-        t[3][j] = d[1][j] - d[3][j];
-      }
+      std::vector<std::vector<Expr>> d(a, std::vector<Expr>(a));
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)
+          d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
+      std::vector<std::vector<Expr>> t(a, std::vector<Expr>(a));  // B^T d
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j) {
+          std::vector<Expr> col;
+          for (int k = 0; k < a; ++k) col.push_back(d[k][j]);
+          t[i][j] = linear(wm.bt[i], col);
+        }
       std::vector<Stmt> stores;
-      for (int i = 0; i < 4; ++i) {  // (B^T d) B
-        Expr v[4] = {t[i][0] - t[i][2], t[i][1] + t[i][2], t[i][2] - t[i][1], t[i][1] - t[i][3]};
-        for (int j = 0; j < 4; ++j)
-          stores.push_back(store(vbuf, ((int_imm(i * 4 + j) * N + r[0]) * C + r[1]) * T + r[2] * TW + tx, v[j]));
-      }
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)  // (B^T d) B: row i of t against row j of B^T
+          stores.push_back(store(vbuf, ((int_imm(i * a + j) * N + r[0]) * C + r[1]) * T + r[2] * TW + tx, linear(wm.bt[j], t[i])));
       return lanes_of(lanes, lane, seq(stores));
     });
     add_stage("wino_in", "r", N * C * TH, body);
@@ -260,35 +278,38 @@ Status Lowerer::lower_winograd() {
     std::vector<Stmt> parts;
     if (PBF > 0) parts.push_back(for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(var("pb") * PB, PB)));
     if (T % PB) parts.push_back(block(int_imm(PBF * PB), T % PB));
-    add_stage("wino_gemm", "u", 16 * N * OBN, seq(parts));
+    add_stage("wino_gemm", "u", P * N * OBN, seq(parts));
   }
 
   // Output transform, bias and epilogue: one row of tiles of one (image, channel) per unit.
   {
     Index r = unravel(var("r"), {N, O, TH});
     Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {r[1]}) : float_imm(0);
-    auto tile = [&](const Expr &tx, bool right_column) {
-      Expr m[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) m[i][j] = load(mbuf, ((int_imm(i * 4 + j) * N + r[0]) * O + r[1]) * T + r[2] * TW + tx);
-      Expr a[2][4];
-      for (int j = 0; j < 4; ++j) {  // A^T m
-        a[0][j] = m[0][j] + m[1][j] + m[2][j];
-        a[1][j] = m[1][j] - m[2][j] - m[3][j];
+    int64_t last_rows = OH - m * (TH - 1), last_cols = OW - m * (TW - 1);  // outputs of the last tile row / column
+    auto tile = [&](const Expr &tx, int64_t cols) {
+      std::vector<std::vector<Expr>> mm(a, std::vector<Expr>(a));
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j) mm[i][j] = load(mbuf, ((int_imm(i * a + j) * N + r[0]) * O + r[1]) * T + r[2] * TW + tx);
+      std::vector<std::vector<Expr>> t(m, std::vector<Expr>(a));  // A^T M
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < a; ++j) {
+          std::vector<Expr> col;
+          for (int k = 0; k < a; ++k) col.push_back(mm[k][j]);
+          t[i][j] = linear(wm.at[i], col);
+        }
+      std::vector<Stmt> rows;
+      for (int i = 0; i < m; ++i) {  // (A^T M) A, row by row
+        std::vector<Stmt> row;
+        for (int j = 0; j < cols; ++j)
+          row.push_back(store_output({r[0], r[1], r[2] * m + int_imm(i), tx * m + int_imm(j)}, linear(wm.at[j], t[i]) + bias));
+        // Rows of the last tile row past the output (OH not a multiple of m) are not stored.
+        rows.push_back(i < last_rows ? seq(row) : if_then(r[2] < int_imm(TH - 1), seq(row)));
       }
-      std::vector<Stmt> rows[2];
-      for (int i = 0; i < 2; ++i) {  // (A^T m) A
-        Expr y[2] = {a[i][0] + a[i][1] + a[i][2], a[i][1] - a[i][2] - a[i][3]};
-        for (int j = 0; j < (right_column ? 2 : 1); ++j)
-          rows[i].push_back(store_output({r[0], r[1], r[2] * 2 + int_imm(i), tx * 2 + int_imm(j)}, y[j] + bias));
-      }
-      // The second output row of the last tile row is past the output when OH is odd.
-      Stmt second = OH % 2 ? if_then(r[2] < int_imm(TH - 1), seq(rows[1])) : seq(rows[1]);
-      return seq({seq(rows[0]), second});
+      return seq(rows);
     };
     std::vector<Stmt> parts;
-    parts.push_back(row_loops(OW / 2, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(tx, true)); }));
-    if (OW % 2) parts.push_back(tile(int_imm(TW - 1), false));  // the last tile column: only its left outputs exist
+    parts.push_back(row_loops(OW / m, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(tx, m)); }));
+    if (OW % m) parts.push_back(tile(int_imm(TW - 1), last_cols));  // the last tile column: only its first outputs exist
     add_stage("wino_out", "r", N * O * TH, seq(parts));
   }
   return Status::ok();

@@ -122,7 +122,7 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   bool has_conv = false;
   for (const Node &n : body.nodes) has_conv |= n.op == "nn.conv2d";
   if (s.pixel_epilogue && !has_conv) return bad("pixel_epilogue is a conv knob");
-  if (s.winograd != 0 && s.winograd != 2) return bad("winograd " + std::to_string(s.winograd) + " is not 0 or 2");
+  if (s.winograd != 0 && s.winograd != 2 && s.winograd != 4) return bad("winograd " + std::to_string(s.winograd) + " is not 0, 2 or 4");
   if (s.winograd) {
     bool eligible = false;
     for (const Node &n : body.nodes) eligible |= winograd_eligible(body, n);
@@ -198,9 +198,14 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // Storing the epilogue one channel at a time, pixels as the vector, is contiguous in NCHW
     // (measured on both ISAs: equal or faster, up to 1.7x on a 1x1 conv with a residual add).
     if (conv) s.pixel_epilogue = epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data()));
-    // Winograd F(2x2, 3x3) against the direct kernel, 3x3 stride-1 convs, 2 threads (measured):
-    // AVX2 1.14-1.75x faster (56x56x64 to 14x14x256); AVX-512 1.29-1.48x from 128 input channels
-    // up, but 0.78x at 56x56x64, where the transforms outweigh the shorter GEMMs.
+    // Winograd against the direct kernel, ResNet's 3x3 stride-1 convs, 2 threads (measured alone
+    // with the measurer, ms, direct / F(2x2) / F(4x4)):
+    //   AVX-512  56x56x64 0.78/0.97/0.53  28x28x128 0.72/0.50/0.37  14x14x256 0.68/0.45/0.47  7x7x512 0.82/0.61/0.89
+    //   AVX2     56x56x64 1.19/0.98/0.58  28x28x128 1.18/0.65/0.46  14x14x256 1.13/0.62/0.59  7x7x512 1.33/0.89/0.99
+    // The default is F(2x2) where it beats the direct kernel (on AVX-512 from 128 input channels
+    // up). F(4x4) is faster alone but not end to end (ResNet-18 14.5 against 13.6 ms): its
+    // transformed tensors are 2.25x larger, and at 56x56 they take the arena past 1.5x the peak
+    // of live activations. It stays in the schedule space, for the tuner to measure in place.
     if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[0]).shape[1] >= 128)) s.winograd = 2;
   }
   return s;

@@ -26,8 +26,8 @@ struct KernelSchedule {
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile
-  int winograd = 0;             // conv 3x3, stride 1: 2 computes it as Winograd F(2x2, 3x3) (a GEMM per
-                                // transformed position, oc_block x px_block tiles in registers); 0: direct
+  int winograd = 0;             // conv 3x3, stride 1: m = 2 or 4 computes it as Winograd F(m x m, 3x3) (a GEMM
+                                // per transformed position, oc_block x px_block tiles in registers); 0: direct
   bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
                                 // pixels as the vector (contiguous in NCHW), not one pixel at a time
                                 // with channels as the vector (a lane per channel plane)

@@ -47,7 +47,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
       const auto &p = anchor->attrs.ints("padding");
       if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
-      if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2};
+      if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
       if (sp.oc_block.size() == 1) sp.vector_width = widths;  // only the direct template: its vector width
     }
   }

@@ -95,7 +95,7 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
 }
 
 /** Lowers `body` with `s`, runs it on seeded inputs and compares with the reference executor. */
-void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what) {
+void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what, double tolerance = 1e-5) {
   std::vector<Tensor> args = random_inputs(body, 4);
   auto expected = run_reference(body, args);
   ASSERT_TRUE(static_cast<bool>(expected));
@@ -117,7 +117,8 @@ void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const s
   for (size_t st = 0; st < ck->stages.size(); ++st) ck->stages[st](bufs.data(), 0, k->stages[st].parallel_extent);
   auto d = compare(out, expected->at(0));
   ASSERT_TRUE(static_cast<bool>(d));
-  EXPECT_LT(d->relative(), 1e-5) << what << " " << schedule_to_json(s);
+  EXPECT_LT(d->relative(), tolerance) << what << " " << schedule_to_json(s);
+  if (s.winograd) std::printf("%s %s: relative error %.2g\n", what.c_str(), s.to_string().c_str(), d->relative());
 }
 
 TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
@@ -135,7 +136,7 @@ TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
 }
 
 TEST(ScheduleSpace, WinogradMatchesTheReference) {
-  // F(2x2, 3x3) on even and odd outputs (a last tile row and column half outside), with and
+  // F(2x2, 3x3) and F(4x4, 3x3) on outputs that are and are not multiples of the tile (a last tile row and column half outside), with and
   // without padding, two images, a bias and a residual epilogue, register blocks with a tail of
   // tiles, at every vector width the templates take.
   struct Case {
@@ -153,16 +154,17 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
                         ", " + pad + ", " + pad + ", " + pad + "]);\n    %1 = add(%0, %p3);\n    %2 = nn.relu(%1);\n    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
-    for (int v : {8, 16})
-      for (int px : {1, 3, 6}) {
-        KernelSchedule s = default_schedule(body);
-        s.winograd = 2, s.vector_width = v, s.oc_block = 16, s.px_block = px, s.ic_block = 0;
-        ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
-        expect_schedule_matches(body, s, "winograd " + y);
-        ++checked;
-      }
+    for (int m : {2, 4})
+      for (int v : {8, 16})
+        for (int px : {1, 3, 6}) {
+          KernelSchedule s = default_schedule(body);
+          s.winograd = m, s.vector_width = v, s.oc_block = 16, s.px_block = px, s.ic_block = 0;
+          ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+          expect_schedule_matches(body, s, "winograd " + y);  // measured: F(2x2) 1.8e-7, F(4x4) 2.6e-6 at most
+          ++checked;
+        }
   }
-  EXPECT_EQ(checked, 24);
+  EXPECT_EQ(checked, 48);
 }
 
 TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
@@ -178,8 +180,8 @@ TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
   s.winograd = 2;
   EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message,
             "illegal schedule: winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
-  s.winograd = 4;
-  EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message, "illegal schedule: winograd 4 is not 0 or 2");
+  s.winograd = 3;
+  EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message, "illegal schedule: winograd 3 is not 0, 2 or 4");
 }
 
 TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
