@@ -1,8 +1,11 @@
 // Per-kernel benchmarks: every distinct fused group of ResNet-50 (each conv shape with its
 // epilogue, the dense layer, the pools) compiled alone with its default schedule and run on the
-// thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads.
+// thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads. Each 3x3
+// stride-1 conv is also run with the direct, Winograd F(2x2) and F(4x4) algorithms side by side
+// (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4).
 //
 //   bench_kernels [--benchmark_filter=conv] [google benchmark flags]
+//   bench_kernels --benchmark_filter=algo --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -11,7 +14,9 @@
 #include "ir/OnnxImport.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
+#include "codegen/Lower.h"
 #include "runtime/Runtime.h"
+#include "runtime/ThreadPool.h"
 
 namespace autotune::bench {
 namespace {
@@ -27,6 +32,60 @@ Graph single_group(const Graph &fused, const Node &fn) {
   ValueId out = *b.add_function(fn.body, args);
   b.add_output(out);
   return b.finish();
+}
+
+/** One group's kernel with a given schedule, its arguments packed, run on a thread pool. */
+struct ScheduledKernel {
+  std::unique_ptr<Jit> jit;
+  CompiledKernel ck;
+  LoweredKernel k;
+  std::vector<Tensor> args, temps;
+  Tensor out;
+  std::vector<void *> bufs;
+  static Expected<std::unique_ptr<ScheduledKernel>> make(const Graph &body, const KernelSchedule &s) {
+    auto sk = std::make_unique<ScheduledKernel>();
+    AT_ASSIGN(jit, Jit::create({default_kernel_cache_dir()}));
+    sk->jit = std::move(jit);
+    AT_ASSIGN(k, lower_group(body, kernel_name(body), s));
+    sk->k = std::move(k);
+    AT_ASSIGN(ck, sk->jit->compile(sk->k));
+    sk->ck = std::move(ck);
+    sk->args = random_inputs(body, 1);
+    for (const WeightPacking &p : sk->k.packings) sk->args[p.param] = pack_weight(sk->args[p.param], p);
+    sk->out = Tensor(body.type_of(body.outputs[0]));
+    for (size_t b = sk->k.num_params + 1; b < sk->k.buffers.size(); ++b)
+      sk->temps.emplace_back(TensorType{DType::kFloat32, {sk->k.buffers[b]->size}});
+    for (Tensor &a : sk->args) sk->bufs.push_back(a.raw());
+    sk->bufs.push_back(sk->out.raw());
+    for (Tensor &t : sk->temps) sk->bufs.push_back(t.raw());
+    return sk;
+  }
+  void run(ThreadPool &pool) {
+    for (size_t s = 0; s < ck.stages.size(); ++s) {
+      StageFn fn = ck.stages[s];
+      void **table = bufs.data();
+      pool.parallel_for(k.stages[s].parallel_extent, [fn, table](int64_t b, int64_t e) { fn(table, b, e); });
+    }
+  }
+};
+
+/** The direct, F(2x2) and F(4x4) algorithms of a 3x3 stride-1 conv group, one benchmark each. */
+void register_algorithms(const std::string &name, const Graph &body, double flops) {
+  for (int m : {0, 2, 4}) {
+    KernelSchedule s = default_schedule(body);
+    s.winograd = m;
+    if (m) s.ic_block = 0;
+    std::string label = name + "/algo:" + (m ? "winograd" + std::to_string(m) : std::string("direct"));
+    benchmark::RegisterBenchmark(label.c_str(), [body, s, flops](benchmark::State &state) {
+      auto sk = ScheduledKernel::make(body, s);
+      if (!sk) return state.SkipWithError(sk.error().message.c_str());
+      auto pool = ThreadPool::shared(0);
+      (*sk)->run(*pool);
+      for (auto _ : state) (*sk)->run(*pool);
+      state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);  // direct-conv FLOPs
+      state.SetLabel(s.to_string());
+    })->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
 }
 
 void register_model(const std::string &path) {
@@ -64,6 +123,8 @@ void register_model(const std::string &path) {
       state.counters["share_of_peak"] = benchmark::Counter(flops * 1e-9 / peak, benchmark::Counter::kIsIterationInvariantRate);
       state.SetLabel((*m)->groups()[0].schedule);
     })->Unit(benchmark::kMillisecond)->UseRealTime();
+    for (const Node &n : fn.body->nodes)
+      if (winograd_eligible(*fn.body, n)) register_algorithms(name, *fn.body, group_flops(*fn.body));
   }
 }
 
