@@ -16,7 +16,7 @@
 #include "ir/Reference.h"
 #include "codegen/Lower.h"
 #include "runtime/Runtime.h"
-#include "runtime/ThreadPool.h"
+#include "runtime/BoundKernel.h"
 
 namespace autotune::bench {
 namespace {
@@ -34,14 +34,12 @@ Graph single_group(const Graph &fused, const Node &fn) {
   return b.finish();
 }
 
-/** One group's kernel with a given schedule, its arguments packed, run on a thread pool. */
+/** One group's kernel compiled with a given schedule and bound to seeded arguments. */
 struct ScheduledKernel {
   std::unique_ptr<Jit> jit;
-  CompiledKernel ck;
   LoweredKernel k;
-  std::vector<Tensor> args, temps;
-  Tensor out;
-  std::vector<void *> bufs;
+  CompiledKernel ck;
+  std::unique_ptr<BoundKernel> bound;
   static Expected<std::unique_ptr<ScheduledKernel>> make(const Graph &body, const KernelSchedule &s) {
     auto sk = std::make_unique<ScheduledKernel>();
     AT_ASSIGN(jit, Jit::create({default_kernel_cache_dir()}));
@@ -50,22 +48,8 @@ struct ScheduledKernel {
     sk->k = std::move(k);
     AT_ASSIGN(ck, sk->jit->compile(sk->k));
     sk->ck = std::move(ck);
-    sk->args = random_inputs(body, 1);
-    for (const WeightPacking &p : sk->k.packings) sk->args[p.param] = pack_weight(sk->args[p.param], p);
-    sk->out = Tensor(body.type_of(body.outputs[0]));
-    for (size_t b = sk->k.num_params + 1; b < sk->k.buffers.size(); ++b)
-      sk->temps.emplace_back(TensorType{DType::kFloat32, {sk->k.buffers[b]->size}});
-    for (Tensor &a : sk->args) sk->bufs.push_back(a.raw());
-    sk->bufs.push_back(sk->out.raw());
-    for (Tensor &t : sk->temps) sk->bufs.push_back(t.raw());
+    sk->bound = std::make_unique<BoundKernel>(sk->k, sk->ck, random_inputs(body, 1), body.type_of(body.outputs[0]));
     return sk;
-  }
-  void run(ThreadPool &pool) {
-    for (size_t s = 0; s < ck.stages.size(); ++s) {
-      StageFn fn = ck.stages[s];
-      void **table = bufs.data();
-      pool.parallel_for(k.stages[s].parallel_extent, [fn, table](int64_t b, int64_t e) { fn(table, b, e); });
-    }
   }
 };
 
@@ -80,8 +64,8 @@ void register_algorithms(const std::string &name, const Graph &body, double flop
       auto sk = ScheduledKernel::make(body, s);
       if (!sk) return state.SkipWithError(sk.error().message.c_str());
       auto pool = ThreadPool::shared(0);
-      (*sk)->run(*pool);
-      for (auto _ : state) (*sk)->run(*pool);
+      (*sk)->bound->run(*pool);
+      for (auto _ : state) (*sk)->bound->run(*pool);
       state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);  // direct-conv FLOPs
       state.SetLabel(s.to_string());
     })->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -145,6 +145,18 @@ def classifier(b, x, features):
     b.nodes[-1].output[0] = "output"
 
 
+def inverted_residual(b, x, p, cin, cout, ratio, k, stride, act, se=None):
+    """MobileNetV2's block and EfficientNet's MBConv: expand (1x1), depthwise kxk, an optional
+    squeeze-and-excitation, project (1x1, linear), and a residual add when the shape allows."""
+    hidden = cin * ratio
+    y = x if ratio == 1 else act(conv_folded(b, x, p + ".expand", cin, hidden, 1, 1))
+    y = act(conv_folded(b, y, p + ".dw", hidden, hidden, k, stride, groups=hidden))
+    if se:
+        y = se(y, p, cin, hidden)
+    y = conv_folded(b, y, p + ".project", hidden, cout, 1, 1)
+    return b.node("Add", [x, y]) if stride == 1 and cin == cout else y
+
+
 def mobilenet_v2():
     b = Builder(seed=102)
     zero, six = b.init("relu6.min", np.array(0.0, np.float32)), b.init("relu6.max", np.array(6.0, np.float32))
@@ -154,11 +166,7 @@ def mobilenet_v2():
     for i, (t, c, n, s) in enumerate([(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                                       (6, 160, 3, 2), (6, 320, 1, 1)]):
         for j in range(n):
-            stride, p, hidden = s if j == 0 else 1, f"features.{i + 1}.{j}", cin * t
-            y = x if t == 1 else relu6(conv_folded(b, x, p + ".expand", cin, hidden, 1, 1))
-            y = relu6(conv_folded(b, y, p + ".dw", hidden, hidden, 3, stride, groups=hidden))
-            y = conv_folded(b, y, p + ".project", hidden, c, 1, 1)
-            x = b.node("Add", [x, y]) if stride == 1 and cin == c else y
+            x = inverted_residual(b, x, f"features.{i + 1}.{j}", cin, c, t, 3, s if j == 0 else 1, relu6)
             cin = c
     x = relu6(conv_folded(b, x, "features.18", 320, 1280, 1, 1))
     classifier(b, x, 1280)
@@ -173,20 +181,18 @@ def efficientnet_b0():
     cin = 32
     stages = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3), (6, 5, 2, 192, 4),
               (6, 3, 1, 320, 1)]
+    def squeeze_excite(y, p, cin, hidden):
+        squeeze = max(1, cin // 4)
+        se = b.node("GlobalAveragePool", [y])
+        se = silu(b.node("Conv", [se, b.init(p + ".se.fc1.weight", b.conv_weight(squeeze, hidden, 1)),
+                                  b.init(p + ".se.fc1.bias", b.uniform(squeeze, -0.1, 0.1))]))
+        se = b.node("Sigmoid", [b.node("Conv", [se, b.init(p + ".se.fc2.weight", b.conv_weight(hidden, squeeze, 1)),
+                                                b.init(p + ".se.fc2.bias", b.uniform(hidden, -0.1, 0.1))])])
+        return b.node("Mul", [y, se])
+
     for i, (ratio, k, s, c, n) in enumerate(stages):
         for j in range(n):
-            stride, p, hidden = s if j == 0 else 1, f"features.{i + 1}.{j}", cin * ratio
-            y = x if ratio == 1 else silu(conv_folded(b, x, p + ".expand", cin, hidden, 1, 1))
-            y = silu(conv_folded(b, y, p + ".dw", hidden, hidden, k, stride, groups=hidden))
-            squeeze = max(1, cin // 4)  # squeeze-and-excitation
-            se = b.node("GlobalAveragePool", [y])
-            se = silu(b.node("Conv", [se, b.init(p + ".se.fc1.weight", b.conv_weight(squeeze, hidden, 1)),
-                                      b.init(p + ".se.fc1.bias", b.uniform(squeeze, -0.1, 0.1))]))
-            se = b.node("Sigmoid", [b.node("Conv", [se, b.init(p + ".se.fc2.weight", b.conv_weight(hidden, squeeze, 1)),
-                                                    b.init(p + ".se.fc2.bias", b.uniform(hidden, -0.1, 0.1))])])
-            y = b.node("Mul", [y, se])
-            y = conv_folded(b, y, p + ".project", hidden, c, 1, 1)
-            x = b.node("Add", [x, y]) if stride == 1 and cin == c else y
+            x = inverted_residual(b, x, f"features.{i + 1}.{j}", cin, c, ratio, k, s if j == 0 else 1, silu, squeeze_excite)
             cin = c
     x = silu(conv_folded(b, x, "features.8", 320, 1280, 1, 1))
     classifier(b, x, 1280)

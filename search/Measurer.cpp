@@ -18,7 +18,7 @@
 
 #include "ir/Reference.h"
 #include "ir/Stats.h"
-#include "runtime/ThreadPool.h"
+#include "runtime/BoundKernel.h"
 
 namespace autotune {
 
@@ -69,44 +69,16 @@ struct ChildReport {
   char error[240];
 };
 
-/** A kernel bound to its own copies of the task's arguments, ready to run on a pool. */
-struct Bound {
-  std::vector<Tensor> args, temps;
-  Tensor out;
-  std::vector<void *> bufs;
-  std::vector<int64_t> extents;
-  const CompiledKernel *ck = nullptr;
-
-  Bound(const LoweredKernel &k, const CompiledKernel &compiled, const TaskData &data) : ck(&compiled) {
-    args = data.args;
-    for (const WeightPacking &p : k.packings) args[p.param] = pack_weight(args[p.param], p);
-    out = Tensor(data.expected.type());
-    for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b)
-      temps.emplace_back(TensorType{k.buffers[b]->type == loop::Type::kI64 ? DType::kInt64 : DType::kFloat32, {k.buffers[b]->size}});
-    for (Tensor &a : args) bufs.push_back(a.raw());
-    bufs.push_back(out.raw());
-    for (Tensor &t : temps) bufs.push_back(t.raw());
-    for (const KernelStage &s : k.stages) extents.push_back(s.parallel_extent);
-  }
-  void run(ThreadPool &pool) {
-    for (size_t s = 0; s < ck->stages.size(); ++s) {
-      StageFn fn = ck->stages[s];
-      void **table = bufs.data();
-      pool.parallel_for(extents[s], [fn, table](int64_t b, int64_t e) { fn(table, b, e); });
-    }
-  }
-};
-
 ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o,
                           const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
   ChildReport rep{};
   rep.status = static_cast<int>(MeasureStatus::kOk);
   ThreadPool pool(o.threads);
-  Bound cand(k, ck, data);
-  std::optional<Bound> base;
-  if (baseline.first) base.emplace(*baseline.first, *baseline.second, data);
+  BoundKernel cand(k, ck, data.args, data.expected.type());
+  std::optional<BoundKernel> base;
+  if (baseline.first) base.emplace(*baseline.first, *baseline.second, data.args, data.expected.type());
   auto run_once = [&] { cand.run(pool); };
-  Tensor &out = cand.out;
+  const Tensor &out = cand.output();
   run_once();  // the first run is checked before any timing
   auto d = compare(out, data.expected);
   if (!d || d->nan_mismatch || d->relative() > o.tolerance) {
@@ -118,7 +90,7 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   for (int i = 1; i < o.warmup; ++i) run_once();
   if (base) base->run(pool);  // warm the baseline too
   std::vector<float> flush(o.flush_cache ? (64u << 20) / sizeof(float) : 0);
-  auto timed = [&](Bound &b) {
+  auto timed = [&](BoundKernel &b) {
     if (!flush.empty())
       for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
     auto t0 = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
+#include "runtime/BoundKernel.h"
 #include "search/ScheduleSpace.h"
 #include "search/Task.h"
 
@@ -105,16 +106,10 @@ void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const s
   ASSERT_TRUE(static_cast<bool>(jit));
   auto ck = (*jit)->compile(*k);
   ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-  std::vector<Tensor> a = args;
-  for (const WeightPacking &p : k->packings) a[p.param] = pack_weight(a[p.param], p);
-  Tensor out(expected->at(0).type());
-  std::vector<Tensor> temps;
-  for (size_t b = k->num_params + 1; b < k->buffers.size(); ++b) temps.emplace_back(TensorType{DType::kFloat32, {k->buffers[b]->size}});
-  std::vector<void *> bufs;
-  for (Tensor &x : a) bufs.push_back(x.raw());
-  bufs.push_back(out.raw());
-  for (Tensor &x : temps) bufs.push_back(x.raw());
-  for (size_t st = 0; st < ck->stages.size(); ++st) ck->stages[st](bufs.data(), 0, k->stages[st].parallel_extent);
+  BoundKernel bound(*k, *ck, args, expected->at(0).type());
+  ThreadPool pool(1);
+  bound.run(pool);
+  const Tensor &out = bound.output();
   auto d = compare(out, expected->at(0));
   ASSERT_TRUE(static_cast<bool>(d));
   EXPECT_LT(d->relative(), tolerance) << what << " " << schedule_to_json(s);
