@@ -48,7 +48,7 @@ struct ScheduledKernel {
     sk->k = std::move(k);
     AT_ASSIGN(ck, sk->jit->compile(sk->k));
     sk->ck = std::move(ck);
-    sk->bound = std::make_unique<BoundKernel>(sk->k, sk->ck, random_inputs(body, 1), body.type_of(body.outputs[0]));
+    sk->bound = std::make_unique<BoundKernel>(sk->k, sk->ck, random_inputs(body, 1), Tensor(body.type_of(body.outputs[0])));
     return sk;
   }
 };

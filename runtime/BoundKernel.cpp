@@ -4,8 +4,8 @@
 
 namespace autotune {
 
-BoundKernel::BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, const TensorType &out)
-    : args_(args), out_(out), stages_(ck.stages) {
+BoundKernel::BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, Tensor out)
+    : args_(args), out_(std::move(out)), stages_(ck.stages) {
   for (const WeightPacking &p : k.packings) args_[p.param] = pack_weight(args_[p.param], p);
   for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b)
     temps_.emplace_back(TensorType{k.buffers[b]->type == loop::Type::kI64 ? DType::kInt64 : DType::kFloat32, {k.buffers[b]->size}});

@@ -12,7 +12,12 @@ namespace autotune {
 
 class BoundKernel {
  public:
-  BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, const TensorType &out);
+  /**
+   * `args` and `out` are shared, not copied (tensors are handles): two kernels of one task timed
+   * in alternation read and write the same memory, so neither is favoured by where its buffers
+   * landed. Only packed weights and temporaries are the kernel's own.
+   */
+  BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, Tensor out);
   BoundKernel(const BoundKernel &) = delete;
   BoundKernel &operator=(const BoundKernel &) = delete;
 

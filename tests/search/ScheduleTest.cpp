@@ -106,7 +106,7 @@ void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const s
   ASSERT_TRUE(static_cast<bool>(jit));
   auto ck = (*jit)->compile(*k);
   ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-  BoundKernel bound(*k, *ck, args, expected->at(0).type());
+  BoundKernel bound(*k, *ck, args, Tensor(expected->at(0).type()));
   ThreadPool pool(1);
   bound.run(pool);
   const Tensor &out = bound.output();
