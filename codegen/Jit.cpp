@@ -218,8 +218,9 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
         return make_error("LLVM: cannot link " + named.name + ": " + to_string(std::move(err)));
       return lookup_all(true);
     };
-    if (!validate_object(object) || !link(object)) {
-      if (!out.from_cache) AT_TRY(link(object));
+    Status linked = validate_object(object) ? link(object) : Status(make_error("LLVM: " + named.name + " is not a valid object file"));
+    if (!linked) {
+      if (!out.from_cache) return linked.error();
       out.from_cache = false;
       AT_ASSIGN(obj, build());
       AT_TRY(link(obj));
