@@ -102,7 +102,7 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
     return valid ? select(valid, v0, float_imm(n.attrs.f("pad_value"))) : v0;
   }
   if (op == "concatenate") {
-    int axis = static_cast<int>(n.attrs.i("axis"));
+    int axis = *normalize_axis(n.attrs.i("axis"), n.type.rank());  // checked by type inference; may be negative
     std::vector<int64_t> offsets{0};
     for (ValueId a : n.inputs) offsets.push_back(offsets.back() + g_.type_of(a).shape[axis]);
     Expr result;
@@ -115,8 +115,8 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
     return result;
   }
   if (op == "take") {
-    int axis = static_cast<int>(n.attrs.i("axis"));
     const Shape &ds = g_.type_of(n.inputs[0]).shape;
+    int axis = *normalize_axis(n.attrs.i("axis"), static_cast<int>(ds.size()));  // a negative axis counts from the end
     int ri = g_.type_of(n.inputs[1]).rank();
     Index iidx(idx.begin() + axis, idx.begin() + axis + ri);
     ValueId indices = n.inputs[1];

@@ -230,6 +230,17 @@ TEST_P(Lower, InjectiveAndElementwiseChainsInline) {
   })");
 }
 
+TEST_P(Lower, NegativeAxesCountFromTheEnd) {
+  // Found by autotune_fuzz: a Gather with axis -1 (valid ONNX) indexed before the start of the
+  // output's index list in the compiled kernel.
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 10), float32], %y: Tensor[(2, 3), float32]) -> Tensor[(2, 7), float32] {
+    %i = constant([9, 0, -1, 4], Tensor[(4), int64]);
+    %0 = take(%x, %i, axis=-1);
+    %1 = concatenate(%0, %y, axis=-1);
+    return %1;
+  })");
+}
+
 TEST_P(Lower, KernelsPrintTheirLoopIR) {
   auto g = parse_text(R"(def @main(%x: Tensor[(1, 16, 4, 4), float32]) -> Tensor[(1, 16, 4, 4), float32] {
     %w = constant(Tensor[(16, 16, 1, 1), float32]);
