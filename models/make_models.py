@@ -136,13 +136,17 @@ def conv_folded(b, x, prefix, cin, cout, k, stride, groups=1):
                   strides=[stride, stride], pads=[pad] * 4, group=groups)
 
 
-def classifier(b, x, features):
+def mobile_head(b, x, act, prefix, name):
+    """The last 1x1 conv (320 -> 1280) with its activation, the pooled classifier, and the model."""
+    x = act(conv_folded(b, x, prefix, 320, 1280, 1, 1))
     x = b.node("GlobalAveragePool", [x])
     x = b.node("Flatten", [x], axis=1)
-    bound = 1 / np.sqrt(features)
-    x = b.node("Gemm", [x, b.init("classifier.weight", b.uniform((1000, features), -bound, bound)),
+    bound = 1 / np.sqrt(1280)
+    x = b.node("Gemm", [x, b.init("classifier.weight", b.uniform((1000, 1280), -bound, bound)),
                         b.init("classifier.bias", b.uniform(1000, -bound, bound))], alpha=1.0, beta=1.0, transB=1)
     b.nodes[-1].output[0] = "output"
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], 13, name)
 
 
 def inverted_residual(b, x, p, cin, cout, ratio, k, stride, act, se=None):
@@ -168,10 +172,7 @@ def mobilenet_v2():
         for j in range(n):
             x = inverted_residual(b, x, f"features.{i + 1}.{j}", cin, c, t, 3, s if j == 0 else 1, relu6)
             cin = c
-    x = relu6(conv_folded(b, x, "features.18", 320, 1280, 1, 1))
-    classifier(b, x, 1280)
-    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], 13, "mobilenet_v2")
+    return mobile_head(b, x, relu6, "features.18", "mobilenet_v2")
 
 
 def efficientnet_b0():
@@ -194,10 +195,7 @@ def efficientnet_b0():
         for j in range(n):
             x = inverted_residual(b, x, f"features.{i + 1}.{j}", cin, c, ratio, k, s if j == 0 else 1, silu, squeeze_excite)
             cin = c
-    x = silu(conv_folded(b, x, "features.8", 320, 1280, 1, 1))
-    classifier(b, x, 1280)
-    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], 13, "efficientnet_b0")
+    return mobile_head(b, x, silu, "features.8", "efficientnet_b0")
 
 
 def tiny_cnn():
