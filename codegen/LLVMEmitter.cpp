@@ -118,6 +118,17 @@ class StageEmitter {
       auto *vt = llvm::FixedVectorType::get(t, lanes_);
       return b_.CreateAlignedLoad(vt, element_ptr(e->buffer, scalar_index(index)), llvm::Align(4));
     }
+    // A small constant stride: one load spanning every lane's element, then the lanes picked out
+    // (a stride-2 pooling window reads every other column). The load ends at the last lane's
+    // element, never past it.
+    if (stride && *stride >= 2 && *stride <= 4) {
+      unsigned span = static_cast<unsigned>(*stride * (lanes_ - 1) + 1);
+      auto *wide = llvm::FixedVectorType::get(t, span);
+      llvm::Value *all = b_.CreateAlignedLoad(wide, element_ptr(e->buffer, scalar_index(index)), llvm::Align(4));
+      std::vector<int> pick;
+      for (int l = 0; l < lanes_; ++l) pick.push_back(static_cast<int>(l * *stride));
+      return b_.CreateShuffleVector(all, pick);
+    }
     // Per-lane loads (strided or irregular indices).
     llvm::Value *idx = emit(index);
     llvm::Value *out = llvm::PoisonValue::get(llvm::FixedVectorType::get(t, lanes_));

@@ -12,11 +12,14 @@ namespace autotune::lowering {
 Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
+                         const std::function<Expr(const Index &, const Index &)> &interior_term, int64_t interior_begin,
+                         int64_t interior_end) {
   int64_t len = out_shape.empty() ? 1 : out_shape.back();
   Shape prefix = out_shape.empty() ? Shape{} : Shape(out_shape.begin(), out_shape.end() - 1);
   Index pidx = unravel(var("r"), prefix);
-  Stmt body = row_loops(len, [&](Expr x, int lanes, Expr lane) {
+  auto row = [&](const std::function<Expr(const Index &, const Index &)> &term) {
+   return [&, term](Expr x, int lanes, Expr lane) {
     Index idx = pidx;
     if (!out_shape.empty()) idx.push_back(x);
     Buffer acc = make_buffer(fresh("acc"), Type::kF32, lanes, BufferScope::kLocal);
@@ -37,7 +40,16 @@ Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_
       reduce = for_loop(rvars[i], int_imm(0), int_imm(domain[i]), ForKind::kSerial, reduce);
     return allocate(acc, seq({lanes_of(lanes, lane, store(acc, lane, init(idx))), reduce,
                               lanes_of(lanes, lane, store_output(idx, finalize(a, idx)))}));
-  });
+   };
+  };
+  Stmt body;
+  if (interior_term && interior_begin < interior_end) {
+    // The columns whose reads need no bounds checks run with the plain term, the edges with the checked one.
+    body = seq({row_loops(interior_begin, row(term)), row_loops(interior_end - interior_begin, row(interior_term), interior_begin),
+                row_loops(len - interior_end, row(term), interior_end)});
+  } else {
+    body = row_loops(len, row(term));
+  }
   add_stage(stage_name, "r", product(prefix), body);
   return Status::ok();
 }
@@ -101,8 +113,19 @@ Status Lowerer::lower_reduction_op() {
       Expr cx = include_pad ? count_1d(xst, -p[1], xs[3] + p[3], k[1], dl[1]) : count_1d(xst, 0, xs[3], k[1], dl[1]);
       return a / cast(Type::kF32, max(cy * cx, int_imm(1)));
     };
+    // Output columns whose whole window lies inside the input read it without clamps (and so
+    // as plain or, for a stride, wide loads); only the rows are checked there.
+    auto interior = [&, is_max](const Index &i, const Index &r) {
+      Expr y = i[2] * st[0] - int_imm(p[0]) + r[0] * dl[0], xx = i[3] * st[1] - int_imm(p[1]) + r[1] * dl[1];
+      Expr v = value_at(x, {i[0], i[1], clamp(y, 0, xs[2] - 1), xx});
+      return select(in_range(y, 0, xs[2]), v, float_imm(is_max ? -kInf : 0.0));
+    };
+    int64_t begin = (p[1] + st[1] - 1) / st[1];                                     // first ox with ox*s - p >= 0
+    int64_t end = std::min<int64_t>(os[3], (xs[3] - 1 + p[1] - (k[1] - 1) * dl[1]) / st[1] + 1);  // past the last inside
+    if (xs[3] - 1 + p[1] - (k[1] - 1) * dl[1] < 0) end = 0;
     return lower_reduction(os, {k[0], k[1]}, is_max ? Combine::kMax : Combine::kSum,
-                           [is_max](const Index &) { return float_imm(is_max ? -kInf : 0.0); }, term, finalize, "pool2d");
+                           [is_max](const Index &) { return float_imm(is_max ? -kInf : 0.0); }, term, finalize, "pool2d",
+                           interior, begin, std::max(begin, end));
   }
   if (op == "nn.global_avg_pool2d") {
     Shape spatial(xs.begin() + 2, xs.end());

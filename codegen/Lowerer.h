@@ -110,7 +110,9 @@ class Lowerer {
   Status lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
+                         const std::function<Expr(const Index &, const Index &)> &interior_term = nullptr,
+                         int64_t interior_begin = 0, int64_t interior_end = 0);
   Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();

@@ -134,6 +134,24 @@ TEST(Jit, ExpIsAPolynomialWithinTwoUlpsOfTheTruthAtEveryWidth) {
   }
 }
 
+TEST(Jit, SmallConstantStridesLoadEveryLanesElement) {
+  // Strides 2 to 4 are one wide load and a shuffle; the buffer ends at the last lane's element.
+  auto jit = make_jit();
+  for (int stride : {2, 3, 4})
+    for (int lanes : {4, 8, 16}) {
+      int64_t n = static_cast<int64_t>(stride) * (lanes - 1) + 1;
+      Buffer a = make_buffer("a", Type::kF32, n, BufferScope::kParam), out = make_buffer("out", Type::kF32, lanes, BufferScope::kParam);
+      auto ck = jit->compile(kernel("strided" + std::to_string(stride) + "_" + std::to_string(lanes), {a, out}, 1, 1,
+                                    for_loop("v", int_imm(0), int_imm(lanes), ForKind::kVectorized, store(out, var("v"), load(a, var("v") * stride)))));
+      ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+      std::vector<float> av(n), ov(lanes);
+      std::iota(av.begin(), av.end(), 0.0f);
+      void *bufs[] = {av.data(), ov.data()};
+      ck->stages[0](bufs, 0, 1);
+      for (int l = 0; l < lanes; ++l) EXPECT_EQ(ov[l], static_cast<float>(l * stride)) << stride << " " << lanes;
+    }
+}
+
 TEST(Jit, IllegalLoopIRIsAnErrorNotACrash) {
   Buffer out = make_buffer("out", Type::kF32, 8, BufferScope::kParam);
   auto jit = make_jit();
