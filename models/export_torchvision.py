@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torchvision
 
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_0", "densenet121", "googlenet"]
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_0", "densenet121", "googlenet"]
 
 
 def build(name):
