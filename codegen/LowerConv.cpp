@@ -196,6 +196,18 @@ Expr linear(const std::vector<double> &coef, const std::vector<Expr> &x) {
   }
   return r ? r : float_imm(0);
 }
+
+/** rows x a matrix `m` times the a x a expressions `x` (the left half of a transform m x m^T). */
+std::vector<std::vector<Expr>> left_multiply(const std::vector<std::vector<double>> &m, const std::vector<std::vector<Expr>> &x) {
+  std::vector<std::vector<Expr>> out(m.size(), std::vector<Expr>(x.size()));
+  for (size_t i = 0; i < m.size(); ++i)
+    for (size_t j = 0; j < x.size(); ++j) {
+      std::vector<Expr> col;
+      for (const auto &row : x) col.push_back(row[j]);
+      out[i][j] = linear(m[i], col);
+    }
+  return out;
+}
 }  // namespace
 
 /**
@@ -234,13 +246,7 @@ Status Lowerer::lower_winograd() {
       for (int i = 0; i < a; ++i)
         for (int j = 0; j < a; ++j)
           d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
-      std::vector<std::vector<Expr>> t(a, std::vector<Expr>(a));  // B^T d
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j) {
-          std::vector<Expr> col;
-          for (int k = 0; k < a; ++k) col.push_back(d[k][j]);
-          t[i][j] = linear(wm.bt[i], col);
-        }
+      std::vector<std::vector<Expr>> t = left_multiply(wm.bt, d);  // B^T d
       std::vector<Stmt> stores;
       for (int i = 0; i < a; ++i)
         for (int j = 0; j < a; ++j)  // (B^T d) B: row i of t against row j of B^T
@@ -290,13 +296,7 @@ Status Lowerer::lower_winograd() {
       std::vector<std::vector<Expr>> mm(a, std::vector<Expr>(a));
       for (int i = 0; i < a; ++i)
         for (int j = 0; j < a; ++j) mm[i][j] = load(mbuf, ((int_imm(i * a + j) * N + r[0]) * O + r[1]) * T + r[2] * TW + tx);
-      std::vector<std::vector<Expr>> t(m, std::vector<Expr>(a));  // A^T M
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < a; ++j) {
-          std::vector<Expr> col;
-          for (int k = 0; k < a; ++k) col.push_back(mm[k][j]);
-          t[i][j] = linear(wm.at[i], col);
-        }
+      std::vector<std::vector<Expr>> t = left_multiply(wm.at, mm);  // A^T M
       std::vector<Stmt> rows;
       for (int i = 0; i < m; ++i) {  // (A^T M) A, row by row
         std::vector<Stmt> row;

@@ -60,6 +60,8 @@ class CompiledModel {
   size_t arena_bytes() const { return arena_bytes_; }
   /** Groups compiled with a tuned schedule (0 without a database). */
   int tuned_groups() const;
+  /** The JIT the model's kernels were compiled with (its target; more kernels for it, such as the peak's). */
+  Jit &jit() { return *jit_; }
 
  private:
   CompiledModel() = default;

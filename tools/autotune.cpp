@@ -351,12 +351,10 @@ int cmd_bench(const std::vector<std::string> &argv) {
   double med = median(total), lo = *std::min_element(total.begin(), total.end()), hi = *std::max_element(total.begin(), total.end());
   double flops = 0;
   for (const GroupInfo &gi : model.groups()) flops += gi.flops;
-  // The roofline's ceiling: the target's FMA peak on the threads the model ran on, measured now.
-  auto target = target_from_flags(*args);
-  if (!target) return fail(target.error());
-  auto peak_jit = Jit::create({"", *target});
-  if (!peak_jit) return fail(peak_jit.error());
-  auto peak = measure_fma_peak(**peak_jit, model.threads());
+  // The roofline's ceiling: the target's FMA peak on the threads the model ran on, measured now
+  // with the model's own JIT (so for its target).
+  const Target *target = &model.jit().target();
+  auto peak = measure_fma_peak(model.jit(), model.threads());
   if (!peak) return fail(peak.error());
   auto share = [&](double gflops) { return *peak > 0 ? 100.0 * gflops / *peak : 0.0; };
   if (args->has("json")) {
