@@ -353,7 +353,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   for (const GroupInfo &gi : model.groups()) flops += gi.flops;
   // The roofline's ceiling: the target's FMA peak on the threads the model ran on, measured now
   // with the model's own JIT (so for its target).
-  const Target *target = &model.jit().target();
+  const Target &target = model.jit().target();
   auto peak = measure_fma_peak(model.jit(), model.threads());
   if (!peak) return fail(peak.error());
   auto share = [&](double gflops) { return *peak > 0 ? 100.0 * gflops / *peak : 0.0; };
@@ -362,7 +362,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
                 "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"isa\": \"%s\", "
                 "\"peak_gflops\": %.1f, \"groups\": [",
                 args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
-                model.compile_ms(), model.tuned_groups(), target->isa.c_str(), *peak);
+                model.compile_ms(), model.tuned_groups(), target.isa.c_str(), *peak);
     for (size_t k = 0; k < per_group.size(); ++k) {
       const GroupInfo &gi = model.groups()[k];
       double gflops = gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9);
@@ -377,7 +377,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   std::printf("%s: %zu groups, %.2f GFLOP per run, %d threads, compiled in %.0f ms (%d kernels compiled, %d from cache)\n",
               args->get("model").c_str(), model.groups().size(), flops / 1e9, model.threads(), model.compile_ms(),
               model.kernels_compiled(), model.kernels_cached());
-  std::printf("target %s (%s): measured fp32 FMA peak %.1f GFLOP/s on %d threads\n", target->cpu.c_str(), target->isa.c_str(), *peak,
+  std::printf("target %s (%s): measured fp32 FMA peak %.1f GFLOP/s on %d threads\n", target.cpu.c_str(), target.isa.c_str(), *peak,
               model.threads());
   std::printf("%-6s %-34s %-20s %10s %10s %7s\n", "group", "ops", "output", "median ms", "GFLOP/s", "% peak");
   for (size_t k = 0; k < per_group.size(); ++k) {
