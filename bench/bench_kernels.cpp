@@ -4,7 +4,8 @@
 // stride-1 conv is also run with the direct, Winograd F(2x2) and F(4x4) algorithms side by side
 // (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4).
 //
-//   bench_kernels [--benchmark_filter=conv] [google benchmark flags]
+//   bench_kernels [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
+//   (the models default to the generated ResNet-50; any other model's groups can be timed alike)
 //   bench_kernels --benchmark_filter=algo --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
@@ -122,7 +123,9 @@ int main(int argc, char **argv) {
               "memory bandwidth %.1f GB/s on 1 thread, %.1f on 2\n",
               host.cpu.c_str(), host.isa.c_str(), host.lanes, host.vector_registers, autotune::bench::fma_peak_gflops(1),
               autotune::bench::fma_peak_gflops(2), autotune::bench::memory_bandwidth_gbs(1), autotune::bench::memory_bandwidth_gbs(2));
-  autotune::bench::register_model(std::string(AUTOTUNE_MODELS_DIR) + "/resnet50.onnx");
+  // Google Benchmark has taken its own flags out of argv; what is left are models.
+  if (argc < 2) autotune::bench::register_model(std::string(AUTOTUNE_MODELS_DIR) + "/resnet50.onnx");
+  for (int i = 1; i < argc; ++i) autotune::bench::register_model(argv[i]);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -8,51 +8,116 @@
 
 namespace autotune::lowering {
 
-Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases, int64_t min_h, int64_t min_w) {
+namespace {
+/** floor(a / d) for d > 0. */
+int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
+}  // namespace
+
+Lowerer::Source Lowerer::padded_geometry(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) const {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   const auto &p = conv.attrs.ints("padding");
   // min_h/min_w: Winograd tiles of an odd output reach a row/column past the padding (zeros too).
-  int64_t hp = std::max(xs[2] + p[0] + p[2], min_h), wp = std::max(xs[3] + p[1] + p[3], min_w), wq = (wp + phases - 1) / phases;
-  bool padded = (hp != xs[2] || wp != xs[3]) && !padding_inline;
-  if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
-  Buffer buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * hp * phases * wq, BufferScope::kTemp);
-  k_.buffers.push_back(buf);
-  Index pidx = unravel(var("r"), {xs[0], xs[1], hp});
-  Expr row = ravel(pidx, {xs[0], xs[1], hp}) * (phases * wq);
-  Expr y = pidx[2] - int_imm(p[0]);
-  Expr row_valid = in_range(y, 0, xs[2]);
-  Expr yc = clamp(y, 0, xs[2] - 1);
-  auto zeros = [&](int64_t from, int64_t count) {
-    return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(buf, row + x, float_imm(0))); }, from);
-  };
-  Stmt body;
-  if (phases == 1) {
-    // Rows of zeros above and below; inside, the zero columns either side and a contiguous copy
-    // of the input row between them (no clamped, per-lane reads).
-    Stmt inside = seq({zeros(0, p[1]),
-                       row_loops(xs[3], [&](Expr x, int lanes, Expr lane) {
-                         return lanes_of(lanes, lane, store(buf, row + x, value_at(conv.inputs[0], {pidx[0], pidx[1], yc, x - int_imm(p[1])})));
-                       }, p[1]),
-                       zeros(p[1] + xs[3], wp - p[1] - xs[3])});
-    body = if_then(row_valid, inside, zeros(0, wp));
-  } else {
-    // Each phase's columns are written contiguously; reading them takes every phases-th column.
-    std::vector<Stmt> parts;
-    for (int64_t ph = 0; ph < phases; ++ph) {
-      int64_t count = (wp - ph + phases - 1) / phases;
-      parts.push_back(row_loops(count, [&, ph](Expr q, int lanes, Expr lane) {
-        Expr xx = q * phases + int_imm(ph - p[1]);
-        Expr valid = both(row_valid, in_range(xx, 0, xs[3]));
-        Expr v = value_at(conv.inputs[0], {pidx[0], pidx[1], yc, clamp(xx, 0, xs[3] - 1)});
-        return lanes_of(lanes, lane, store(buf, row + int_imm(ph * wq) + q, select(valid, v, float_imm(0))));
-      }));
-    }
-    body = seq(parts);
-  }
-  add_stage(phases > 1 ? "pad_phases" : "pad", "r", xs[0] * xs[1] * hp, body);
-  Source src{buf, hp, phases * wq};
-  src.phases = phases, src.wq = wq;
+  int64_t hp = std::max(xs[2] + p[0] + p[2], min_h), wp = std::max(xs[3] + p[1] + p[3], min_w);
+  Source src{nullptr, hp, 0};
+  src.phases = phases, src.wq = (wp + phases - 1) / phases, src.w = phases * src.wq, src.wp = wp;
   return src;
+}
+
+Stmt Lowerer::padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py) {
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
+  const auto &p = conv.attrs.ints("padding");
+  int64_t H = xs[2], W = xs[3], phases = src.phases, wq = src.wq;
+  auto zeros = [&](int64_t from, int64_t count) {
+    return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(src.buf, base + x, float_imm(0))); }, from);
+  };
+  Expr y = py - int_imm(p[0]);
+  // A row inside the input: per phase, the zero columns before the input, the input's columns
+  // (plain reads: contiguous, or wide loads and a shuffle for a small stride), the zeros after.
+  std::vector<Stmt> parts;
+  for (int64_t ph = 0; ph < phases; ++ph) {
+    int64_t count = (src.wp - ph + phases - 1) / phases;  // this phase's columns of the padded row
+    int64_t qb = std::clamp<int64_t>(floor_div(p[1] - ph + phases - 1, phases), 0, count);  // first q with q*phases + ph >= p[1]
+    int64_t qe = std::clamp<int64_t>(floor_div(W - 1 + p[1] - ph, phases) + 1, qb, count);   // past the last inside
+    parts.push_back(zeros(ph * wq, qb));
+    parts.push_back(row_loops(qe - qb, [&, ph](Expr q, int lanes, Expr lane) {
+      Expr v = value_at(conv.inputs[0], {n, c, y, q * phases + int_imm(ph - p[1])});
+      return lanes_of(lanes, lane, store(src.buf, base + int_imm(ph * wq) + q, v));
+    }, qb));
+    parts.push_back(zeros(ph * wq + qe, wq - qe));
+  }
+  return if_then(in_range(y, 0, H), seq(parts), zeros(0, phases * wq));
+}
+
+Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases, int64_t min_h, int64_t min_w) {
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
+  Source src = padded_geometry(conv, phases, min_h, min_w);
+  bool padded = (src.h != xs[2] || src.wp != xs[3]) && !padding_inline;
+  if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
+  src.buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * src.h * src.w, BufferScope::kTemp);
+  k_.buffers.push_back(src.buf);
+  Index pidx = unravel(var("r"), {xs[0], xs[1], src.h});
+  add_stage(phases > 1 ? "pad_phases" : "pad", "r", xs[0] * xs[1] * src.h,
+            padded_row(conv, src, ravel(pidx, {xs[0], xs[1], src.h}) * src.w, pidx[0], pidx[1], pidx[2]));
+  return src;
+}
+
+/**
+ * Depthwise template (one input channel per group): a thread owns whole output planes. Each
+ * plane's padded, phase-split input is copied into a stack buffer first (pad_at_root = false:
+ * the copy computed at the plane, hot in L1/L2, instead of a stage of its own that writes and
+ * rereads the whole tensor), then blocks of `px_block` output rows are computed column vector by
+ * column vector, the kernel window unrolled so that an input vector loaded once serves every
+ * row of the block that reads it.
+ */
+Status Lowerer::lower_depthwise() {
+  const Node &conv = g_.nodes[anchor_];
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
+  const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation");
+  int64_t N = xs[0], C = xs[1], O = ws[0], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3], OG = O / C;
+  Source src = padded_geometry(conv, st[1]);
+  bool copy = src.h != xs[2] || src.wp != xs[3] || st[1] > 1 || conv.inputs[0].kind != ValueId::Kind::kInput;
+  bool local = copy && !s_.pad_at_root && src.h * src.w * 4 <= kMaxPlaneBytes;
+  Expr u = var("u"), n = u / int_imm(O), o = u % int_imm(O), c = o / int_imm(OG);
+  Expr plane;  // where plane (n, c) of the source starts
+  if (!copy) {
+    src = {params_[conv.inputs[0].index], xs[2], xs[3]};
+    plane = (n * C + c) * (src.h * src.w);
+  } else if (!local) {
+    src = conv_source(conv, false, st[1]);
+    plane = (n * C + c) * (src.h * src.w);
+  } else {
+    src.buf = make_buffer(fresh("plane"), Type::kF32, src.h * src.w, BufferScope::kLocal);
+    plane = int_imm(0);
+  }
+  Buffer w = params_[conv.inputs[1].index];
+  Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0);
+  int64_t R = std::clamp<int64_t>(s_.px_block, 1, OH);
+  auto rows = [&](const Expr &oy0, int64_t nr) {
+    return row_loops(OW, [&](Expr x, int lanes, Expr lane) {
+      Buffer acc = make_buffer(fresh("acc"), Type::kF32, nr * lanes, BufferScope::kLocal);
+      std::vector<Stmt> init, fma, out;
+      for (int64_t r = 0; r < nr; ++r) {
+        Expr ai = int_imm(r * lanes) + lane;
+        init.push_back(lanes_of(lanes, lane, store(acc, ai, bias)));
+        Expr xin = load(src.buf, plane + ((oy0 + int_imm(r)) * st[0] + var("ky") * dl[0]) * src.w + src.column(x, var("kx") * dl[1]));
+        Expr wv = load(w, (o * KH + var("ky")) * KW + var("kx"));
+        fma.push_back(lanes_of(lanes, lane, store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
+        out.push_back(lanes_of(lanes, lane, store_output({n, o, oy0 + int_imm(r), x}, load(acc, ai))));
+      }
+      Stmt window = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kUnrolled,
+                             for_loop("kx", int_imm(0), int_imm(KW), ForKind::kUnrolled, seq(fma)));
+      return allocate(acc, seq({seq(init), window, seq(out)}));
+    });
+  };
+  std::vector<Stmt> body;
+  if (local) body.push_back(for_loop("py", int_imm(0), int_imm(src.h), ForKind::kSerial, padded_row(conv, src, var("py") * src.w, n, c, var("py"))));
+  if (OH / R > 0) body.push_back(for_loop("ob", int_imm(0), int_imm(OH / R), ForKind::kSerial, rows(var("ob") * R, R)));
+  if (OH % R) body.push_back(rows(int_imm(OH / R * R), OH % R));
+  Stmt s = seq(body);
+  if (local) s = allocate(src.buf, s);
+  k_.schedule = "depthwise conv, " + k_.schedule;
+  add_stage("depthwise_conv2d", "u", N * O, s);
+  return Status::ok();
 }
 
 Status Lowerer::lower_conv2d() {
@@ -66,6 +131,7 @@ Status Lowerer::lower_conv2d() {
   if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
   int V = s_.vector_width, OB = s_.oc_block;
   bool blocked = OB > 0;
+  if (!blocked && CG == 1) return lower_depthwise();
   // The direct template vectorizes over output columns: with a column stride, split the copy's
   // columns by phase so those reads are contiguous (stride-2 depthwise convs ran at 5 GFLOP/s on
   // per-lane loads).

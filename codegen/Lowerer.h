@@ -72,6 +72,7 @@ class Lowerer {
     Buffer buf;
     int64_t h, w;         // its extents (the padded ones for a copy; w = phases * wq)
     int64_t phases = 1, wq = 0;
+    int64_t wp = 0;       // a copy's padded row length before the phase split
     /** The address of column `x0 + ox * phases` of a row (x0 not a multiple of phases is fine), linear in ox. */
     Expr column(const Expr &ox, const Expr &x0) const {
       if (phases == 1) return ox * phases + x0;
@@ -114,6 +115,16 @@ class Lowerer {
                          const std::function<Expr(const Index &, const Index &)> &interior_term = nullptr,
                          int64_t interior_begin = 0, int64_t interior_end = 0);
   Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
+  /** The extents of conv's padded, phase-split input copy (no buffer yet). */
+  Source padded_geometry(const Node &conv, int64_t phases, int64_t min_h = 0, int64_t min_w = 0) const;
+  /**
+   * Row `py` of input plane (n, c) of `conv`, padded and phase-split as `src` describes, written
+   * at src.buf[base, base + src.w): zeros where the row or a column is padding.
+   */
+  Stmt padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py);
+  /** A plane copied to the stack by the depthwise template at most this big (else a stage of its own). */
+  static constexpr int64_t kMaxPlaneBytes = 512 << 10;
+  Status lower_depthwise();
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();

@@ -18,11 +18,12 @@ struct KernelSchedule {
   int vector_width = 8;       // float lanes of vectorized loops (elementwise, reductions, direct conv)
   int oc_block = 16;          // conv/dense: output channels per register block and packing block
                               // (a multiple of 8); 0: the direct template
-  int px_block = 6;           // conv: output pixels per register block
+  int px_block = 6;           // conv: output pixels per register block (depthwise: output rows per block)
   Parallel parallel = Parallel::kOc;  // conv: the threads split output-channel blocks, pixel blocks, or both
   bool unroll_kx = false;     // conv: unroll the kernel-column loop of the reduction
   bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or recompute
-                              // the bounds at every read (inline)
+                              // the bounds at every read (inline); depthwise: copy each plane to
+                              // the stack just before it is read (per plane)
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile

@@ -48,7 +48,15 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
       if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
       if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
-      if (sp.oc_block.size() == 1) sp.vector_width = widths;  // only the direct template: its vector width
+      if (sp.oc_block.size() == 1) {
+        sp.vector_width = widths;  // only the direct template: its vector width
+        // Depthwise: rows per block and where the padded plane is stored; other direct convs have neither.
+        bool depthwise = anchor->inputs.size() > 1 && cg == 1;
+        sp.px_block = depthwise ? std::vector<int>{1, 2, 3, 4, 5, 6, 8} : std::vector<int>{base.px_block};
+        sp.pad_at_root = depthwise ? std::vector<bool>{false, true} : std::vector<bool>{base.pad_at_root};
+        sp.unroll_kx = {false};
+        sp.parallel = {base.parallel};
+      }
     }
   }
   return sp;

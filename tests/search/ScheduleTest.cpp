@@ -162,6 +162,48 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
   EXPECT_EQ(checked, 48);
 }
 
+TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
+  // The depthwise template under each of its knobs: rows per block (with a tail of rows), the
+  // padded plane on the stack or in a stage of its own, every vector width; with column strides
+  // 1-3 (a plane split by phase), dilation, asymmetric padding, 5x5 windows, a channel multiplier
+  // of 2, two images, no padding at all (read in place), a plane past the stack limit (copied by
+  // a stage even per plane), and a residual epilogue.
+  struct Case {
+    int64_t n, c, mult, h, w, k, stride, dil;
+    std::vector<int64_t> pad;
+  };
+  int checked = 0;
+  for (const Case &k : {Case{1, 4, 1, 9, 11, 3, 1, 1, {1, 1, 1, 1}}, Case{2, 3, 2, 13, 12, 3, 2, 1, {1, 1, 1, 1}},
+                        Case{1, 2, 1, 14, 17, 5, 2, 2, {2, 1, 3, 4}}, Case{1, 3, 1, 11, 19, 3, 3, 1, {0, 1, 2, 0}},
+                        Case{1, 4, 1, 8, 10, 3, 1, 1, {0, 0, 0, 0}}, Case{1, 1, 1, 400, 380, 3, 1, 1, {1, 1, 1, 1}}}) {
+    int64_t o = k.c * k.mult, span = (k.k - 1) * k.dil + 1;
+    int64_t oh = (k.h + k.pad[0] + k.pad[2] - span) / k.stride + 1, ow = (k.w + k.pad[1] + k.pad[3] - span) / k.stride + 1;
+    auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
+    std::string x = ty({k.n, k.c, k.h, k.w}), w = ty({o, 1, k.k, k.k}), b = ty({o}), y = ty({k.n, o, oh, ow});
+    std::string attrs = "strides=[" + std::to_string(k.stride) + ", " + std::to_string(k.stride) + "], padding=" + shape_str(k.pad) +
+                        ", dilation=[" + std::to_string(k.dil) + ", " + std::to_string(k.dil) + "], groups=" + std::to_string(k.c);
+    for (char &ch : attrs) if (ch == '(') ch = '['; else if (ch == ')') ch = ']';
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ", %r: " + y + ") -> " + y + " {\n  %0 = fn (%p0: " + x +
+                        ", %p1: " + w + ", %p2: " + b + ", %p3: " + y + ") -> " + y + " {\n    %0 = nn.conv2d(%p0, %p1, %p2, " + attrs +
+                        ");\n    %1 = add(%0, %p3);\n    %2 = clip(%1, a_min=0f, a_max=6f);\n    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    ScheduleSpace sp = ScheduleSpace::of(body);
+    EXPECT_EQ(sp.pad_at_root.size(), 2u) << y;
+    for (bool root : {false, true})
+      for (int rows : {1, 2, 3, 5})
+        for (int v : {4, 8, 16}) {
+          KernelSchedule s = default_schedule(body);
+          s.pad_at_root = root, s.px_block = rows, s.vector_width = v;
+          ASSERT_EQ(s.oc_block, 0) << "depthwise convs take the direct template";
+          ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
+          expect_schedule_matches(body, s, "depthwise " + attrs + " " + y);
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 144);
+}
+
 TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
   auto g = parse_text(R"(def @main(%x: Tensor[(1, 8, 8, 8), float32], %w: Tensor[(16, 8, 3, 3), float32]) -> Tensor[(1, 16, 4, 4), float32] {
     %0 = fn (%p0: Tensor[(1, 8, 8, 8), float32], %p1: Tensor[(16, 8, 3, 3), float32]) -> Tensor[(1, 16, 4, 4), float32] {
