@@ -123,6 +123,7 @@ Status Lowerer::lower_depthwise() {
 Status Lowerer::lower_conv2d() {
   AT_TRY(check_inlinable());
   if (s_.winograd) return lower_winograd();
+  if (s_.pixel_vectors) return lower_pointwise();
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
@@ -247,6 +248,74 @@ Status Lowerer::lower_conv2d() {
     add_stage("conv2d", "u", units, tiles(main));
   }
   if (P % PB) add_stage("conv2d_tail", "u", N * OBN, tiles(block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)));
+  return Status::ok();
+}
+
+/**
+ * Pointwise template (1x1, stride 1, no padding, one group; schedule pixel_vectors): in NCHW a
+ * channel's pixels are contiguous, so the register block is OB output channels x PV vectors of
+ * V pixels, each input vector loaded once per input channel and each weight broadcast from the
+ * packed [O/OB][C][OB] layout. The accumulators of one channel are whole vectors of its plane,
+ * so the epilogue stores (and reads a residual) contiguously with no transposition. Full blocks
+ * run in the main stage; the P % (PV * V) pixels left take halving vectors in a stage of their own.
+ */
+Status Lowerer::lower_pointwise() {
+  const Node &conv = g_.nodes[anchor_];
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
+  int64_t N = xs[0], C = xs[1], O = os[1], P = os[2] * os[3];
+  int64_t V = s_.vector_width, OB = s_.oc_block, PV = std::max(1, s_.px_block), PB = PV * V, OBN = O / OB, PBF = P / PB;
+  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
+  k_.schedule = "pointwise conv, " + k_.schedule;
+  Buffer x = params_[conv.inputs[0].index], wp = params_[conv.inputs[1].index];
+  auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
+  // vecs: (offset from p0, lanes) of each pixel vector of the block.
+  auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, const std::vector<std::pair<int64_t, int>> &vecs, int64_t np) {
+    Buffer acc = make_buffer(fresh("acc"), Type::kF32, OB * np, BufferScope::kLocal);
+    std::vector<Stmt> init, fma, out;
+    for (int64_t o = 0; o < OB; ++o) {
+      Expr oc = ob * OB + int_imm(o);
+      for (auto [off, lanes] : vecs) {
+        std::string v = fresh("v");
+        Expr lane = lanes > 1 ? var(v) : int_imm(0), ai = int_imm(o * np + off) + lane, px = p0 + int_imm(off) + lane;
+        auto vec = [&, lanes, v](Stmt s) { return lanes > 1 ? for_loop(v, int_imm(0), int_imm(lanes), ForKind::kVectorized, s) : s; };
+        init.push_back(vec(store(acc, ai, bias(oc))));
+        Expr xin = load(x, (n * C + var("c")) * P + px);
+        fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, load(wp, var("wb") + int_imm(o)), load(acc, ai)}))));
+        out.push_back(vec(store_output({n, oc, int_imm(0), px}, load(acc, ai))));
+      }
+    }
+    Stmt reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, let("wb", (ob * C + var("c")) * OB, seq(fma)));
+    return allocate(acc, seq({seq(init), reduce, seq(out)}));
+  };
+  Expr u = var("u");
+  if (PBF > 0) {
+    std::vector<std::pair<int64_t, int>> vecs;
+    for (int64_t i = 0; i < PV; ++i) vecs.emplace_back(i * V, static_cast<int>(V));
+    Stmt main;
+    int64_t units = 0;
+    switch (s_.parallel) {
+      case KernelSchedule::Parallel::kOc:  // a thread owns whole output-channel blocks
+        units = N * OBN;
+        main = for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(u / int_imm(OBN), u % int_imm(OBN), var("pb") * PB, vecs, PB));
+        break;
+      case KernelSchedule::Parallel::kPx:  // a thread owns pixel blocks, all channels
+        units = N * PBF;
+        main = for_loop("ob", int_imm(0), int_imm(OBN), ForKind::kSerial, block(u / int_imm(PBF), var("ob"), (u % int_imm(PBF)) * PB, vecs, PB));
+        break;
+      case KernelSchedule::Parallel::kOcPx:
+        units = N * OBN * PBF;
+        main = block(u / int_imm(OBN * PBF), (u / int_imm(PBF)) % int_imm(OBN), (u % int_imm(PBF)) * PB, vecs, PB);
+        break;
+    }
+    add_stage("pointwise_conv2d", "u", units, main);
+  }
+  if (int64_t rest = P - PBF * PB) {
+    std::vector<std::pair<int64_t, int>> vecs;
+    int64_t at = 0;
+    for (int64_t w = V; w >= 1; w /= 2)
+      while (rest - at >= w) vecs.emplace_back(at, static_cast<int>(w)), at += w;
+    add_stage("pointwise_conv2d_tail", "u", N * OBN, block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), vecs, rest));
+  }
   return Status::ok();
 }
 

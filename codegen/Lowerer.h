@@ -125,6 +125,7 @@ class Lowerer {
   /** A plane copied to the stack by the depthwise template at most this big (else a stage of its own). */
   static constexpr int64_t kMaxPlaneBytes = 512 << 10;
   Status lower_depthwise();
+  Status lower_pointwise();
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();

@@ -22,6 +22,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   sp.pad_at_root = {true};
   sp.pixel_epilogue = {base.pixel_epilogue};
   sp.winograd = {base.winograd};
+  sp.pixel_vectors = {false};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
   if (!anchor) {
@@ -48,6 +49,12 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
       if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
       if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
+      if (pointwise_eligible(body, *anchor)) {
+        sp.pixel_vectors = {false, true};
+        for (int ob : {1, 2, 3, 4, 6, 8, 12, 16})
+          if (anchor->type.shape[1] % ob == 0) sp.pv_oc_block.push_back(ob);
+        sp.pv_px_block = {1, 2, 3, 4, 6};
+      }
       if (sp.oc_block.size() == 1) {
         sp.vector_width = widths;  // only the direct template: its vector width
         // Depthwise: rows per block and where the padded plane is stored; other direct convs have neither.
@@ -63,14 +70,24 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
 }
 
 int64_t ScheduleSpace::size() const {
-  return static_cast<int64_t>(vector_width.size() * oc_block.size() * px_block.size() * parallel.size() *
-                              unroll_kx.size() * pad_at_root.size() * ic_block.size() * pixel_epilogue.size() * winograd.size());
+  auto n = static_cast<int64_t>(vector_width.size() * oc_block.size() * px_block.size() * parallel.size() *
+                                unroll_kx.size() * pad_at_root.size() * ic_block.size() * pixel_epilogue.size() * winograd.size());
+  return n + static_cast<int64_t>(vector_width.size() * pv_oc_block.size() * pv_px_block.size() * parallel.size());
 }
 
 bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
+  if (s.pixel_vectors) return s.oc_block * s.px_block + s.px_block + 1 <= register_budget + 1;
   if (s.oc_block == 0) return true;
   int vecs = s.oc_block / s.vector_width;
   return vecs * s.px_block + vecs + 1 <= register_budget + 1;
+}
+
+bool ScheduleSpace::legalize(KernelSchedule &s) {
+  // Knobs that belong to one template are cleared under the others.
+  if (s.pixel_vectors) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0, s.unroll_kx = false;
+  if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0;
+  if (s.winograd) s.ic_block = 0;  // Winograd has no reduction tiles
+  return s.pixel_vectors || s.oc_block % s.vector_width == 0;
 }
 
 KernelSchedule ScheduleSpace::sample(Rng &rng) const {
@@ -85,9 +102,12 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
     s.pixel_epilogue = pixel_epilogue[rng.uniform(static_cast<int>(pixel_epilogue.size()))];
     s.winograd = winograd[rng.uniform(static_cast<int>(winograd.size()))];
     s.ic_block = ic_block[rng.uniform(static_cast<int>(ic_block.size()))];
-    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0;  // these belong to the blocked template
-    if (s.winograd) s.ic_block = 0;  // Winograd has no reduction tiles
-    if (s.oc_block % s.vector_width != 0) continue;
+    s.pixel_vectors = pixel_vectors[rng.uniform(static_cast<int>(pixel_vectors.size()))];
+    if (s.pixel_vectors) {
+      s.oc_block = pv_oc_block[rng.uniform(static_cast<int>(pv_oc_block.size()))];
+      s.px_block = pv_px_block[rng.uniform(static_cast<int>(pv_px_block.size()))];
+    }
+    if (!legalize(s)) continue;
     if (within_budget(s) || attempt > 100) return s;
   }
 }
@@ -95,7 +115,7 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
 KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
   for (int attempt = 0; attempt < 100; ++attempt) {
     KernelSchedule s = base;
-    switch (rng.uniform(9)) {
+    switch (rng.uniform(10)) {
       case 0: s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))]; break;
       case 1: s.oc_block = oc_block[rng.uniform(static_cast<int>(oc_block.size()))]; break;
       case 2: s.px_block = px_block[rng.uniform(static_cast<int>(px_block.size()))]; break;
@@ -105,10 +125,18 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
       case 7: s.pixel_epilogue = pixel_epilogue[rng.uniform(static_cast<int>(pixel_epilogue.size()))]; break;
       case 8: s.winograd = winograd[rng.uniform(static_cast<int>(winograd.size()))]; break;
       case 6: s.ic_block = ic_block[rng.uniform(static_cast<int>(ic_block.size()))]; break;
+      case 9: s.pixel_vectors = pixel_vectors[rng.uniform(static_cast<int>(pixel_vectors.size()))]; break;
     }
-    if (s.oc_block == 0) s.ic_block = 0, s.pixel_epilogue = false, s.winograd = 0;
-    if (s.winograd) s.ic_block = 0;
-    if (s.oc_block % s.vector_width == 0 && !(s == base) && within_budget(s)) return s;
+    if (s.pixel_vectors) {
+      // The blocks of the pixel-vector template come from its own domains.
+      auto in = [](const std::vector<int> &v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+      if (!in(pv_oc_block, s.oc_block)) s.oc_block = pv_oc_block[rng.uniform(static_cast<int>(pv_oc_block.size()))];
+      if (!in(pv_px_block, s.px_block)) s.px_block = pv_px_block[rng.uniform(static_cast<int>(pv_px_block.size()))];
+    } else if (base.pixel_vectors) {
+      s.oc_block = oc_block[rng.uniform(static_cast<int>(oc_block.size()))];
+      s.px_block = px_block[rng.uniform(static_cast<int>(px_block.size()))];
+    }
+    if (legalize(s) && !(s == base) && within_budget(s)) return s;
   }
   return sample(rng);
 }

@@ -26,7 +26,8 @@ class Rng {
 struct ScheduleSpace {
   std::vector<int> vector_width, oc_block, px_block, ic_block, winograd;
   std::vector<KernelSchedule::Parallel> parallel;
-  std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue;
+  std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue, pixel_vectors;
+  std::vector<int> pv_oc_block, pv_px_block;  // with pixel_vectors: channels and pixel vectors per block
   int register_budget = 15;  // vector registers for accumulators and weights
 
   static ScheduleSpace of(const Graph &body, const Target &target = host_target());
@@ -36,6 +37,8 @@ struct ScheduleSpace {
   /** Changes one knob to another legal value. */
   KernelSchedule mutate(const KernelSchedule &s, Rng &rng) const;
   bool within_budget(const KernelSchedule &s) const;
+  /** Clears the knobs the schedule's template does not have; false if what is left is illegal. */
+  static bool legalize(KernelSchedule &s);
 };
 
 }  // namespace autotune

@@ -31,6 +31,10 @@ TEST(Schedule, JsonRoundTrips) {
   auto back = schedule_from_json(j);
   ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
   EXPECT_TRUE(*back == s);
+  s.pixel_vectors = true;  // written only when set, so older schedules keep their JSON
+  back = schedule_from_json(schedule_to_json(s));
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+  EXPECT_TRUE(back->pixel_vectors && *back == s);
 }
 
 TEST(Schedule, BadJsonSaysWhatIsWrong) {
@@ -64,6 +68,10 @@ TEST(Schedule, ValidationGivesTheReason) {
   s.ic_block = 12;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: ic_block 12 does not divide 16 input channels per group");
   EXPECT_FALSE(static_cast<bool>(lower_group(body, "k", s)));  // lowering refuses it too, with the same reason
+  s = default_schedule(body);
+  s.pixel_vectors = true;
+  EXPECT_EQ(validate_schedule(body, s).error().message,
+            "illegal schedule: pixel_vectors needs a 1x1 conv of stride 1 without padding, one group, and an argument input and weight");
 }
 
 TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
@@ -84,14 +92,16 @@ TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
 }
 
 TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
-  for (const Task &t : extract_tasks(fused_model("resnet18"))) {
+  for (const char *model : {"resnet18", "resnet50"})
+  for (const Task &t : extract_tasks(fused_model(model))) {
     ScheduleSpace sp = ScheduleSpace::of(t.body);
     KernelSchedule d = default_schedule(t.body);
     auto in = [](const auto &v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-    EXPECT_TRUE(in(sp.vector_width, d.vector_width) && in(sp.oc_block, d.oc_block) && in(sp.px_block, d.px_block) &&
+    const auto &obs = d.pixel_vectors ? sp.pv_oc_block : sp.oc_block, &pxs = d.pixel_vectors ? sp.pv_px_block : sp.px_block;
+    EXPECT_TRUE(in(sp.vector_width, d.vector_width) && in(obs, d.oc_block) && in(pxs, d.px_block) &&
                 in(sp.parallel, d.parallel) && in(sp.unroll_kx, d.unroll_kx) && in(sp.pad_at_root, d.pad_at_root) &&
-                in(sp.ic_block, d.ic_block))
-        << t.ops;
+                in(sp.ic_block, d.ic_block) && in(sp.pixel_vectors, d.pixel_vectors))
+        << t.ops << " " << d.to_string();
   }
 }
 
@@ -202,6 +212,40 @@ TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
         }
   }
   EXPECT_EQ(checked, 144);
+}
+
+TEST(ScheduleSpace, PointwisePixelVectorsMatchTheReference) {
+  // The pixel-vector template of 1x1 convs: channel blocks of 1, 3 and 8, 1-3 pixel vectors per
+  // block, every vector width, every parallel axis; pixel counts that leave a tail of every
+  // halving width (7x9 = 63 pixels), two images, and a residual epilogue.
+  struct Case {
+    int64_t n, c, o, h, w;
+  };
+  int checked = 0;
+  for (Case k : {Case{1, 16, 24, 8, 8}, Case{2, 5, 24, 7, 9}, Case{1, 40, 3, 3, 5}}) {
+    auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
+    std::string x = ty({k.n, k.c, k.h, k.w}), w = ty({k.o, k.c, 1, 1}), b = ty({k.o}), y = ty({k.n, k.o, k.h, k.w});
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ", %r: " + y + ") -> " + y + " {\n  %0 = fn (%p0: " + x +
+                        ", %p1: " + w + ", %p2: " + b + ", %p3: " + y + ") -> " + y +
+                        " {\n    %0 = nn.conv2d(%p0, %p1, %p2, padding=[0, 0, 0, 0]);\n    %1 = add(%0, %p3);\n    %2 = nn.relu(%1);\n"
+                        "    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    EXPECT_EQ(ScheduleSpace::of(body).pixel_vectors.size(), 2u) << y;
+    for (int ob : {1, 3, 8})
+      for (int pv : {1, 2, 3})
+        for (int v : {4, 8, 16})
+          for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
+            if (k.o % ob) continue;
+            KernelSchedule s = default_schedule(body);
+            s.pixel_vectors = true, s.oc_block = ob, s.px_block = pv, s.vector_width = v, s.parallel = par;
+            ASSERT_TRUE(ScheduleSpace::legalize(s));
+            ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+            expect_schedule_matches(body, s, "pointwise " + y);
+            ++checked;
+          }
+  }
+  EXPECT_EQ(checked, 216);
 }
 
 TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
