@@ -252,7 +252,7 @@ Status Lowerer::lower_conv2d() {
 }
 
 /**
- * Pointwise template (1x1, stride 1, no padding, one group; schedule pixel_vectors): in NCHW a
+ * Pointwise template (1x1, no padding, one group; schedule pixel_vectors): in NCHW a
  * channel's pixels are contiguous, so the register block is OB output channels x PV vectors of
  * V pixels, each input vector loaded once per input channel and each weight broadcast from the
  * packed [O/OB][C][OB] layout. The accumulators of one channel are whole vectors of its plane,
@@ -267,6 +267,18 @@ Status Lowerer::lower_pointwise() {
   k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
   k_.schedule = "pointwise conv, " + k_.schedule;
   Buffer x = params_[conv.inputs[0].index], wp = params_[conv.inputs[1].index];
+  const auto &st = conv.attrs.ints("strides");
+  if (st[0] > 1 || st[1] > 1) {
+    // A strided 1x1 conv is a pointwise conv of the subsampled input: a first stage gathers it
+    // (a small stride reads wide and shuffles), so the blocks read contiguous pixel vectors.
+    Buffer sub = make_buffer("subsampled", Type::kF32, N * C * P, BufferScope::kTemp);
+    k_.buffers.push_back(sub);
+    Index r = unravel(var("r"), {N, C, os[2]});
+    add_stage("subsample", "r", N * C * os[2], row_loops(os[3], [&](Expr ox, int lanes, Expr lane) {
+      return lanes_of(lanes, lane, store(sub, var("r") * os[3] + ox, value_at(conv.inputs[0], {r[0], r[1], r[2] * st[0], ox * st[1]})));
+    }));
+    x = sub;
+  }
   auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
   // vecs: (offset from p0, lanes) of each pixel vector of the block.
   auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, const std::vector<std::pair<int64_t, int>> &vecs, int64_t np) {

@@ -92,8 +92,7 @@ bool pointwise_eligible(const Graph &body, const Node &n) {
   if (n.op != "nn.conv2d" || n.inputs[0].kind != ValueId::Kind::kInput || n.inputs[1].kind != ValueId::Kind::kInput) return false;
   const Shape &w = body.type_of(n.inputs[1]).shape;
   const auto &p = n.attrs.ints("padding");
-  return w[2] == 1 && w[3] == 1 && n.attrs.i("groups") == 1 && n.attrs.ints("strides") == std::vector<int64_t>{1, 1} &&
-         p == std::vector<int64_t>{0, 0, 0, 0};
+  return w[2] == 1 && w[3] == 1 && n.attrs.i("groups") == 1 && p == std::vector<int64_t>{0, 0, 0, 0};
 }
 
 bool epilogue_is_pixelwise(const Graph &g, int anchor) {
@@ -145,7 +144,7 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   if (s.pixel_vectors) {
     bool eligible = false;
     for (const Node &n : body.nodes) eligible |= pointwise_eligible(body, n);
-    if (!eligible) return bad("pixel_vectors needs a 1x1 conv of stride 1 without padding, one group, and an argument input and weight");
+    if (!eligible) return bad("pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
     if (s.oc_block == 0) return bad("pixel_vectors needs oc_block > 0 (output channels per block)");
     if (s.winograd || s.ic_block || s.pixel_epilogue) return bad("pixel_vectors has no winograd, reduction tiles or pixel_epilogue");
   }

@@ -32,7 +32,7 @@ struct KernelSchedule {
   bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
                                 // pixels as the vector (contiguous in NCHW), not one pixel at a time
                                 // with channels as the vector (a lane per channel plane)
-  bool pixel_vectors = false;   // conv 1x1, stride 1, no padding, one group (pointwise_eligible): the
+  bool pixel_vectors = false;   // conv 1x1, no padding, one group (pointwise_eligible; a stride subsamples first): the
                                 // register block is oc_block channels x px_block pixels with the
                                 // pixels as the vectors (contiguous in NCHW) and each weight
                                 // broadcast, so the epilogue stores whole vectors of a channel plane
@@ -60,7 +60,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target = host_t
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
 bool winograd_eligible(const Graph &body, const Node &n);
 
-/** Whether conv node `n` can take pixel_vectors (1x1, stride 1, no padding, one group, argument input and weight). */
+/** Whether conv node `n` can take pixel_vectors (1x1, no padding, one group, argument input and weight). */
 bool pointwise_eligible(const Graph &body, const Node &n);
 
 /** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */

@@ -71,7 +71,7 @@ TEST(Schedule, ValidationGivesTheReason) {
   s = default_schedule(body);
   s.pixel_vectors = true;
   EXPECT_EQ(validate_schedule(body, s).error().message,
-            "illegal schedule: pixel_vectors needs a 1x1 conv of stride 1 without padding, one group, and an argument input and weight");
+            "illegal schedule: pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
 }
 
 TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
@@ -217,17 +217,21 @@ TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
 TEST(ScheduleSpace, PointwisePixelVectorsMatchTheReference) {
   // The pixel-vector template of 1x1 convs: channel blocks of 1, 3 and 8, 1-3 pixel vectors per
   // block, every vector width, every parallel axis; pixel counts that leave a tail of every
-  // halving width (7x9 = 63 pixels), two images, and a residual epilogue.
+  // halving width (7x9 = 63 pixels), two images, strides 2 and 3 (a subsampling stage first),
+  // and a residual epilogue.
   struct Case {
-    int64_t n, c, o, h, w;
+    int64_t n, c, o, h, w, stride;
   };
   int checked = 0;
-  for (Case k : {Case{1, 16, 24, 8, 8}, Case{2, 5, 24, 7, 9}, Case{1, 40, 3, 3, 5}}) {
+  for (Case k : {Case{1, 16, 24, 8, 8, 1}, Case{2, 5, 24, 7, 9, 1}, Case{1, 40, 3, 3, 5, 1}, Case{1, 8, 16, 13, 11, 2},
+                 Case{2, 4, 6, 9, 16, 3}}) {
     auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
-    std::string x = ty({k.n, k.c, k.h, k.w}), w = ty({k.o, k.c, 1, 1}), b = ty({k.o}), y = ty({k.n, k.o, k.h, k.w});
+    int64_t oh = (k.h - 1) / k.stride + 1, ow = (k.w - 1) / k.stride + 1;
+    std::string x = ty({k.n, k.c, k.h, k.w}), w = ty({k.o, k.c, 1, 1}), b = ty({k.o}), y = ty({k.n, k.o, oh, ow});
+    std::string strides = std::to_string(k.stride) + ", " + std::to_string(k.stride);
     auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ", %r: " + y + ") -> " + y + " {\n  %0 = fn (%p0: " + x +
                         ", %p1: " + w + ", %p2: " + b + ", %p3: " + y + ") -> " + y +
-                        " {\n    %0 = nn.conv2d(%p0, %p1, %p2, padding=[0, 0, 0, 0]);\n    %1 = add(%0, %p3);\n    %2 = nn.relu(%1);\n"
+                        " {\n    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + strides + "], padding=[0, 0, 0, 0]);\n    %1 = add(%0, %p3);\n    %2 = nn.relu(%1);\n"
                         "    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
@@ -245,7 +249,7 @@ TEST(ScheduleSpace, PointwisePixelVectorsMatchTheReference) {
             ++checked;
           }
   }
-  EXPECT_EQ(checked, 216);
+  EXPECT_EQ(checked, 324);
 }
 
 TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
