@@ -130,6 +130,32 @@ Status Lowerer::lower_reduction_op() {
   if (op == "nn.global_avg_pool2d") {
     Shape spatial(xs.begin() + 2, xs.end());
     double count = static_cast<double>(product(spatial));
+    if (x.kind == ValueId::Kind::kInput && s_.vector_width > 1) {
+      // A plane is contiguous: sum it as vectors (four of them, for independent add chains), then
+      // across their lanes. The generic template summed it one scalar at a time, a chain of H*W
+      // dependent adds per channel (EfficientNet-B0's pools took 0.58 of its 6.8 ms).
+      int64_t V = s_.vector_width, HW = product(spatial), U = std::clamp<int64_t>(HW / (4 * V), 1, 4), step = U * V, full = HW / step;
+      Buffer in = params_[x.index];
+      Buffer acc = make_buffer("acc", Type::kF32, step, BufferScope::kLocal);
+      Expr lane = var("l"), base = var("r") * HW;
+      auto vec = [&](Stmt st) { return for_loop("l", int_imm(0), int_imm(V), ForKind::kVectorized, st); };
+      std::vector<Stmt> init, add;
+      for (int64_t u = 0; u < U; ++u) {
+        Expr ai = int_imm(u * V) + lane;
+        init.push_back(vec(store(acc, ai, float_imm(0))));
+        add.push_back(vec(store(acc, ai, load(acc, ai) + load(in, base + var("i") * step + int_imm(u * V) + lane))));
+      }
+      Stmt tail = for_loop("t", int_imm(full * step), int_imm(HW - full * step), ForKind::kSerial,
+                           store(acc, int_imm(0), load(acc, int_imm(0)) + load(in, base + var("t"))));
+      Expr total = load(acc, int_imm(0));
+      for (int64_t i = 1; i < step; ++i) total = total + load(acc, int_imm(i));
+      Index out = unravel(var("r"), {os[0], os[1]});
+      out.push_back(int_imm(0)), out.push_back(int_imm(0));
+      add_stage("global_pool", "r", os[0] * os[1],
+                allocate(acc, seq({seq(init), for_loop("i", int_imm(0), int_imm(full), ForKind::kSerial, seq(add)), tail,
+                                   store_output(out, total * float_imm(1.0 / count))})));
+      return Status::ok();
+    }
     return lower_reduction(
         os, spatial, Combine::kSum, [](const Index &) { return float_imm(0); },
         [&](const Index &i, const Index &r) {

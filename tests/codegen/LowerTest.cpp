@@ -181,9 +181,20 @@ TEST_P(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
 }
 
 TEST_P(Lower, GlobalPoolMeanAndSoftmax) {
+  // Global pools of a plane shorter than a vector, of 4 x 16-lane vectors and a tail (13x17),
+  // and of a fused producer (summed by the generic template).
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5, 4, 3), float32]) -> Tensor[(2, 5, 1, 1), float32] {
     %0 = nn.global_avg_pool2d(%x);
     return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 13, 17), float32]) -> Tensor[(2, 3, 1, 1), float32] {
+    %0 = nn.global_avg_pool2d(%x);
+    return %0;
+  })");
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 4, 7, 7), float32]) -> Tensor[(1, 4, 1, 1), float32] {
+    %0 = nn.relu(%x);
+    %1 = nn.global_avg_pool2d(%0);
+    return %1;
   })");
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 4, 5), float32]) -> Tensor[(2, 1, 1, 5), float32] {
     %0 = sigmoid(%x);
