@@ -100,6 +100,32 @@ class StageEmitter {
     return b_.CreateInBoundsGEP(scalar_type(buf->type), it->second, index);
   }
 
+  /**
+   * Whether a contiguous access to `buf` in the current vector loop is masked: a loop of L lanes, L
+   * not a power of two (a row's tail), on memory. Stack buffers (accumulators) keep plain <L x T>
+   * accesses, which SROA turns into registers; a masked access would keep them in memory.
+   */
+  bool masked(const Buffer &buf) const {
+    return lanes_ > 2 && (lanes_ & (lanes_ - 1)) != 0 && buf->scope != BufferScope::kLocal;
+  }
+  int wide_lanes() const {
+    int w = 1;
+    while (w < lanes_) w *= 2;
+    return w;
+  }
+  /** The first `lanes_` of wide_lanes() lanes set. */
+  llvm::Value *lane_mask() {
+    std::vector<llvm::Constant *> bits;
+    for (int l = 0; l < wide_lanes(); ++l) bits.push_back(b_.getInt1(l < lanes_));
+    return llvm::ConstantVector::get(bits);
+  }
+  /** Shuffle indices 0..n-1: keeps the first n lanes (or widens, the new lanes poison). */
+  std::vector<int> first_lanes(int n) const {
+    std::vector<int> pick;
+    for (int l = 0; l < n; ++l) pick.push_back(l < lanes_ ? l : -1);
+    return pick;
+  }
+
   /** An index emitted for lane 0 of the current vector loop (scalar mode). */
   llvm::Value *scalar_index(const Expr &index) {
     bool saved = vector_mode_;
@@ -116,7 +142,15 @@ class StageEmitter {
     auto stride = stride_of(index, vec_var_);
     if (stride == 1) {
       auto *vt = llvm::FixedVectorType::get(t, lanes_);
-      return b_.CreateAlignedLoad(vt, element_ptr(e->buffer, scalar_index(index)), llvm::Align(4));
+      llvm::Value *ptr = element_ptr(e->buffer, scalar_index(index));
+      if (masked(e->buffer)) {
+        // A tail of L lanes, L not a power of two: one masked load of the next power of two, its
+        // first L lanes kept (LLVM would split a plain <L x float> load into 4 + 2 + 1 pieces).
+        auto *wide = llvm::FixedVectorType::get(t, wide_lanes());
+        llvm::Value *v = b_.CreateMaskedLoad(wide, ptr, llvm::Align(4), lane_mask(), llvm::Constant::getNullValue(wide));
+        return b_.CreateShuffleVector(v, first_lanes(lanes_));
+      }
+      return b_.CreateAlignedLoad(vt, ptr, llvm::Align(4));
     }
     // A small constant stride: one load spanning every lane's element, then the lanes picked out
     // (a stride-2 pooling window reads every other column). The load ends at the last lane's
@@ -333,7 +367,12 @@ class StageEmitter {
         }
         value = splat(value);
         if (stride_of(s->index, vec_var_) == 1) {
-          b_.CreateAlignedStore(value, element_ptr(s->buffer, scalar_index(s->index)), llvm::Align(4));
+          llvm::Value *ptr = element_ptr(s->buffer, scalar_index(s->index));
+          if (masked(s->buffer)) {
+            b_.CreateMaskedStore(b_.CreateShuffleVector(value, first_lanes(wide_lanes())), ptr, llvm::Align(4), lane_mask());
+            return Status::ok();
+          }
+          b_.CreateAlignedStore(value, ptr, llvm::Align(4));
           return Status::ok();
         }
         llvm::Value *idx = emit(s->index);

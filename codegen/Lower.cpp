@@ -175,14 +175,15 @@ Stmt Lowerer::row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes,
     std::string xo = fresh("xo"), xi = fresh("xi");
     parts.push_back(for_loop(xo, int_imm(0), int_imm(full), ForKind::kSerial, body(var(xo) * v + var(xi) + start, v, var(xi))));
   }
-  // The rest in halving vectors (a 56-wide row: 3 x 16 + 8), then scalars: a scalar tail of up
-  // to 15 lanes cost as much as the vectors before it.
+  // The rest as one vector of its length (a 56-wide row: 3 x 16 + 8; a 7-wide one: 7 lanes, whose
+  // memory accesses are masked), a last single element as a scalar. A scalar tail of up to 15
+  // lanes cost as much as the vectors before it; halving vectors (4 + 2 + 1 for 7) cost three
+  // times the arithmetic.
   int64_t at = full * v;
-  for (int w = v / 2; w >= 2; w /= 2) {
-    if (len - at < w) continue;
+  if (len - at >= 2) {
     std::string xi = fresh("xi");
-    parts.push_back(body(var(xi) + (start + at), w, var(xi)));
-    at += w;
+    parts.push_back(body(var(xi) + (start + at), static_cast<int>(len - at), var(xi)));
+    at = len;
   }
   if (at < len) {
     std::string xt = fresh("xt");

@@ -257,7 +257,8 @@ Status Lowerer::lower_conv2d() {
  * V pixels, each input vector loaded once per input channel and each weight broadcast from the
  * packed [O/OB][C][OB] layout. The accumulators of one channel are whole vectors of its plane,
  * so the epilogue stores (and reads a residual) contiguously with no transposition. Full blocks
- * run in the main stage; the P % (PV * V) pixels left take halving vectors in a stage of their own.
+ * run in the main stage; the P % (PV * V) pixels left take full vectors and one tail vector in a stage of
+ * their own.
  */
 Status Lowerer::lower_pointwise() {
   const Node &conv = g_.nodes[anchor_];
@@ -324,8 +325,8 @@ Status Lowerer::lower_pointwise() {
   if (int64_t rest = P - PBF * PB) {
     std::vector<std::pair<int64_t, int>> vecs;
     int64_t at = 0;
-    for (int64_t w = V; w >= 1; w /= 2)
-      while (rest - at >= w) vecs.emplace_back(at, static_cast<int>(w)), at += w;
+    for (; rest - at >= V; at += V) vecs.emplace_back(at, static_cast<int>(V));
+    if (rest > at) vecs.emplace_back(at, static_cast<int>(rest - at));  // one tail vector (masked on memory)
     add_stage("pointwise_conv2d_tail", "u", N * OBN, block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), vecs, rest));
   }
   return Status::ok();

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <numeric>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "codegen/Jit.h"
 
 namespace autotune {
@@ -45,6 +48,35 @@ TEST(Jit, VectorizedStridedAndBroadcastAccesses) {
   ck->stages[0](bufs, 0, 4);
   for (int i = 0; i < 4; ++i)
     for (int l = 0; l < 8; ++l) EXPECT_EQ(ov[i * 8 + l], av[i * 8 + l] * av[2 * l] + av[i]) << i << "," << l;
+}
+
+TEST(Jit, TailVectorsTouchOnlyTheirLanes) {
+  // Loops of 3, 5, 7 and 13 lanes (not powers of two: masked loads and stores on memory, plain
+  // vectors through a stack accumulator) read and write exactly their lanes. The input sits on
+  // the last page of a guard-page mapping, so a load one element past it faults; the output's
+  // sentinel after the lanes must survive.
+  long page = sysconf(_SC_PAGESIZE);
+  char *map = static_cast<char *>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map + page, page, PROT_NONE), 0);
+  auto jit = make_jit();
+  for (int lanes : {3, 5, 7, 13}) {
+    Buffer a = make_buffer("a", Type::kF32, lanes, BufferScope::kParam), out = make_buffer("out", Type::kF32, lanes + 1, BufferScope::kParam);
+    Buffer acc = make_buffer("acc", Type::kF32, lanes, BufferScope::kLocal);
+    Expr v = var("v");
+    auto vec = [&](Stmt s) { return for_loop("v", int_imm(0), int_imm(lanes), ForKind::kVectorized, s); };
+    Stmt body = allocate(acc, seq({vec(store(acc, v, load(a, v) * float_imm(2))), vec(store(out, v, load(acc, v) + float_imm(1)))}));
+    auto ck = jit->compile(kernel("tail" + std::to_string(lanes), {a, out}, 1, 1, body));
+    ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+    float *av = reinterpret_cast<float *>(map + page) - lanes;  // ends where the guard page starts
+    for (int l = 0; l < lanes; ++l) av[l] = static_cast<float>(l);
+    std::vector<float> ov(lanes + 1, -7);
+    void *bufs[] = {av, ov.data()};
+    ck->stages[0](bufs, 0, 1);
+    for (int l = 0; l < lanes; ++l) EXPECT_EQ(ov[l], 2 * l + 1) << lanes << " lanes, lane " << l;
+    EXPECT_EQ(ov[lanes], -7) << lanes << " lanes: the element after the last lane was written";
+  }
+  munmap(map, 2 * page);
 }
 
 TEST(Jit, RangeSplitsTheParallelLoop) {
