@@ -381,6 +381,15 @@ class StageEmitter {
                                 llvm::Align(4));
         return Status::ok();
       }
+      case StmtKind::kPrefetch: {
+        // llvm.prefetch(address, read, locality 3 (keep in all levels), data cache).
+        // A plain (not inbounds) address: a prefetch may point past the buffer, and never faults.
+        auto it = buffers_.find(s->buffer.get());
+        AT_CHECK(it != buffers_.end(), "buffer " + s->buffer->name + " is not bound");
+        llvm::Value *ptr = b_.CreateGEP(scalar_type(s->buffer->type), it->second, scalar_index(s->index));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr->getType()}, {ptr, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        return Status::ok();
+      }
       case StmtKind::kAllocate: {
         // Stack allocations go in the entry block, where LLVM promotes small ones to registers.
         llvm::IRBuilder<> eb(entry_, entry_->begin());

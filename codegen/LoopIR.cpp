@@ -212,6 +212,14 @@ Stmt store(Buffer b, Expr index, Expr value) {
   return s;
 }
 
+Stmt prefetch(Buffer b, Expr index) {
+  Stmt s = make_stmt(StmtKind::kPrefetch);
+  auto *n = mut(s);
+  n->buffer = std::move(b);
+  n->index = std::move(index);
+  return s;
+}
+
 Stmt allocate(Buffer b, Stmt body) {
   Stmt s = make_stmt(StmtKind::kAllocate);
   mut(s)->buffer = std::move(b);
@@ -294,6 +302,7 @@ std::string to_string(const Stmt &s, int indent) {
     }
     case StmtKind::kLet:
       return pad + "let " + s->var + " = " + to_string(s->value) + "\n" + to_string(s->body[0], indent);
+    case StmtKind::kPrefetch: return pad + "prefetch " + s->buffer->name + "[" + to_string(s->index) + "]\n";
   }
   return "?";
 }

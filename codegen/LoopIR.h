@@ -88,7 +88,7 @@ std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
 /** `e` with variable `v` replaced by `value`, re-folded. */
 Expr substitute(const Expr &e, const std::string &v, const Expr &value);
 
-enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet };
+enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet, kPrefetch };
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
 const char *for_kind_name(ForKind k);
 
@@ -100,8 +100,8 @@ struct StmtNode {
   std::string var;           // kFor, kLet
   Expr min, extent;          // kFor
   ForKind for_kind = ForKind::kSerial;
-  Buffer buffer;             // kStore, kAllocate
-  Expr index, value;         // kStore; kLet: value; kIf: index holds the condition
+  Buffer buffer;             // kStore, kAllocate, kPrefetch
+  Expr index, value;         // kStore; kPrefetch: index; kLet: value; kIf: index holds the condition
   std::vector<Stmt> body;    // kFor/kAllocate/kLet: {body}; kSeq: the statements; kIf: {then[, else]}
 };
 
@@ -111,6 +111,8 @@ Stmt allocate(Buffer b, Stmt body);
 Stmt seq(std::vector<Stmt> stmts);
 Stmt if_then(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt let(const std::string &var, Expr value, Stmt body);
+/** A hint that b[index] will be read soon (its cache line fetched now); no effect on results. */
+Stmt prefetch(Buffer b, Expr index);
 
 std::string to_string(const Expr &e);
 std::string to_string(const Stmt &s, int indent = 0);

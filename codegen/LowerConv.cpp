@@ -217,7 +217,8 @@ Status Lowerer::lower_conv2d() {
       }
     }
     Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
-                      let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1], seq(fma)));
+                      let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1],
+                          seq({seq(fma), seq(prefetch_ahead(wp, var("wb"), OB))})));
     reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
     reduce = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kSerial, reduce);
     reduce = for_loop("c", cb * IB, int_imm(IB), ForKind::kSerial, reduce);
@@ -297,7 +298,8 @@ Status Lowerer::lower_pointwise() {
         out.push_back(vec(store_output({n, oc, int_imm(0), px}, load(acc, ai))));
       }
     }
-    Stmt reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, let("wb", (ob * C + var("c")) * OB, seq(fma)));
+    Stmt reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial,
+                           let("wb", (ob * C + var("c")) * OB, seq({seq(fma), seq(prefetch_ahead(wp, var("wb"), OB))})));
     return allocate(acc, seq({seq(init), reduce, seq(out)}));
   };
   Expr u = var("u");
@@ -425,7 +427,8 @@ Status Lowerer::lower_winograd() {
         out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
                                store(mbuf, ((xi * N + n) * O + ob * OB + int_imm(cc)) * T + t0 + var(q), load(acc, var(q) * OB + int_imm(cc)))));
       }
-      Stmt reduce = let("ub", ((xi * OBN + ob) * C + var("c")) * OB, let("vb", ((xi * N + n) * C + var("c")) * T + t0, seq(fma)));
+      Stmt reduce = let("ub", ((xi * OBN + ob) * C + var("c")) * OB,
+                        let("vb", ((xi * N + n) * C + var("c")) * T + t0, seq({seq(fma), seq(prefetch_ahead(u, var("ub"), OB))})));
       reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, reduce);
       return allocate(acc, seq({seq(init), reduce, seq(out)}));
     };

@@ -31,7 +31,8 @@ Status Lowerer::lower_dense() {
     fma.push_back(vec(store(acc, ai, call("fmuladd", {value_at(d.inputs[0], {m, k}), load(wp, (nb * K + k) * NB + int_imm(o * V) + lane), load(acc, ai)}))));
     epilogue.push_back(vec(store_output({m, nb * NB + int_imm(o * V) + lane}, load(acc, ai))));
   }
-  Stmt row = allocate(acc, seq({seq(init), for_loop("k", int_imm(0), int_imm(K), ForKind::kSerial, seq(fma)), seq(epilogue)}));
+  Stmt step = seq({seq(fma), seq(prefetch_ahead(wp, (nb * K + k) * NB, NB))});
+  Stmt row = allocate(acc, seq({seq(init), for_loop("k", int_imm(0), int_imm(K), ForKind::kSerial, step), seq(epilogue)}));
   add_stage("dense", "u", N / NB, for_loop("m", int_imm(0), int_imm(M), ForKind::kSerial, row));
   return Status::ok();
 }

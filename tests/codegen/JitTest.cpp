@@ -79,6 +79,28 @@ TEST(Jit, TailVectorsTouchOnlyTheirLanes) {
   munmap(map, 2 * page);
 }
 
+TEST(Jit, PrefetchesPastTheEndNeitherFaultNorChangeResults) {
+  // The templates prefetch kPrefetchDistance floats ahead of a weight stream, past its end on its
+  // last steps: a prefetch into a guard page must not fault, and the kernel's result is its own.
+  long page = sysconf(_SC_PAGESIZE);
+  char *map = static_cast<char *>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map + page, page, PROT_NONE), 0);
+  Buffer a = make_buffer("a", Type::kF32, 16, BufferScope::kParam), out = make_buffer("out", Type::kF32, 16, BufferScope::kParam);
+  Stmt body = seq({prefetch(a, var("r") + int_imm(4096)), store(out, var("r"), load(a, var("r")) + float_imm(1))});
+  EXPECT_NE(to_string(body).find("prefetch a[(r + 4096)]"), std::string::npos) << to_string(body);
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel("prefetch", {a, out}, 1, 16, body));
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  float *av = reinterpret_cast<float *>(map + page) - 16;
+  for (int i = 0; i < 16; ++i) av[i] = static_cast<float>(i);
+  std::vector<float> ov(16);
+  void *bufs[] = {av, ov.data()};
+  ck->stages[0](bufs, 0, 16);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(ov[i], i + 1);
+  munmap(map, 2 * page);
+}
+
 TEST(Jit, RangeSplitsTheParallelLoop) {
   Buffer out = make_buffer("out", Type::kF32, 10, BufferScope::kParam);
   auto jit = make_jit();
