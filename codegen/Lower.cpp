@@ -180,7 +180,7 @@ Stmt Lowerer::row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes,
   // lanes cost as much as the vectors before it; halving vectors (4 + 2 + 1 for 7) cost three
   // times the arithmetic.
   int64_t at = full * v;
-  if (len - at >= 2) {
+  if (v > 1 && len - at >= 2) {
     std::string xi = fresh("xi");
     parts.push_back(body(var(xi) + (start + at), static_cast<int>(len - at), var(xi)));
     at = len;

@@ -20,6 +20,10 @@
 #include "db/TuningDb.h"
 #include "ir/Files.h"
 #include "codegen/Peak.h"
+#include "costmodel/Dataset.h"
+#include "costmodel/Features.h"
+#include "ir/Hash.h"
+#include "search/Task.h"
 #include "runtime/Runtime.h"
 #include "search/Tuner.h"
 #include "tools/Args.h"
@@ -40,6 +44,7 @@ Usage:
   autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [--db D]
   autotune db      ls|best|export|import|merge --db D [...]
   autotune target  [--target host|avx2|avx512|FILE] [--json]       # what kernels are built for
+  autotune costmodel eval --db D [--train-model M.onnx] [--json]    # the cost model's held-out accuracy
   autotune <command> --help
 
 Examples:
@@ -637,6 +642,86 @@ int cmd_db(const std::vector<std::string> &argv) {
   return fail(make_error("db: unknown subcommand '" + sub + "' (ls, best, export, import, merge)"));
 }
 
+const char *kCostModelHelp = R"(autotune costmodel eval: how well the cost model ranks held-out measurements
+
+Usage:
+  autotune costmodel eval --db D [--target T] [--train-model M.onnx] [--test-share F] [--seed K] [--json]
+
+Trains the cost model (XGBoost on the features of each record's lowered kernel, costmodel/) on
+part of a database's successful records of the target and ranks the rest. Without
+--train-model, a share F (default 0.2) of each task's schedules is held out (chosen by a hash of
+workload, schedule and seed). With --train-model, it trains on the records of M's tasks and
+tests on every other workload's records: transfer from one model to another. Reports pairwise
+rank accuracy (over pairs of a task's schedules), top-1 and top-5 recall of each task's
+measured best, record counts, and training and prediction times.
+
+Examples:
+  autotune costmodel eval --db r50.db
+  autotune db merge --db both.db --from r18.db && autotune db merge --db both.db --from r50.db
+  autotune costmodel eval --db both.db --train-model resnet18.onnx --json
+)";
+
+int cmd_costmodel(const std::vector<std::string> &argv) {
+  if (argv.empty() || argv[0] == "--help") return std::fputs(kCostModelHelp, argv.empty() ? stderr : stdout), argv.empty() ? 1 : 0;
+  if (argv[0] != "eval") return fail(make_error("costmodel: unknown subcommand '" + argv[0] + "' (eval)"));
+  auto args = Args::parse("costmodel eval", std::vector<std::string>(argv.begin() + 1, argv.end()),
+                          {{"db", "target", "train-model", "test-share", "seed"}, {"help", "json"}, {}});
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::fputs(kCostModelHelp, stdout), 0;
+  if (!args->has("db")) return fail(make_error("costmodel eval: --db is required"));
+  if (!std::filesystem::exists(args->get("db"))) return fail(make_error(args->get("db") + ": no such tuning database"));
+  auto target = target_from_flags(*args);
+  if (!target) return fail(target.error());
+  double share = args->has("test-share") ? std::atof(args->get("test-share").c_str()) : 0.2;
+  if (!(share > 0 && share < 1)) return fail(make_error("--test-share must be between 0 and 1, got " + args->get("test-share")));
+  uint64_t seed = args->has("seed") ? std::stoull(args->get("seed")) : 0;
+  auto db = TuningDb::open(args->get("db"), DbAccess::kReadOnly);
+  if (!db) return fail(db.error());
+  auto set = load_samples(**db, target->key(target->threads), *target);
+  if (!set) return fail(set.error());
+  std::set<std::string> train_workloads;
+  if (args->has("train-model")) {
+    auto g = import_onnx_file(args->get("train-model"));
+    if (!g) return fail(g.error());
+    auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+    if (!fused) return fail(fused.error());
+    for (const Task &t : extract_tasks(*fused)) train_workloads.insert(t.hash);
+  }
+  std::vector<Sample> train, test;
+  for (const Sample &s : set->samples) {
+    bool held_out = args->has("train-model") ? !train_workloads.count(s.workload)
+                                             : static_cast<double>(fnv1a(s.workload + s.schedule + std::to_string(seed)) % 10000) < share * 10000;
+    (held_out ? test : train).push_back(s);
+  }
+  if (train.empty() || test.empty())
+    return fail(make_error(args->get("db") + ": " + std::to_string(train.size()) + " training and " + std::to_string(test.size()) +
+                           " test records of target " + target->key(target->threads) + "; both must be non-empty"));
+  auto t0 = std::chrono::steady_clock::now();
+  CostModelOptions mo;
+  mo.threads = target->threads, mo.seed = seed;
+  auto model = train_on(train, mo);
+  if (!model) return fail(model.error());
+  double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto rep = evaluate(**model, test);
+  if (!rep) return fail(rep.error());
+  rep->records_train = static_cast<int64_t>(train.size()), rep->train_s = train_s;
+  if (args->has("json")) {
+    nlohmann::json j{{"pairwise_accuracy", rep->pairwise_accuracy}, {"top1_recall", rep->top1_recall}, {"top5_recall", rep->top5_recall},
+                     {"records_train", rep->records_train}, {"records_test", rep->records_test}, {"tasks_test", rep->tasks_test},
+                     {"pairs", rep->pairs}, {"records_skipped", set->skipped}, {"train_s", rep->train_s}, {"predict_s", rep->predict_s},
+                     {"feature_version", kFeatureVersion}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("cost model (features v%d, %zu features): trained on %lld records in %.2f s, tested on %lld records of %lld tasks\n",
+              kFeatureVersion, feature_names().size(), static_cast<long long>(rep->records_train), rep->train_s,
+              static_cast<long long>(rep->records_test), static_cast<long long>(rep->tasks_test));
+  std::printf("pairwise accuracy %.3f over %lld pairs; top-1 recall %.2f, top-5 recall %.2f; prediction %.3f s\n", rep->pairwise_accuracy,
+              static_cast<long long>(rep->pairs), rep->top1_recall, rep->top5_recall, rep->predict_s);
+  if (set->skipped) std::printf("%lld records skipped: their schedule no longer lowers\n", static_cast<long long>(set->skipped));
+  return 0;
+}
+
 const char *kTargetHelp = R"(autotune target: what kernels are compiled, scheduled and measured for
 
 Usage:
@@ -703,6 +788,7 @@ int main(int argc, char **argv) {
   if (cmd == "tune") return cmd_tune(rest);
   if (cmd == "db") return cmd_db(rest);
   if (cmd == "target") return cmd_target(rest);
+  if (cmd == "costmodel") return cmd_costmodel(rest);
   if (cmd.rfind("--", 0) == 0) return cmd_tune(args);  // autotune --model M --trials N
   return fail(autotune::make_error("unknown command '" + cmd + "' (see 'autotune --help')"));
 }

@@ -1,0 +1,98 @@
+#include "costmodel/Dataset.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "codegen/Lower.h"
+#include "codegen/Schedule.h"
+#include "costmodel/Features.h"
+#include "ir/Parser.h"
+
+namespace autotune {
+
+Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, const Target &target) {
+  SampleSet out;
+  AT_ASSIGN(workloads, db.workloads());
+  for (const WorkloadInfo &w : workloads) {
+    if (w.target != target_key || w.ok_records == 0) continue;
+    auto body = parse_text(w.ir);
+    AT_ASSIGN(records, db.records(w.hash, w.target));
+    if (!body) {
+      out.skipped += w.ok_records;
+      continue;
+    }
+    std::map<std::string, std::vector<float>> features;  // per schedule: lowered once
+    for (const TuningRecord &r : records) {
+      if (r.status != "ok" || r.baseline_s <= 0 || r.median_s <= 0) continue;
+      auto it = features.find(r.schedule);
+      if (it == features.end()) {
+        std::vector<float> x;
+        if (auto s = schedule_from_json(r.schedule))
+          if (auto k = lower_group(*body, "k", *s)) x = kernel_features(*k, target);
+        it = features.emplace(r.schedule, std::move(x)).first;
+      }
+      if (it->second.empty()) {
+        ++out.skipped;
+        continue;
+      }
+      out.samples.push_back({w.hash, r.schedule, it->second, static_cast<float>(std::log2(r.baseline_s / r.median_s))});
+    }
+  }
+  return out;
+}
+
+Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, const CostModelOptions &o) {
+  std::vector<std::vector<float>> x;
+  std::vector<float> y;
+  for (const Sample &s : train) x.push_back(s.x), y.push_back(s.y);
+  return CostModel::train(x, y, o);
+}
+
+Expected<EvalReport> evaluate(const CostModel &model, const std::vector<Sample> &test) {
+  EvalReport rep;
+  rep.records_test = static_cast<int64_t>(test.size());
+  // One point per (workload, schedule): the mean of its measurements.
+  struct Point {
+    std::vector<float> x;
+    double y = 0;
+    int n = 0;
+  };
+  std::map<std::string, std::map<std::string, Point>> tasks;
+  for (const Sample &s : test) {
+    Point &p = tasks[s.workload][s.schedule];
+    p.x = s.x, p.y += s.y, ++p.n;
+  }
+  int64_t correct = 0, top1 = 0, top5 = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto &[workload, points] : tasks) {
+    if (points.size() < 2) continue;
+    std::vector<std::vector<float>> x;
+    std::vector<double> y;
+    for (auto &[schedule, p] : points) x.push_back(p.x), y.push_back(p.y / p.n);
+    AT_ASSIGN(pred, model.predict(x));
+    ++rep.tasks_test;
+    for (size_t i = 0; i < y.size(); ++i)
+      for (size_t j = i + 1; j < y.size(); ++j) {
+        if (y[i] == y[j]) continue;
+        ++rep.pairs;
+        correct += (pred[i] - pred[j]) * (y[i] - y[j]) > 0;
+      }
+    size_t best = static_cast<size_t>(std::max_element(y.begin(), y.end()) - y.begin());
+    std::vector<size_t> order(y.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pred[a] > pred[b]; });
+    for (size_t k = 0; k < order.size() && k < 5; ++k)
+      if (order[k] == best) top5 += 1, top1 += k == 0;
+  }
+  rep.predict_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rep.pairs) rep.pairwise_accuracy = static_cast<double>(correct) / static_cast<double>(rep.pairs);
+  if (rep.tasks_test) {
+    rep.top1_recall = static_cast<double>(top1) / static_cast<double>(rep.tasks_test);
+    rep.top5_recall = static_cast<double>(top5) / static_cast<double>(rep.tasks_test);
+  }
+  return rep;
+}
+
+}  // namespace autotune

@@ -1,0 +1,116 @@
+// The cost model on real kernels: features of lowered groups, and XGBoost trained on the records
+// of a real tuning run (a real database file, real measurements) and ranking them back.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "codegen/Lower.h"
+#include "codegen/Schedule.h"
+#include "costmodel/Dataset.h"
+#include "costmodel/Features.h"
+#include "ir/OnnxImport.h"
+#include "ir/Parser.h"
+#include "ir/Pass.h"
+#include "search/Tuner.h"
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+
+/** The body of the one group of `ir` (fused here). */
+Graph group_of(const std::string &ir) {
+  auto g = parse_text(ir);
+  EXPECT_TRUE(static_cast<bool>(g)) << g.error().message;
+  auto f = run_passes(*g, {"fuse-ops"}, PassContext{});
+  EXPECT_TRUE(static_cast<bool>(f));
+  return *f->nodes[0].body;
+}
+
+double feature(const std::vector<float> &v, const std::string &name) {
+  const auto &names = feature_names();
+  auto it = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(it, names.end()) << name;
+  return v[static_cast<size_t>(it - names.begin())];
+}
+
+TEST(Features, CountWhatTheLoopNestDoes) {
+  Graph conv = group_of(R"(def @main(%x: Tensor[(1, 32, 14, 14), float32]) -> Tensor[(1, 64, 14, 14), float32] {
+    %w = constant(Tensor[(64, 32, 3, 3), float32]);
+    %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
+    %1 = nn.relu(%0);
+    return %1;
+  })");
+  Target t = host_target();
+  KernelSchedule s = default_schedule(conv, t);
+  s.winograd = 0;
+  auto k = lower_group(conv, "k", s);
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  std::vector<float> f = kernel_features(*k, t);
+  ASSERT_EQ(f.size(), feature_names().size());
+  for (size_t i = 0; i < f.size(); ++i) EXPECT_TRUE(std::isfinite(f[i])) << feature_names()[i];
+  // 64 x 196 outputs x 288 multiply-adds, 2 flops each; relu is one max per output.
+  double macs = 64.0 * 196 * 32 * 9;
+  EXPECT_NEAR(feature(f, "log2 flops"), std::log2(1 + 2 * macs + 64 * 196), 0.01);
+  EXPECT_GT(feature(f, "fma share"), 0.99);
+  EXPECT_GT(feature(f, "vectorized flop share"), 0.99);
+  EXPECT_GT(feature(f, "log2 prefetches"), 0);  // the weight stream is prefetched
+  // Scalar code: the same conv with 1-lane vectors is not vectorized at all.
+  s.vector_width = 1, s.oc_block = 0, s.pixel_epilogue = false;
+  auto scalar = lower_group(conv, "k", s);
+  ASSERT_TRUE(static_cast<bool>(scalar)) << scalar.error().message;
+  std::vector<float> g = kernel_features(*scalar, t);
+  EXPECT_EQ(feature(g, "vectorized flop share"), 0);
+  EXPECT_NEAR(feature(g, "log2 flops"), feature(f, "log2 flops"), 0.01);
+  // Twice the threads on its 2 channel blocks: the compute-bound estimate halves; four threads on
+  // them leave two idle, no faster than two.
+  Target one = t, two = t, four = t;
+  one.threads = 1, two.threads = 2, four.threads = 4;
+  auto cycles = [&](const Target &x) { return feature(kernel_features(*k, x), "log2 compute-bound cycles"); };
+  EXPECT_NEAR(cycles(one) - cycles(two), 1.0, 0.01);
+  EXPECT_NEAR(cycles(four), cycles(two), 0.01);
+  EXPECT_NEAR(feature(kernel_features(*k, four), "parallel balance"), 0.5, 0.01);
+}
+
+TEST(CostModel, LearnsTheRecordsOfARealTuningRun) {
+  std::string db = (fs::temp_directory_path() / ("autotune_costmodel_" + std::to_string(::getpid()) + ".db")).string();
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/tiny_cnn.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused));
+  TuneOptions o;
+  o.trials = 96, o.db_path = db, o.measure.min_time_s = 0.002, o.batch = 8, o.confirm_top = 0;
+  auto rep = tune(*fused, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  auto handle = TuningDb::open(db, DbAccess::kReadOnly);
+  ASSERT_TRUE(static_cast<bool>(handle));
+  Target t = host_target();
+  auto set = load_samples(**handle, rep->target, t);
+  ASSERT_TRUE(static_cast<bool>(set)) << set.error().message;
+  EXPECT_GE(set->samples.size(), 60u);
+  EXPECT_EQ(set->skipped, 0);
+  auto model = train_on(set->samples);
+  ASSERT_TRUE(static_cast<bool>(model)) << model.error().message;
+  // On the records it was trained on, the model must rank far better than chance (0.5).
+  auto fit = evaluate(**model, set->samples);
+  ASSERT_TRUE(static_cast<bool>(fit));
+  EXPECT_GT(fit->pairs, 100);
+  EXPECT_GT(fit->pairwise_accuracy, 0.75);
+  // Saved and loaded, it predicts the same; a model of other features is refused.
+  auto bytes = (*model)->save();
+  ASSERT_TRUE(static_cast<bool>(bytes));
+  auto back = CostModel::load(*bytes);
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+  std::vector<std::vector<float>> x;
+  for (const Sample &s : set->samples) x.push_back(s.x);
+  EXPECT_EQ(*(*model)->predict(x), *(*back)->predict(x));
+  std::string other = *bytes;
+  other.replace(other.find(" v") + 2, 1, "9");
+  EXPECT_NE(CostModel::load(other).error().message.find("trained on features v9"), std::string::npos);
+  EXPECT_FALSE(static_cast<bool>(CostModel::load("not a model")));
+  for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+}
+
+}  // namespace
+}  // namespace autotune
