@@ -141,4 +141,13 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
   return sample(rng);
 }
 
+KernelSchedule ScheduleSpace::crossover(const KernelSchedule &a, const KernelSchedule &b, Rng &rng) const {
+  KernelSchedule c = rng.uniform(2) ? a : b;  // the block: pixel_vectors, vector width, oc/px blocks, winograd
+  const KernelSchedule &x = rng.uniform(2) ? a : b, &y = rng.uniform(2) ? a : b, &z = rng.uniform(2) ? a : b;
+  c.parallel = x.parallel, c.unroll_kx = y.unroll_kx, c.pad_at_root = z.pad_at_root;
+  c.ic_block = (rng.uniform(2) ? a : b).ic_block, c.pixel_epilogue = (rng.uniform(2) ? a : b).pixel_epilogue;
+  if (!legalize(c) || !within_budget(c)) return a;
+  return c;
+}
+
 }  // namespace autotune

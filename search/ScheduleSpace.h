@@ -36,6 +36,11 @@ struct ScheduleSpace {
   KernelSchedule sample(Rng &rng) const;
   /** Changes one knob to another legal value. */
   KernelSchedule mutate(const KernelSchedule &s, Rng &rng) const;
+  /**
+   * A child of two schedules: the knobs that shape the register block (template, vector width,
+   * blocks, Winograd) from one parent, each other knob from either; `a` when the mix is illegal.
+   */
+  KernelSchedule crossover(const KernelSchedule &a, const KernelSchedule &b, Rng &rng) const;
   bool within_budget(const KernelSchedule &s) const;
   /** Clears the knobs the schedule's template does not have; false if what is left is illegal. */
   static bool legalize(KernelSchedule &s);

@@ -9,6 +9,7 @@
 
 #include "db/TuningDb.h"
 #include "ir/Printer.h"
+#include "search/ModelSearch.h"
 #include "search/ScheduleSpace.h"
 
 namespace autotune {
@@ -69,6 +70,7 @@ Status TuneOptions::validate() const {
   if (trials < 1) return make_error("trials must be at least 1, got " + std::to_string(trials));
   if (batch < 1 || batch > 1024) return make_error("batch must be between 1 and 1024, got " + std::to_string(batch));
   if (confirm_top < 0 || confirm_top > 64) return make_error("confirm_top must be between 0 and 64, got " + std::to_string(confirm_top));
+  if (search != "evolutionary" && search != "random") return make_error("search must be evolutionary or random, got '" + search + "'");
   return measure.validate();
 }
 
@@ -87,12 +89,23 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     ScheduleSpace space;
     std::set<std::string> measured;  // schedule JSON already in the database
     std::optional<TaskData> data;
+    std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
   };
+  rep.search = o.search;
+  std::optional<ModelSearch> model;
+  if (o.search == "evolutionary") {
+    ModelSearchOptions mo;
+    mo.threads = target.threads;
+    model.emplace(target, mo, o.seed);
+    // Whatever the database holds for this target trains the first model, other models' records too.
+    AT_ASSIGN(known, load_samples(*db, rep.target, target));
+    model->add_samples(std::move(known.samples));
+  }
   std::vector<State> states;
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt};
+    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}};
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
     for (const TuningRecord &r : recs) {
@@ -100,6 +113,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       by_schedule[r.schedule].push_back(&r);
       ++tr.trials;
       if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
+      if (r.status == "ok" && r.baseline_s > 0) {
+        auto [it, fresh] = st.ratios.emplace(r.schedule, r.relative());
+        if (!fresh) it->second = std::min(it->second, r.relative());
+      }
     }
     for (const auto &[schedule, records] : by_schedule)
       if (settled(records)) st.measured.insert(schedule);
@@ -110,6 +127,16 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   }
 
   auto stopped = [&] { return o.stop && o.stop->load(); };
+  // " | cost model: 1200 records, held-out 0.87" for the progress line.
+  auto model_state = [&]() -> std::string {
+    if (!model) return "";
+    if (!model->has_model()) return " | cost model: not trained yet";
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " | cost model: %lld records", static_cast<long long>(model->trained_rows()));
+    std::string out = buf;
+    if (model->heldout_accuracy() >= 0) std::snprintf(buf, sizeof buf, ", held-out %.2f", model->heldout_accuracy()), out += buf;
+    return out;
+  };
   // Saves one measurement the moment it is known, folds it into the task's report and prints progress.
   // A failed save, or a measurement the host itself could not start, stops the batch: nothing
   // measured after it could be saved, and the error ends the run.
@@ -144,17 +171,24 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       } else if (!confirming) {
         note_result(tr, r.schedule, m.median_s, m.baseline_s);
       }
+      if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
+        double ratio = m.median_s / m.baseline_s;
+        auto [it, fresh] = st.ratios.emplace(r.schedule, ratio);
+        if (!fresh) it->second = std::min(it->second, ratio);
+        if (model) model->add_result(tr.task, candidates[i], ratio);
+      }
       if (o.progress) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
         int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
         char line[400];
         std::snprintf(line, sizeof line,
-                      "[%5lld/%lld %s] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed%s%s",
+                      "[%5lld/%lld %s] task %d/%zu %s %s: %s, best %.3f ms (default %.3f) | model ~%.2f ms (untuned ~%.2f) | %s elapsed%s%s%s",
                       static_cast<long long>(confirming ? rep.confirmations : done),
                       static_cast<long long>(confirming ? rep.confirmations : o.trials), phase, pick + 1, rep.tasks.size(),
                       tr.task.ops.c_str(), tr.task.shape.c_str(), status_name(m.status), tr.best_s() * 1e3, tr.default_s * 1e3,
                       rep.estimated_tuned_s() * 1e3, rep.estimated_untuned_s() * 1e3, format_duration(elapsed).c_str(),
-                      confirming ? "" : ", ~", confirming ? "" : (format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0) + " left").c_str());
+                      confirming ? "" : ", ~", confirming ? "" : (format_duration(rep.trials_run ? elapsed / static_cast<double>(rep.trials_run) * static_cast<double>(left) : 0) + " left").c_str(),
+                      model_state().c_str());
         o.progress(line);
       }
       return true;
@@ -183,13 +217,25 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       }
       if (pick < 0) break;  // every space measured
       int64_t want = std::min<int64_t>(o.batch, o.trials - rep.trials_before - rep.trials_run);
-      std::set<std::string> chosen;
-      for (int attempt = 0; attempt < 200 && static_cast<int64_t>(candidates.size()) < want; ++attempt) {
-        KernelSchedule s = states[pick].space.sample(rng);
-        std::string j = schedule_to_json(s);
-        if (states[pick].measured.count(j) || chosen.count(j) || !validate_schedule(rep.tasks[pick].task.body, s)) continue;
-        chosen.insert(j);
-        candidates.push_back(s);
+      if (model) {
+        AT_TRY(model->maybe_retrain());
+        // The population's seeds: the task's best measured schedules.
+        std::vector<std::pair<double, std::string>> best(states[pick].ratios.size());
+        std::transform(states[pick].ratios.begin(), states[pick].ratios.end(), best.begin(), [](const auto &kv) { return std::make_pair(kv.second, kv.first); });
+        std::sort(best.begin(), best.end());
+        std::vector<KernelSchedule> elite;
+        for (size_t k = 0; k < best.size() && elite.size() < 8; ++k)
+          if (auto s = schedule_from_json(best[k].second)) elite.push_back(*s);
+        candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng);
+      } else {
+        std::set<std::string> chosen;
+        for (int attempt = 0; attempt < 200 && static_cast<int64_t>(candidates.size()) < want; ++attempt) {
+          KernelSchedule s = states[pick].space.sample(rng);
+          std::string j = schedule_to_json(s);
+          if (states[pick].measured.count(j) || chosen.count(j) || !validate_schedule(rep.tasks[pick].task.body, s)) continue;
+          chosen.insert(j);
+          candidates.push_back(s);
+        }
       }
       if (candidates.empty()) {
         states[pick].space = ScheduleSpace{};  // sampling finds nothing new: treat as exhausted
@@ -253,6 +299,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     plan.emplace_back(h, b ? b->id : 0);
   }
   AT_TRY(db->save_plan(model_hash(fused), rep.target, plan));
+  if (model) {
+    rep.model_rows = model->trained_rows(), rep.model_heldout_accuracy = model->heldout_accuracy();
+    rep.model_train_s = model->train_seconds(), rep.model_predict_s = model->predict_seconds(), rep.model_trainings = model->trainings();
+  }
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;
 }

@@ -2,8 +2,10 @@
 // The tuning loop: tasks from a fused model, a trial budget spread over them, candidates
 // measured and every result saved to the tuning database the moment it is known.
 //
-// This first version searches by random sampling of each task's schedule space (the cost model
-// comes next). The task scheduler measures every task's default schedule first, then gives each
+// Candidates come from the cost model's evolutionary search (search/ModelSearch: a model trained
+// on the database's records ranks mutations and crossovers, the best predictions and a share of
+// random points are measured) or, with search "random", from random sampling of each task's
+// schedule space. The task scheduler measures every task's default schedule first, then gives each
 // further batch to the task with the largest estimated share of end-to-end time (uses x best
 // time), damped by the trials it already had. Records already in the database count toward the
 // budget, so running the same command again resumes where an interrupted run stopped.
@@ -28,6 +30,7 @@ struct TuneOptions {
   uint64_t seed = 0;
   int batch = 8;                      // candidates compiled together
   int confirm_top = 4;                // leading schedules per task re-measured at the end (0: no confirmation)
+  std::string search = "evolutionary";  // "evolutionary": the cost model ranks candidates (search/ModelSearch); "random"
   MeasureOptions measure;
   std::string cache_dir;              // kernel object cache ("" for none)
   Target target = host_target();      // what to tune for: compiled, scheduled and keyed for it
@@ -57,6 +60,12 @@ struct TuneReport {
   int64_t confirmations = 0;  // re-measurements of the leading schedules, beyond the trials
   bool interrupted = false;
   double elapsed_s = 0;
+  // The cost model (search "evolutionary"): records it was last trained on, its pairwise accuracy on
+  // the records measured after each training (-1: none yet), how often and how long it trained and predicted.
+  std::string search;
+  int64_t model_rows = 0;
+  double model_heldout_accuracy = -1, model_train_s = 0, model_predict_s = 0;
+  int model_trainings = 0;
   /** Sum over groups of the default / best time of their task: the model's estimated kernel time. */
   double estimated_untuned_s() const;
   double estimated_tuned_s() const;

@@ -402,6 +402,7 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
+           [--search evolutionary|random]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
@@ -421,6 +422,9 @@ Options:
   --threads T       threads kernels run on (default: all); part of the database's target key
   --min-time S      keep timing a candidate until S seconds of runs (default 0.05)
   --flush-cache     overwrite 64 MiB between timed runs
+  --search S        evolutionary (default): a cost model trained on the database's records ranks
+                    mutations and crossovers of the best schedules, and the best predictions (and
+                    one random point in eight) are measured; random: random points of the space
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
@@ -434,7 +438,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch"}, {"help", "flush-cache"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search"}, {"help", "flush-cache"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -461,6 +465,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "flush_cache") o.measure.flush_cache = v.get<bool>();
         else if (k == "threads") o.measure.threads = v.get<int>();
         else if (k == "db") o.db_path = v.get<std::string>();
+        else if (k == "search") o.search = v.get<std::string>();
         else return fail(make_error(args->get("config") + ": unknown key '" + k + "'"));
       }
     } catch (const std::exception &e) {
@@ -492,6 +497,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time;
   if (args->has("flush-cache")) o.measure.flush_cache = true;
   if (args->has("db")) o.db_path = args->get("db");
+  if (args->has("search")) o.search = args->get("search");
   if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));
 
   auto fused = load_graph(*args, "fused");
@@ -514,6 +520,15 @@ int cmd_tune(const std::vector<std::string> &argv) {
               args->get("model").c_str(), rep->target.c_str(), static_cast<long long>(rep->trials_run),
               static_cast<long long>(rep->failures_run), static_cast<long long>(rep->trials_before),
               static_cast<long long>(rep->confirmations), rep->elapsed_s);
+  if (rep->search == "evolutionary") {
+    std::printf("search: evolutionary, cost model trained %d times (%.1f s), last on %lld records, held-out pairwise accuracy %s; "
+                "search and prediction %.1f s\n",
+                rep->model_trainings, rep->model_train_s, static_cast<long long>(rep->model_rows),
+                rep->model_heldout_accuracy >= 0 ? std::to_string(rep->model_heldout_accuracy).substr(0, 5).c_str() : "-",
+                rep->model_predict_s);
+  } else {
+    std::printf("search: random\n");
+  }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];

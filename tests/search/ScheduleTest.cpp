@@ -74,9 +74,9 @@ TEST(Schedule, ValidationGivesTheReason) {
             "illegal schedule: pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
 }
 
-TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
+TEST(ScheduleSpace, SamplesMutationsAndCrossoversAreAlwaysLegal) {
   Rng rng(3);
-  for (const char *model : {"tiny_cnn", "resnet18", "mlp", "shape_ops"}) {
+  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "mlp", "shape_ops"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
       ScheduleSpace sp = ScheduleSpace::of(t.body);
       EXPECT_GE(sp.size(), 1);
@@ -86,6 +86,8 @@ TEST(ScheduleSpace, SamplesAndMutationsAreAlwaysLegal) {
         ASSERT_TRUE(static_cast<bool>(validate_schedule(t.body, a))) << t.ops << " " << schedule_to_json(a);
         s = sp.mutate(s, rng);
         ASSERT_TRUE(static_cast<bool>(validate_schedule(t.body, s))) << t.ops << " " << schedule_to_json(s);
+        KernelSchedule c = sp.crossover(a, s, rng);
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(t.body, c))) << t.ops << " " << schedule_to_json(c);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <set>
 
 #include "db/TuningDb.h"
 #include "ir/OnnxImport.h"
@@ -167,6 +168,44 @@ TEST_F(Tuner, AResultThatCannotBeSavedEndsTheRunAtOnce) {
   ASSERT_FALSE(static_cast<bool>(rep));
   EXPECT_NE(rep.error().message.find("record for unknown workload"), std::string::npos) << rep.error().message;
   EXPECT_EQ(lines, 1);
+}
+
+TEST_F(Tuner, TheCostModelGuidesTheSearchAndNoScheduleIsMeasuredTwice) {
+  TuneOptions o = options(120);
+  o.confirm_top = 0;
+  auto rep = tune(fused_, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_EQ(rep->search, "evolutionary");
+  EXPECT_GE(rep->model_trainings, 1);
+  EXPECT_GE(rep->model_rows, 16);
+  EXPECT_GE(rep->model_heldout_accuracy, 0.0);  // scored on records measured after a training
+  // Every trial is a different (workload, schedule).
+  auto db = TuningDb::open(db_);
+  ASSERT_TRUE(static_cast<bool>(db));
+  std::set<std::string> seen;
+  for (const TaskReport &t : rep->tasks) {
+    auto recs = (*db)->records(t.task.hash, rep->target);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    for (const TuningRecord &r : *recs) EXPECT_TRUE(seen.insert(t.task.hash + r.schedule).second) << t.task.ops << " " << r.schedule;
+  }
+  EXPECT_EQ(seen.size(), 120u);
+  // A second run starts from a model trained on what the database holds.
+  o.trials = 136;
+  auto again = tune(fused_, o);
+  ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
+  EXPECT_GE(again->model_rows, 120);
+}
+
+TEST_F(Tuner, RandomSearchStaysAvailable) {
+  TuneOptions o = options(30);
+  o.search = "random";
+  auto rep = tune(fused_, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_EQ(rep->search, "random");
+  EXPECT_EQ(rep->model_trainings, 0);
+  EXPECT_EQ(rep->trials_run, 30);
+  o.search = "grid";
+  EXPECT_EQ(tune(fused_, o).error().message, "search must be evolutionary or random, got 'grid'");
 }
 
 TEST_F(Tuner, OptionsOutOfRangeEndTheRunBeforeAnyWork) {

@@ -1,0 +1,75 @@
+#pragma once
+// Model-guided search (issue 9): an XGBoost cost model (costmodel/) ranks candidate schedules so
+// that only the promising ones are measured. Each batch of a task comes from an evolutionary
+// search in the style of MetaSchedule's: a population of random points of the task's space plus
+// its best measured schedules, then generations of mutation and crossover, each generation's
+// survivors chosen by predicted speed; the batch is the best unmeasured predictions plus an
+// epsilon share of random unmeasured points (exploration, and data where the model is unsure).
+// The model starts from whatever the database already holds for the target (other models'
+// records included) and is retrained as records arrive.
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "costmodel/Dataset.h"
+#include "costmodel/Model.h"
+#include "search/ScheduleSpace.h"
+#include "search/Task.h"
+
+namespace autotune {
+
+struct ModelSearchOptions {
+  int population = 64;        // points per generation
+  int generations = 3;
+  double epsilon = 0.125;     // share of each batch picked at random among unmeasured points
+  int threads = 1;            // XGBoost's threads while training
+  int64_t min_samples = 16;   // records before the first model is trained (random search until then)
+};
+
+class ModelSearch {
+ public:
+  ModelSearch(const Target &target, ModelSearchOptions o, uint64_t seed);
+
+  /** Records already in the database (features recomputed). */
+  void add_samples(std::vector<Sample> samples);
+  /** One new successful measurement: the schedule ran at `ratio` times its task's default time. */
+  void add_result(const Task &task, const KernelSchedule &s, double ratio);
+  /**
+   * Retrains when enough is new (16 records, or a quarter of what the model knows); before that,
+   * scores the current model on the records it has not seen (its held-out accuracy).
+   */
+  Status maybe_retrain();
+
+  /**
+   * Up to `want` unmeasured, legal schedules of `task` for the next batch; `elite` are its best
+   * measured schedules (seeds of the population). Random picks while there is no model.
+   */
+  std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
+                                      const std::vector<KernelSchedule> &elite, int want, Rng &rng);
+
+  bool has_model() const { return model_ != nullptr; }
+  int64_t trained_rows() const { return model_ ? model_->rows_trained() : 0; }
+  /** Pairwise accuracy of the model on records that arrived after it was trained (-1: none yet). */
+  double heldout_accuracy() const { return heldout_accuracy_; }
+  double train_seconds() const { return train_s_; }
+  double predict_seconds() const { return predict_s_; }
+  int trainings() const { return trainings_; }
+
+ private:
+  /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
+  const std::vector<float> &features(const Task &task, const KernelSchedule &s);
+
+  Target target_;
+  ModelSearchOptions o_;
+  uint64_t seed_;
+  std::unique_ptr<CostModel> model_;
+  std::vector<Sample> samples_;
+  size_t trained_upto_ = 0;  // samples_[0, trained_upto_) trained the current model
+  double heldout_accuracy_ = -1, train_s_ = 0, predict_s_ = 0;
+  int trainings_ = 0;
+  std::map<std::string, std::vector<float>> feature_cache_;  // task hash + schedule JSON
+};
+
+}  // namespace autotune
