@@ -35,7 +35,7 @@ struct MeasureResult {
 };
 
 struct MeasureOptions {
-  double min_time_s = 0.05;  // keep timing until this much time was spent in runs
+  double min_time_s = 0.1;   // keep timing until this much time was spent in runs, the candidate's and the baseline's
   int64_t max_runs = 2000;
   int warmup = 1;
   double timeout_s = 10;     // per candidate, from fork to result

@@ -420,7 +420,8 @@ Options:
   --seed K          search seed (default 0)
   --config C        JSON with defaults for these options (configs/search-default.json)
   --threads T       threads kernels run on (default: all); part of the database's target key
-  --min-time S      keep timing a candidate until S seconds of runs (default 0.05)
+  --min-time S      keep timing a candidate and its baseline until S seconds of their runs
+                    (default 0.1)
   --flush-cache     overwrite 64 MiB between timed runs
   --search S        evolutionary (default): a cost model trained on the database's records ranks
                     mutations and crossovers of the best schedules, and the best predictions (and
