@@ -46,6 +46,19 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
 Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, const CostModelOptions &o) {
   std::vector<std::vector<float>> x;
   std::vector<float> y;
+  std::vector<unsigned> groups;
+  if (o.objective.rfind("rank:", 0) == 0) {
+    // A ranking objective compares rows within a group: one group per task, its rows together.
+    std::vector<const Sample *> order;
+    for (const Sample &s : train) order.push_back(&s);
+    std::stable_sort(order.begin(), order.end(), [](const Sample *a, const Sample *b) { return a->workload < b->workload; });
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i == 0 || order[i]->workload != order[i - 1]->workload) groups.push_back(0);
+      ++groups.back();
+      x.push_back(order[i]->x), y.push_back(order[i]->y);
+    }
+    return CostModel::train(x, y, o, groups);
+  }
   for (const Sample &s : train) x.push_back(s.x), y.push_back(s.y);
   return CostModel::train(x, y, o);
 }

@@ -47,14 +47,15 @@ CostModel::~CostModel() {
 }
 
 Expected<std::unique_ptr<CostModel>> CostModel::train(const std::vector<std::vector<float>> &x, const std::vector<float> &y,
-                                                      const CostModelOptions &o) {
+                                                      const CostModelOptions &o, const std::vector<unsigned> &groups) {
   if (x.empty() || x.size() != y.size()) return make_error("training needs as many targets as rows, and at least one");
   AT_ASSIGN(m, Matrix::of(x));
   AT_TRY(xgb(XGDMatrixSetFloatInfo(m->h, "label", y.data(), y.size()), "setting labels"));
+  if (!groups.empty()) AT_TRY(xgb(XGDMatrixSetUIntInfo(m->h, "group", groups.data(), groups.size()), "setting groups"));
   std::unique_ptr<CostModel> model(new CostModel());
   AT_TRY(xgb(XGBoosterCreate(&m->h, 1, &model->booster_), "creating a booster"));
   auto set = [&](const char *k, const std::string &v) { return xgb(XGBoosterSetParam(model->booster_, k, v.c_str()), k); };
-  AT_TRY(set("objective", "reg:squarederror"));
+  AT_TRY(set("objective", o.objective));
   AT_TRY(set("max_depth", std::to_string(o.max_depth)));
   AT_TRY(set("eta", std::to_string(o.eta)));
   AT_TRY(set("nthread", std::to_string(o.threads)));

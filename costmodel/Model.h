@@ -17,6 +17,9 @@ struct CostModelOptions {
   int max_depth = 6;
   double eta = 0.2;       // learning rate
   int threads = 1;        // XGBoost's own threads while training (the tuner's cores are measuring)
+  // "reg:squarederror" (the speedup itself) or a ranking objective within each task
+  // ("rank:pairwise", "rank:ndcg"): then the rows come with their tasks' group sizes.
+  std::string objective = "reg:squarederror";
   uint64_t seed = 0;
 };
 
@@ -24,7 +27,7 @@ class CostModel {
  public:
   /** Trains on rows `x` (each feature_names().size() long) with targets `y`; an error for no rows or XGBoost's message. */
   static Expected<std::unique_ptr<CostModel>> train(const std::vector<std::vector<float>> &x, const std::vector<float> &y,
-                                                    const CostModelOptions &o = {});
+                                                    const CostModelOptions &o = {}, const std::vector<unsigned> &groups = {});
   /** A model saved by save(), checked against the feature version it was trained with. */
   static Expected<std::unique_ptr<CostModel>> load(const std::string &bytes);
   ~CostModel();

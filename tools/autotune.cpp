@@ -661,7 +661,8 @@ int cmd_db(const std::vector<std::string> &argv) {
 const char *kCostModelHelp = R"(autotune costmodel eval: how well the cost model ranks held-out measurements
 
 Usage:
-  autotune costmodel eval --db D [--target T] [--train-model M.onnx] [--test-share F] [--seed K] [--json]
+  autotune costmodel eval --db D [--target T] [--train-model M.onnx] [--test-share F] [--seed K]
+                          [--objective reg:squarederror|rank:pairwise|rank:ndcg] [--json]
 
 Trains the cost model (XGBoost on the features of each record's lowered kernel, costmodel/) on
 part of a database's successful records of the target and ranks the rest. Without
@@ -681,7 +682,7 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
   if (argv.empty() || argv[0] == "--help") return std::fputs(kCostModelHelp, argv.empty() ? stderr : stdout), argv.empty() ? 1 : 0;
   if (argv[0] != "eval") return fail(make_error("costmodel: unknown subcommand '" + argv[0] + "' (eval)"));
   auto args = Args::parse("costmodel eval", std::vector<std::string>(argv.begin() + 1, argv.end()),
-                          {{"db", "target", "train-model", "test-share", "seed"}, {"help", "json"}, {}});
+                          {{"db", "target", "train-model", "test-share", "seed", "objective"}, {"help", "json"}, {}});
   if (!args) return fail(args.error());
   if (args->has("help")) return std::fputs(kCostModelHelp, stdout), 0;
   if (!args->has("db")) return fail(make_error("costmodel eval: --db is required"));
@@ -715,6 +716,7 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
   auto t0 = std::chrono::steady_clock::now();
   CostModelOptions mo;
   mo.threads = target->threads, mo.seed = seed;
+  if (args->has("objective")) mo.objective = args->get("objective");
   auto model = train_on(train, mo);
   if (!model) return fail(model.error());
   double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
