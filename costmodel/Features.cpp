@@ -17,7 +17,7 @@ class Walker {
  public:
   explicit Walker(const Target &t) : t_(t) {}
 
-  void stage(const KernelStage &s, size_t output_index, const std::vector<Buffer> &buffers) {
+  void stage(const KernelStage &s, const std::vector<Buffer> &buffers) {
     read_.clear(), written_.clear();
     double flops_before = flops();
     mult_ = static_cast<double>(s.parallel_extent);
@@ -49,7 +49,6 @@ class Walker {
     balance_sum_ += balance * weight, extent_sum_ += log2p(extent / threads) * weight, weight_sum_ += weight;
     for (const Buffer &b : buffers)
       if (b->scope == BufferScope::kTemp && written_.count(b.get())) temp_stored_ += written_[b.get()];
-    (void)output_index;
     ++stages_;
   }
 
@@ -255,7 +254,7 @@ const std::vector<std::string> &feature_names() {
 
 std::vector<float> kernel_features(const LoweredKernel &k, const Target &target) {
   Walker w(target);
-  for (const KernelStage &s : k.stages) w.stage(s, static_cast<size_t>(k.num_params), k.buffers);
+  for (const KernelStage &s : k.stages) w.stage(s, k.buffers);
   std::vector<float> v = w.finish(k);
   AT_CHECK(v.size() == feature_names().size(), "feature count " + std::to_string(v.size()) + " != names " + std::to_string(feature_names().size()));
   return v;

@@ -88,14 +88,19 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
       if (auto p = model_->predict(x))
         for (size_t i = 0; i < kept.size(); ++i) scored[schedule_to_json(kept[i])].second = (*p)[i];
     };
+    // Everything scored so far, best prediction first.
+    auto ranked_points = [&] {
+      std::vector<std::pair<float, KernelSchedule>> ranked;
+      for (const auto &[j, sp] : scored) ranked.emplace_back(sp.second, sp.first);
+      std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+      return ranked;
+    };
     std::vector<KernelSchedule> pop(elite.begin(), elite.end());
     for (int i = 0; i < o_.population * 2 && static_cast<int>(pop.size()) < o_.population; ++i) pop.push_back(space.sample(rng));
     score(pop);
     for (int g = 0; g < o_.generations; ++g) {
       // Survivors: the best-predicted half of everything scored; children by mutation and crossover.
-      std::vector<std::pair<float, KernelSchedule>> ranked;
-      for (const auto &[j, sp] : scored) ranked.emplace_back(sp.second, sp.first);
-      std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+      std::vector<std::pair<float, KernelSchedule>> ranked = ranked_points();
       size_t parents = std::max<size_t>(2, std::min(ranked.size(), static_cast<size_t>(o_.population / 2)));
       if (ranked.empty()) break;
       std::vector<KernelSchedule> children;
@@ -110,10 +115,7 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
       }
       score(children);
     }
-    std::vector<std::pair<float, KernelSchedule>> ranked;
-    for (const auto &[j, sp] : scored) ranked.emplace_back(sp.second, sp.first);
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
-    for (const auto &[p, s] : ranked) {
+    for (const auto &[p, s] : ranked_points()) {
       if (static_cast<int>(out.size()) >= want - randoms) break;
       take(s);
     }
