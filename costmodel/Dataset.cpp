@@ -10,6 +10,8 @@
 #include "costmodel/Features.h"
 #include "ir/Parser.h"
 
+#include <nlohmann/json.hpp>
+
 namespace autotune {
 
 Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, const Target &target) {
@@ -28,9 +30,16 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
       if (r.status != "ok" || r.baseline_s <= 0 || r.median_s <= 0) continue;
       auto it = features.find(r.schedule);
       if (it == features.end()) {
+        // The features saved with the record when they are of this version; else lowered again.
         std::vector<float> x;
-        if (auto s = schedule_from_json(r.schedule))
-          if (auto k = lower_group(*body, "k", *s)) x = kernel_features(*k, target);
+        if (r.feature_version == kFeatureVersion && !r.features.empty()) {
+          auto j = nlohmann::json::parse(r.features, nullptr, false);
+          if (j.is_array() && j.size() == feature_names().size())
+            for (const auto &v : j) x.push_back(v.is_number() ? v.get<float>() : 0.0f);
+        }
+        if (x.empty())
+          if (auto s = schedule_from_json(r.schedule))
+            if (auto k = lower_group(*body, "k", *s)) x = kernel_features(*k, target);
         it = features.emplace(r.schedule, std::move(x)).first;
       }
       if (it->second.empty()) {

@@ -28,6 +28,14 @@ class Stmt {
   Stmt &bind(int i, const std::string &v) { sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT); return *this; }
   Stmt &bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); return *this; }
   Stmt &bind(int i, double v) { sqlite3_bind_double(s_, i, v); return *this; }
+  Stmt &bind_blob(int i, const std::string &v) {
+    sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  std::string blob(int c) const {
+    const void *p = sqlite3_column_blob(s_, c);
+    return p ? std::string(static_cast<const char *>(p), static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
+  }
   int step() { return sqlite3_step(s_); }
   std::string text(int c) const {
     const unsigned char *t = sqlite3_column_text(s_, c);
@@ -88,6 +96,14 @@ CREATE TABLE IF NOT EXISTS plans(
   PRIMARY KEY(model_hash, target, grp));
 )";
 
+const char *kSchemaV2 = R"(
+ALTER TABLE records ADD COLUMN features TEXT NOT NULL DEFAULT '';
+ALTER TABLE records ADD COLUMN feature_version INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS cost_models(
+  id INTEGER PRIMARY KEY, target TEXT NOT NULL, feature_version INTEGER NOT NULL, records INTEGER NOT NULL,
+  created_at TEXT NOT NULL, model BLOB NOT NULL);
+)";
+
 TuningRecord read_record(Stmt &q) {
   // Columns: r.id, w.hash, w.target, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version,
   // created_at, baseline_s
@@ -108,12 +124,15 @@ TuningRecord read_record(Stmt &q) {
   r.baseline_s = q.f64(13);
   r.phase = q.text(14);
   r.uid = q.text(15);
+  r.features = q.text(16);
+  r.feature_version = static_cast<int>(q.i64(17));
   return r;
 }
 
 const char *kRecordColumns =
     "r.id, w.hash, w.target, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, r.compile_s, "
-    "r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid FROM records r JOIN workloads w ON r.workload_id = w.id";
+    "r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version FROM records r JOIN workloads w ON "
+    "r.workload_id = w.id";
 
 }  // namespace
 
@@ -177,7 +196,7 @@ Status TuningDb::migrate() {
       return make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
                         std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it");
     // Migrations, in order: each takes the schema from version i to i + 1.
-    static const std::vector<const char *> migrations = {kSchemaV1};
+    static const std::vector<const char *> migrations = {kSchemaV1, kSchemaV2};
     for (int v = version; v < kDbSchemaVersion; ++v) AT_TRY(exec(migrations[v]));
     if (version != kDbSchemaVersion)
       AT_TRY(exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"));
@@ -244,10 +263,11 @@ Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
   }
   Stmt ins(db_,
            "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
-           "created_at, baseline_s, phase, uid) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "created_at, baseline_s, phase, uid, features, feature_version) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.bind(1, wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.error).bind(5, r.median_s).bind(6, r.min_s)
       .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
-      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase).bind(14, r.uid.empty() ? new_uid() : r.uid);
+      .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase).bind(14, r.uid.empty() ? new_uid() : r.uid)
+      .bind(15, r.features).bind(16, static_cast<int64_t>(r.feature_version));
   if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -331,7 +351,7 @@ Status TuningDb::save_plan(const std::string &model_hash, const std::string &tar
 Expected<std::string> TuningDb::export_jsonl() {
   Stmt q(db_,
          "SELECT w.hash, w.target, w.ir, w.flops, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, "
-         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid FROM records r JOIN workloads w ON "
+         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version FROM records r JOIN workloads w ON "
          "r.workload_id = w.id ORDER BY r.id");
   std::string out;
   int rc;
@@ -340,6 +360,7 @@ Expected<std::string> TuningDb::export_jsonl() {
                      {"schedule", q.text(4)}, {"status", q.text(5)}, {"error", q.text(6)}, {"median_s", q.f64(7)},
                      {"min_s", q.f64(8)}, {"stddev_s", q.f64(9)}, {"runs", q.i64(10)}, {"compile_s", q.f64(11)},
                      {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}, {"phase", q.text(15)}, {"uid", q.text(16)}};
+    if (!q.text(17).empty()) j["features"] = q.text(17), j["feature_version"] = q.i64(18);
     out += j.dump() + "\n";
   }
   if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
@@ -382,6 +403,8 @@ Expected<ImportLine> parse_import_line(const std::string &line) {
     r.uid = j.value("uid", std::string());
     r.tool_version = j.value("tool_version", std::string(kToolVersion));
     r.created_at = j.value("created_at", now_utc());
+    r.features = j.value("features", std::string());
+    r.feature_version = j.value("feature_version", 0);
     l.ir = j.at("ir").get<std::string>();
     l.flops = j.value("flops", 0.0);
   } catch (const std::exception &e) {
@@ -391,6 +414,7 @@ Expected<ImportLine> parse_import_line(const std::string &line) {
   if (!known_status(r.status)) return make_error("unknown status '" + r.status + "'");
   if (r.phase != "trial" && r.phase != "confirmation") return make_error("unknown phase '" + r.phase + "'");
   if (nlohmann::json::parse(r.schedule, nullptr, false).is_discarded()) return make_error("schedule is not JSON");
+  if (!r.features.empty() && !nlohmann::json::parse(r.features, nullptr, false).is_array()) return make_error("features are not a JSON array");
   auto finite_nonneg = [](double v) { return std::isfinite(v) && v >= 0; };
   for (double v : {r.median_s, r.min_s, r.stddev_s, r.compile_s, r.baseline_s, l.flops})
     if (!finite_nonneg(v)) return make_error("times and flops must be finite and not negative");
@@ -447,6 +471,31 @@ Expected<std::string> TuningDb::integrity_check() {
   std::string out;
   while (q.step() == SQLITE_ROW) out += (out.empty() ? "" : "; ") + q.text(0);
   return out;
+}
+
+Status TuningDb::save_cost_model(const std::string &target, int feature_version, int64_t records, const std::string &model) {
+  auto saved = in_write_transaction<bool>([&]() -> Expected<bool> {
+    {
+      Stmt del(db_, "DELETE FROM cost_models WHERE target = ?");
+      del.bind(1, target);
+      if (del.step() != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+    }
+    Stmt ins(db_, "INSERT INTO cost_models(target, feature_version, records, created_at, model) VALUES(?, ?, ?, ?, ?)");
+    ins.bind(1, target).bind(2, static_cast<int64_t>(feature_version)).bind(3, records).bind(4, now_utc()).bind_blob(5, model);
+    if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot save the cost model: " + sqlite3_errmsg(db_));
+    return true;
+  });
+  if (!saved) return saved.error();
+  return Status::ok();
+}
+
+Expected<std::optional<std::string>> TuningDb::cost_model(const std::string &target, int feature_version) {
+  Stmt q(db_, "SELECT model FROM cost_models WHERE target = ? AND feature_version = ? ORDER BY id DESC LIMIT 1");
+  q.bind(1, target).bind(2, static_cast<int64_t>(feature_version));
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return std::optional<std::string>(q.blob(0));
 }
 
 }  // namespace autotune

@@ -15,7 +15,10 @@
 // baseline_s is the workload's default schedule timed in alternation with the record's own
 // kernel: records are ranked by median_s / baseline_s, which cancels the machine's drift between
 // measurements taken at different times.
+//   records also keep the cost model's features of the kernel measured (features, feature_version;
+//   schema 2), so models can be retrained from any database without lowering again.
 //   plans(model_hash, target, group, workload_id, record_id)   the chosen record per group
+//   cost_models(id, target, feature_version, records, created_at, model)   the latest trained model per target
 //   meta(key, value)                                    schema_version
 //
 // Every record is its own transaction: a tuner killed at any moment loses nothing committed.
@@ -32,7 +35,7 @@ struct sqlite3;
 
 namespace autotune {
 
-constexpr int kDbSchemaVersion = 1;
+constexpr int kDbSchemaVersion = 2;
 constexpr const char *kToolVersion = "autotune 0.1.0";
 /** How many measurements make a schedule "confirmed" for best(). */
 constexpr int kConfirmations = 3;
@@ -50,6 +53,8 @@ struct TuningRecord {
   double baseline_s = 0;  // the default schedule's median, timed alongside (0: unknown)
   std::string phase = "trial";  // or "confirmation"
   std::string tool_version = kToolVersion, created_at;
+  std::string features;      // the cost model's features of the measured kernel, a JSON array ("" if not computed)
+  int feature_version = 0;   // their version (costmodel/Features: kFeatureVersion), 0 for none
 
   /** Time relative to the baseline measured with it (1 = as fast as the default schedule). */
   double relative() const { return baseline_s > 0 ? median_s / baseline_s : 1e9; }
@@ -111,6 +116,10 @@ class TuningDb {
    * concurrent tuners wait for a chunk, not for the whole file.
    */
   Expected<int64_t> import_jsonl(const std::string &text, const std::string &label);
+  /** Saves a trained cost model for a target, replacing the one saved before (schema 2). */
+  Status save_cost_model(const std::string &target, int feature_version, int64_t records, const std::string &model);
+  /** The latest cost model saved for a target and feature version, if any. */
+  Expected<std::optional<std::string>> cost_model(const std::string &target, int feature_version);
   /** PRAGMA integrity_check: "ok" or the problems. */
   Expected<std::string> integrity_check();
   const std::string &path() const { return path_; }

@@ -36,10 +36,10 @@ void ModelSearch::add_result(const Task &task, const KernelSchedule &s, double r
   samples_.push_back({task.hash, schedule_to_json(s), x, static_cast<float>(-std::log2(ratio))});
 }
 
-Status ModelSearch::maybe_retrain() {
+Expected<bool> ModelSearch::maybe_retrain() {
   size_t fresh = samples_.size() - trained_upto_;
-  if (static_cast<int64_t>(samples_.size()) < o_.min_samples) return Status::ok();
-  if (model_ && fresh < std::max<size_t>(16, trained_upto_ / 4)) return Status::ok();
+  if (static_cast<int64_t>(samples_.size()) < o_.min_samples) return false;
+  if (model_ && fresh < std::max<size_t>(16, trained_upto_ / 4)) return false;
   if (model_ && fresh > 0) {
     // The records the current model has not seen are its held-out set.
     std::vector<Sample> unseen(samples_.begin() + static_cast<std::ptrdiff_t>(trained_upto_), samples_.end());
@@ -54,7 +54,7 @@ Status ModelSearch::maybe_retrain() {
   trained_upto_ = samples_.size();
   train_s_ += seconds_since(t0);
   ++trainings_;
-  return Status::ok();
+  return true;
 }
 
 std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,

@@ -38,9 +38,10 @@ class ModelSearch {
   void add_result(const Task &task, const KernelSchedule &s, double ratio);
   /**
    * Retrains when enough is new (16 records, or a quarter of what the model knows); before that,
-   * scores the current model on the records it has not seen (its held-out accuracy).
+   * scores the current model on the records it has not seen (its held-out accuracy). True if it
+   * trained.
    */
-  Status maybe_retrain();
+  Expected<bool> maybe_retrain();
 
   /**
    * Up to `want` unmeasured, legal schedules of `task` for the next batch; `elite` are its best
@@ -49,6 +50,10 @@ class ModelSearch {
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                       const std::vector<KernelSchedule> &elite, int want, Rng &rng);
 
+  /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
+  const std::vector<float> &features(const Task &task, const KernelSchedule &s);
+  /** The current model (null before the first training). */
+  const CostModel *model() const { return model_.get(); }
   bool has_model() const { return model_ != nullptr; }
   int64_t trained_rows() const { return model_ ? model_->rows_trained() : 0; }
   /** Pairwise accuracy of the model on records that arrived after it was trained (-1: none yet). */
@@ -58,8 +63,6 @@ class ModelSearch {
   int trainings() const { return trainings_; }
 
  private:
-  /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
-  const std::vector<float> &features(const Task &task, const KernelSchedule &s);
 
   Target target_;
   ModelSearchOptions o_;

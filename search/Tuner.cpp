@@ -9,7 +9,10 @@
 
 #include "db/TuningDb.h"
 #include "ir/Printer.h"
+#include "costmodel/Features.h"
 #include "search/ModelSearch.h"
+
+#include <nlohmann/json.hpp>
 #include "search/ScheduleSpace.h"
 
 namespace autotune {
@@ -92,11 +95,13 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
   };
   rep.search = o.search;
-  std::optional<ModelSearch> model;
-  if (o.search == "evolutionary") {
-    ModelSearchOptions mo;
-    mo.threads = target.threads;
-    model.emplace(target, mo, o.seed);
+  // The cost model's features of every measured kernel are saved with its record, whatever the
+  // search; with the evolutionary search the model also proposes the candidates.
+  ModelSearchOptions mo;
+  mo.threads = target.threads;
+  ModelSearch features(target, mo, o.seed);
+  ModelSearch *model = o.search == "evolutionary" ? &features : nullptr;
+  if (model) {
     // Whatever the database holds for this target trains the first model, other models' records too.
     AT_ASSIGN(known, load_samples(*db, rep.target, target));
     model->add_samples(std::move(known.samples));
@@ -158,6 +163,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       r.baseline_s = m.baseline_s;
       bool confirming = std::string(phase) == "confirm";
       r.phase = confirming ? "confirmation" : "trial";
+      if (const std::vector<float> &f = features.features(tr.task, candidates[i]); !f.empty()) {
+        r.features = nlohmann::json(f).dump();
+        r.feature_version = kFeatureVersion;
+      }
       if (auto id = db->add_record(r); !id) {
         save_error = Status(id.error());
         return false;
@@ -218,7 +227,11 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (pick < 0) break;  // every space measured
       int64_t want = std::min<int64_t>(o.batch, o.trials - rep.trials_before - rep.trials_run);
       if (model) {
-        AT_TRY(model->maybe_retrain());
+        AT_ASSIGN(trained, model->maybe_retrain());
+        if (trained) {
+          AT_ASSIGN(bytes, model->model()->save());
+          AT_TRY(db->save_cost_model(rep.target, kFeatureVersion, model->trained_rows(), bytes));
+        }
         // The population's seeds: the task's best measured schedules.
         std::vector<std::pair<double, std::string>> best(states[pick].ratios.size());
         std::transform(states[pick].ratios.begin(), states[pick].ratios.end(), best.begin(), [](const auto &kv) { return std::make_pair(kv.second, kv.first); });

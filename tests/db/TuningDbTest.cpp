@@ -110,7 +110,52 @@ TEST_F(Db, ANewerSchemaIsRefused) {
   sqlite3_close(raw);
   auto db = TuningDb::open(path());
   ASSERT_FALSE(static_cast<bool>(db));
-  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (1); upgrade autotune to use it");
+  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (2); upgrade autotune to use it");
+}
+
+TEST_F(Db, AVersion1FileIsMigratedAndKeepsItsRecords) {
+  // A database as autotune wrote it before schema 2 (records without features, no cost_models).
+  {
+    ASSERT_TRUE(static_cast<bool>(TuningDb::open(path())));
+  }
+  sqlite3 *raw = nullptr;
+  sqlite3_open(path().c_str(), &raw);
+  for (const char *sql : {"DROP TABLE cost_models", "ALTER TABLE records DROP COLUMN features", "ALTER TABLE records DROP COLUMN feature_version",
+                          "INSERT INTO workloads(hash, target, ir, flops) VALUES('w', 'cpu', 'ir', 1)",
+                          "INSERT INTO records(uid, workload_id, schedule, status, median_s, min_s, stddev_s, runs, compile_s, baseline_s, "
+                          "tool_version, created_at) VALUES('u1', 1, '{}', 'ok', 0.002, 0.002, 0, 5, 0.1, 0.004, 'autotune 0.1.0', 'then')",
+                          "UPDATE meta SET value = '1' WHERE key = 'schema_version'"})
+    ASSERT_EQ(sqlite3_exec(raw, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+  // Read-only commands do not migrate: they say which command does.
+  auto ro = TuningDb::open(path(), DbAccess::kReadOnly);
+  ASSERT_FALSE(static_cast<bool>(ro));
+  EXPECT_NE(ro.error().message.find("a writing command (autotune tune, db import) migrates it"), std::string::npos) << ro.error().message;
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  auto recs = (*db)->records("w", "cpu");
+  ASSERT_TRUE(static_cast<bool>(recs));
+  ASSERT_EQ(recs->size(), 1u);
+  EXPECT_EQ((*recs)[0].median_s, 0.002);
+  EXPECT_EQ((*recs)[0].features, "");
+  EXPECT_EQ((*recs)[0].feature_version, 0);
+  // Schema 2: features with a record, and a cost model per target.
+  TuningRecord r = rec("w", 0.003);
+  r.features = "[1.5,2]", r.feature_version = 1;
+  ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+  recs = (*db)->records("w", "cpu");
+  EXPECT_EQ(recs->back().features, "[1.5,2]");
+  EXPECT_EQ(recs->back().feature_version, 1);
+  EXPECT_FALSE((*(*db)->cost_model("cpu", 1)).has_value());
+  std::string bytes("model\0bytes", 11);
+  ASSERT_TRUE(static_cast<bool>((*db)->save_cost_model("cpu", 1, 2, "old")));
+  ASSERT_TRUE(static_cast<bool>((*db)->save_cost_model("cpu", 1, 2, bytes)));
+  EXPECT_EQ(*(*db)->cost_model("cpu", 1), bytes);  // the latest, binary-safe
+  EXPECT_FALSE((*(*db)->cost_model("cpu", 2)).has_value());
+  // Export carries the features; import reads them back.
+  auto text = (*db)->export_jsonl();
+  ASSERT_TRUE(static_cast<bool>(text));
+  EXPECT_NE(text->find("\"features\":\"[1.5,2]\""), std::string::npos) << *text;
 }
 
 TEST_F(Db, TwoWritersAtOnceLoseNothing) {

@@ -14,6 +14,10 @@
 #include "runtime/Runtime.h"
 #include "search/ScheduleSpace.h"
 #include "search/Tuner.h"
+#include "costmodel/Features.h"
+#include "costmodel/Model.h"
+
+#include <nlohmann/json.hpp>
 
 namespace autotune {
 namespace {
@@ -189,6 +193,20 @@ TEST_F(Tuner, TheCostModelGuidesTheSearchAndNoScheduleIsMeasuredTwice) {
     for (const TuningRecord &r : *recs) EXPECT_TRUE(seen.insert(t.task.hash + r.schedule).second) << t.task.ops << " " << r.schedule;
   }
   EXPECT_EQ(seen.size(), 120u);
+  // Every record carries its kernel's features, and the last model is saved in the database.
+  for (const TaskReport &t : rep->tasks) {
+    auto recs = (*db)->records(t.task.hash, rep->target);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    for (const TuningRecord &r : *recs) {
+      EXPECT_EQ(r.feature_version, kFeatureVersion);
+      EXPECT_EQ(nlohmann::json::parse(r.features).size(), feature_names().size()) << r.schedule;
+    }
+  }
+  auto saved = (*db)->cost_model(rep->target, kFeatureVersion);
+  ASSERT_TRUE(saved && saved->has_value());
+  auto loaded = CostModel::load(**saved);
+  ASSERT_TRUE(static_cast<bool>(loaded)) << loaded.error().message;
+  EXPECT_EQ((*loaded)->rows_trained(), rep->model_rows);
   // A second run starts from a model trained on what the database holds.
   o.trials = 136;
   auto again = tune(fused_, o);
