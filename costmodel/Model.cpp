@@ -14,7 +14,9 @@ namespace {
 
 Status xgb(int rc, const char *what) {
   if (rc == 0) return Status::ok();
-  return make_error(std::string("XGBoost: ") + what + ": " + XGBGetLastError());
+  // XGBoost's message goes on with candidate lists and a stack trace: its first line says it.
+  std::string msg = XGBGetLastError();
+  return make_error(std::string("XGBoost: ") + what + ": " + msg.substr(0, msg.find('\n')));
 }
 
 /** A dense matrix of rows, freed with it. */

@@ -690,8 +690,13 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
   auto target = target_from_flags(*args);
   if (!target) return fail(target.error());
   double share = args->has("test-share") ? std::atof(args->get("test-share").c_str()) : 0.2;
-  if (!(share > 0 && share < 1)) return fail(make_error("--test-share must be between 0 and 1, got " + args->get("test-share")));
-  uint64_t seed = args->has("seed") ? std::stoull(args->get("seed")) : 0;
+  if (!(share > 0 && share < 1)) return fail(make_error("costmodel eval: --test-share must be between 0 and 1, got " + args->get("test-share")));
+  auto seed_flag = args->get_int("seed", 0);
+  if (!seed_flag) return fail(make_error("costmodel eval: " + seed_flag.error().message));
+  uint64_t seed = static_cast<uint64_t>(*seed_flag);
+  std::string objective = args->has("objective") ? args->get("objective") : CostModelOptions{}.objective;
+  if (objective != "reg:squarederror" && objective != "rank:pairwise" && objective != "rank:ndcg")
+    return fail(make_error("costmodel eval: --objective must be reg:squarederror, rank:pairwise or rank:ndcg, got '" + objective + "'"));
   auto db = TuningDb::open(args->get("db"), DbAccess::kReadOnly);
   if (!db) return fail(db.error());
   auto set = load_samples(**db, target->key(target->threads), *target);
@@ -716,7 +721,7 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
   auto t0 = std::chrono::steady_clock::now();
   CostModelOptions mo;
   mo.threads = target->threads, mo.seed = seed;
-  if (args->has("objective")) mo.objective = args->get("objective");
+  mo.objective = objective;
   auto model = train_on(train, mo);
   if (!model) return fail(model.error());
   double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -175,6 +175,15 @@ TEST_F(CliRobustness, OptionsOutOfRangeAreOneLineAndMeasureNothing) {
   expect_one_line_error(cli(job + " --config " + path("c.json")), "tune", "max_runs must be between 1 and 100000000, got 0");
   EXPECT_FALSE(fs::exists(path("t.db")));  // nothing was measured, nothing recorded
   expect_one_line_error(cli("run --model " + model_path("tiny_cnn") + " --threads 100000"), "--threads", "must be between 0 (one per hardware thread) and 4096");
+  expect_one_line_error(cli(job + " --search grid"), "tune", "search must be evolutionary or random, got 'grid'");
+  EXPECT_FALSE(fs::exists(path("t.db")));
+  // costmodel eval checks its flags before it reads anything.
+  { ASSERT_TRUE(static_cast<bool>(TuningDb::open(path("e.db")))); }
+  std::string eval = "costmodel eval --db " + path("e.db");
+  expect_one_line_error(cli(eval + " --seed abc"), "costmodel eval", "--seed expects an integer, got 'abc'");
+  expect_one_line_error(cli(eval + " --objective foo"), "costmodel eval", "--objective must be reg:squarederror, rank:pairwise or rank:ndcg, got 'foo'");
+  expect_one_line_error(cli(eval + " --test-share 2"), "costmodel eval", "--test-share must be between 0 and 1, got 2");
+  expect_one_line_error(cli(eval), path("e.db"), "0 training and 0 test records");
 }
 
 TEST_F(CliRobustness, DeployTimeUseOfADatabaseWritesNothing) {
