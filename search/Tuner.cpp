@@ -44,6 +44,12 @@ std::string format_duration(double s) {
   return buf;
 }
 
+/** ratios[schedule] = the smaller of what it holds and `ratio` (a schedule's best ratio so far). */
+void keep_min(std::map<std::string, double> &ratios, const std::string &schedule, double ratio) {
+  auto [it, fresh] = ratios.emplace(schedule, ratio);
+  if (!fresh) it->second = std::min(it->second, ratio);
+}
+
 /** Folds one successful measurement into a task's report: its baseline into the default's mean, its ratio into the best. */
 void note_result(TaskReport &tr, const std::string &schedule, double median_s, double baseline_s) {
   if (baseline_s <= 0) return;  // no side-by-side baseline: cannot be compared fairly
@@ -119,8 +125,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       ++tr.trials;
       if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
       if (r.status == "ok" && r.baseline_s > 0) {
-        auto [it, fresh] = st.ratios.emplace(r.schedule, r.relative());
-        if (!fresh) it->second = std::min(it->second, r.relative());
+        keep_min(st.ratios, r.schedule, r.relative());
       }
     }
     for (const auto &[schedule, records] : by_schedule)
@@ -182,8 +187,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       }
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
-        auto [it, fresh] = st.ratios.emplace(r.schedule, ratio);
-        if (!fresh) it->second = std::min(it->second, ratio);
+        keep_min(st.ratios, r.schedule, ratio);
         if (model) model->add_result(tr.task, candidates[i], ratio);
       }
       if (o.progress) {
@@ -241,14 +245,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
           if (auto s = schedule_from_json(best[k].second)) elite.push_back(*s);
         candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng);
       } else {
-        std::set<std::string> chosen;
-        for (int attempt = 0; attempt < 200 && static_cast<int64_t>(candidates.size()) < want; ++attempt) {
-          KernelSchedule s = states[pick].space.sample(rng);
-          std::string j = schedule_to_json(s);
-          if (states[pick].measured.count(j) || chosen.count(j) || !validate_schedule(rep.tasks[pick].task.body, s)) continue;
-          chosen.insert(j);
-          candidates.push_back(s);
-        }
+        // Random search: a ModelSearch that never trains proposes random, unmeasured, legal points.
+        candidates = features.propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, {}, static_cast<int>(want), rng);
       }
       if (candidates.empty()) {
         states[pick].space = ScheduleSpace{};  // sampling finds nothing new: treat as exhausted
@@ -273,8 +271,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::map<std::string, double> best_ratio;  // schedule -> its best single ratio
     for (const TuningRecord &r : recs)
       if (r.status == "ok") {
-        auto [it, fresh] = best_ratio.emplace(r.schedule, r.relative());
-        if (!fresh) it->second = std::min(it->second, r.relative());
+        keep_min(best_ratio, r.schedule, r.relative());
       }
     std::vector<std::pair<double, std::string>> ranked;
     for (const auto &[s, ratio] : best_ratio) ranked.emplace_back(ratio, s);
