@@ -24,6 +24,12 @@ class BoundKernel {
   /** Runs every stage, each split over the pool's threads. */
   void run(ThreadPool &pool);
   const Tensor &output() const { return out_; }
+  /**
+   * Flushes the arguments with which[i] set (as the kernel reads them: packed weights after
+   * packing) from every cache level of this CPU, so the next run reads them from memory.
+   * A no-op on CPUs without clflush.
+   */
+  void evict(const std::vector<bool> &which) const;
 
  private:
   std::vector<Tensor> args_, temps_;

@@ -40,6 +40,9 @@ struct MeasureOptions {
   int warmup = 1;
   double timeout_s = 10;     // per candidate, from fork to result
   bool flush_cache = false;  // overwrite a 64 MiB buffer between runs
+  // Evict the arguments TaskData::cold names (the model's weights, packed as the kernel reads them)
+  // from every cache level before each timed run, as a whole inference does between two uses.
+  bool cold_weights = true;
   int threads = 0;           // 0: one per hardware thread
   double tolerance = 1e-4;   // max error relative to the expected output's largest magnitude
   int host_retries = 5;      // a failed pipe/fork is retried this often (with growing pauses) before giving up
@@ -53,6 +56,7 @@ struct MeasureOptions {
 struct TaskData {
   std::vector<Tensor> args;
   Tensor expected;
+  std::vector<bool> cold;  // cold[i]: argument i is a weight (Task::constant), evicted before each timed run
   static Expected<TaskData> make(const Graph &body, uint64_t seed);
 };
 

@@ -21,6 +21,7 @@ std::vector<Task> extract_tasks(const Graph &fused) {
       t.flops = group_flops(*n.body);
       t.ops = group_ops(*n.body);
       t.shape = shape_str(n.type.shape);
+      for (const ValueId &v : n.inputs) t.constant.push_back(v.kind == ValueId::Kind::kConstant);
       it = index.emplace(h, tasks.size()).first;
       tasks.push_back(std::move(t));
     }

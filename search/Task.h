@@ -17,6 +17,10 @@ struct Task {
   double flops = 0;
   std::string ops;          // "nn.conv2d+add+nn.relu"
   std::string shape;        // of its output
+  // constant[i]: the body's parameter i is one of the model's constants (a weight) in its first
+  // group. A whole inference runs between two uses of a weight, so the measurer evicts them from
+  // cache before each timed run (MeasureOptions::cold_weights).
+  std::vector<bool> constant;
 };
 
 /** The tasks of a fused graph, in order of first use. */

@@ -257,6 +257,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     State &st = states[pick];
     if (!st.data) {
       AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
+      d.cold = tr.task.constant;
       st.data = std::move(d);
     }
     Status save_error;
@@ -286,6 +287,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     if (leading.size() < 2) continue;  // nothing to choose between
     if (!states[i].data) {
       AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
+      d.cold = tr.task.constant;
       states[i].data = std::move(d);
     }
     for (int round = 0; round < kConfirmations && !stopped(); ++round) {

@@ -402,7 +402,7 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
-           [--search evolutionary|random]
+           [--warm-weights] [--search evolutionary|random]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
@@ -423,6 +423,8 @@ Options:
   --min-time S      keep timing a candidate and its baseline until S seconds of their runs
                     (default 0.1)
   --flush-cache     overwrite 64 MiB between timed runs
+  --warm-weights    leave the kernel's weights in cache between timed runs (by default they
+                    are flushed before each run, as a whole inference evicts them in the model)
   --search S        evolutionary (default): a cost model trained on the database's records ranks
                     mutations and crossovers of the best schedules, and the best predictions (and
                     one random point in eight) are measured; random: random points of the space
@@ -439,7 +441,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search"}, {"help", "flush-cache"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search"}, {"help", "flush-cache", "warm-weights"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -464,6 +466,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "min_time_s") o.measure.min_time_s = v.get<double>();
         else if (k == "max_runs") o.measure.max_runs = v.get<int64_t>();
         else if (k == "flush_cache") o.measure.flush_cache = v.get<bool>();
+        else if (k == "cold_weights") o.measure.cold_weights = v.get<bool>();
         else if (k == "threads") o.measure.threads = v.get<int>();
         else if (k == "db") o.db_path = v.get<std::string>();
         else if (k == "search") o.search = v.get<std::string>();
@@ -497,6 +500,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   o.batch = narrow(*batch);
   o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time;
   if (args->has("flush-cache")) o.measure.flush_cache = true;
+  if (args->has("warm-weights")) o.measure.cold_weights = false;
   if (args->has("db")) o.db_path = args->get("db");
   if (args->has("search")) o.search = args->get("search");
   if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));

@@ -14,8 +14,11 @@
 #include <fstream>
 #include <functional>
 
+#include "ir/OnnxImport.h"
 #include "ir/Parser.h"
+#include "ir/Pass.h"
 #include "search/Measurer.h"
+#include "search/Task.h"
 
 namespace autotune {
 namespace {
@@ -208,6 +211,35 @@ TEST(Measurer, OnResultReturningFalseStopsTheBatch) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(results.size(), 1u);
+}
+
+TEST(Measurer, WeightsAreMarkedAndEvictedWithoutChangingTheAnswer) {
+  // The model's weights are flushed from cache before each timed run (a whole inference evicts
+  // them between two uses); their packed copies are what the kernel reads, so those are flushed.
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
+  std::vector<Task> tasks = extract_tasks(*fused);
+  ASSERT_GE(tasks.size(), 2u);
+  const Task &conv = tasks[0];  // the stem: conv(input, weight) + bias + relu
+  ASSERT_EQ(conv.ops.rfind("nn.conv2d", 0), 0u) << conv.ops;
+  ASSERT_EQ(conv.constant.size(), conv.body.inputs.size());
+  EXPECT_FALSE(conv.constant[0]);  // the image
+  EXPECT_TRUE(conv.constant[1]);   // the conv's weight
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  auto d = TaskData::make(conv.body, 3);
+  ASSERT_TRUE(static_cast<bool>(d)) << d.error().message;
+  d->cold = conv.constant;
+  MeasureOptions o;
+  o.min_time_s = 0.01;
+  ASSERT_TRUE(o.cold_weights);  // the default
+  KernelSchedule s = default_schedule(conv.body, (*jit)->target());
+  auto results = Measurer(**jit, o).measure(conv.body, *d, {s});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].error;
+  EXPECT_GE(results[0].runs, 3);
 }
 
 }  // namespace
