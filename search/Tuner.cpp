@@ -11,6 +11,7 @@
 #include "ir/Printer.h"
 #include "costmodel/Features.h"
 #include "search/ModelSearch.h"
+#include "search/TaskScheduler.h"
 
 #include <nlohmann/json.hpp>
 #include "search/ScheduleSpace.h"
@@ -99,6 +100,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::set<std::string> measured;  // schedule JSON already in the database
     std::optional<TaskData> data;
     std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
+    std::vector<double> best_ratio;        // the task's best ratio after each of its trials
   };
   rep.search = o.search;
   // The cost model's features of every measured kernel are saved with its record, whatever the
@@ -113,10 +115,13 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     model->add_samples(std::move(known.samples));
   }
   std::vector<State> states;
+  TaskSchedulerOptions so;
+  so.warmup_trials = 1 + o.batch;  // its default and one batch
+  TaskScheduler scheduler(so);
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}};
+    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}, {}};
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
     for (const TuningRecord &r : recs) {
@@ -127,6 +132,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (r.status == "ok" && r.baseline_s > 0) {
         keep_min(st.ratios, r.schedule, r.relative());
       }
+      st.best_ratio.push_back(tr.best_ratio);
     }
     for (const auto &[schedule, records] : by_schedule)
       if (settled(records)) st.measured.insert(schedule);
@@ -185,6 +191,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       } else if (!confirming) {
         note_result(tr, r.schedule, m.median_s, m.baseline_s);
       }
+      if (!confirming) st.best_ratio.push_back(tr.best_ratio);
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
         keep_min(st.ratios, r.schedule, ratio);
@@ -208,7 +215,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     };
   };
   while (rep.trials_before + rep.trials_run < o.trials && !stopped()) {
-    // Pick a task: unmeasured defaults first, then the largest damped share of end-to-end time.
+    // Pick a task: unmeasured defaults first, then the task scheduler's choice.
     int pick = -1;
     std::vector<KernelSchedule> candidates;
     for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
@@ -219,15 +226,16 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       }
     }
     if (pick < 0) {
-      double best_priority = -1;
+      std::vector<TaskProgress> progress(rep.tasks.size());
       for (size_t i = 0; i < rep.tasks.size(); ++i) {
         const TaskReport &t = rep.tasks[i];
-        if (static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size()) continue;  // space exhausted
-        double time = t.best_s();
-        if (time <= 0) continue;  // nothing of it has ever run correctly: nothing to improve on
-        double priority = time * static_cast<double>(t.task.groups.size()) / std::sqrt(1.0 + static_cast<double>(t.trials));
-        if (priority > best_priority) best_priority = priority, pick = static_cast<int>(i);
+        TaskProgress &p = progress[i];
+        p.uses = static_cast<double>(t.task.groups.size()), p.flops = t.task.flops, p.kind = t.task.ops;
+        p.default_s = t.best_schedule.empty() ? 0 : t.default_s;  // nothing of it ever ran correctly: nothing to improve on
+        p.best_ratio = states[i].best_ratio;
+        p.exhausted = static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size();
       }
+      pick = scheduler.pick(progress);
       if (pick < 0) break;  // every space measured
       int64_t want = std::min<int64_t>(o.batch, o.trials - rep.trials_before - rep.trials_run);
       if (model) {

@@ -5,9 +5,9 @@
 // Candidates come from the cost model's evolutionary search (search/ModelSearch: a model trained
 // on the database's records ranks mutations and crossovers, the best predictions and a share of
 // random points are measured) or, with search "random", from random sampling of each task's
-// schedule space. The task scheduler measures every task's default schedule first, then gives each
-// further batch to the task with the largest estimated share of end-to-end time (uses x best
-// time), damped by the trials it already had. Records already in the database count toward the
+// schedule space. Every task's default schedule is measured first; then search/TaskScheduler
+// (Ansor's gradient scheduler) gives every task one batch and each further batch to the task whose
+// next trials are expected to cut the most end-to-end time. Records already in the database count toward the
 // budget, so running the same command again resumes where an interrupted run stopped.
 //
 // When the budget is spent, a confirmation phase re-measures each task's leading schedules and
