@@ -2,6 +2,14 @@
 """How many trials each search needed: tuning databases of the same model compared task by task.
 
   search_efficiency.py --db evolutionary.db --db random.db [--tolerance 0.05] [--json]
+  search_efficiency.py --model M.onnx --trials 2000 --seeds 0 1 2 [--autotune build/tools/autotune]
+                       [--out DIR] [--bench-rounds 5]
+
+The second form runs the searches itself: for each seed, `autotune --search evolutionary` and
+`--search random` with the same budget, one after the other, each into DIR/<search>-<seed>.db
+with a kernel cache of its own (so neither finds the other's compiled kernels), and records each
+run's wall time; then it compares each seed's pair as below and, with --bench-rounds, measures the
+model end to end with each database, alternating `autotune bench --db` runs.
 
 For every workload (task) that all the databases measured on the same target, each database's
 trial records are taken in the order they were measured (record id); the best ratio so far is
@@ -14,9 +22,13 @@ the median count per database; the issue's figure is the ratio of the medians.
 """
 import argparse
 import json
+import os
+import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
+import time
 
 
 def trials_by_task(path):
@@ -32,15 +44,9 @@ def trials_by_task(path):
     return tasks
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", action="append", required=True, help="a tuning database (give two or more)")
-    ap.add_argument("--tolerance", type=float, default=0.05)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    if len(a.db) < 2:
-        sys.exit("search_efficiency.py: give at least two --db")
-    dbs = [trials_by_task(p) for p in a.db]
+def compare(paths, tolerance):
+    """Per task, the trials each database needed to come within tolerance of the best any found."""
+    dbs = [trials_by_task(p) for p in paths]
     common = sorted(set.intersection(*(set(d) for d in dbs)))
     rows, counts = [], [[] for _ in dbs]
     for key in common:
@@ -48,7 +54,7 @@ def main():
         bests = [min((r for r in s if r is not None), default=None) for s in series]
         if any(b is None for b in bests) or all(len(s) <= 1 for s in series):
             continue  # a task nobody could improve on (one trial: its default)
-        target = min(bests) * (1 + a.tolerance)
+        target = min(bests) * (1 + tolerance)
         row = {"workload": key[0], "target_ratio": target, "trials": []}
         for i, s in enumerate(series):
             best, hit = float("inf"), None
@@ -59,10 +65,72 @@ def main():
                     hit = n
                     break
             count = hit if hit is not None else len(s) + 1
-            row["trials"].append({"db": a.db[i], "needed": count, "reached": hit is not None, "of": len(s), "best": bests[i]})
+            row["trials"].append({"db": paths[i], "needed": count, "reached": hit is not None, "of": len(s), "best": bests[i]})
             counts[i].append(count)
         rows.append(row)
-    medians = [statistics.median(c) if c else None for c in counts]
+    return rows, [statistics.median(c) if c else None for c in counts]
+
+
+def bench_ms(autotune, model, db):
+    out = subprocess.run([autotune, "bench", "--model", model, "--runs", "20", "--json", "--db", db],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["median_ms"]
+
+
+def run_seeds(a):
+    os.makedirs(a.out, exist_ok=True)
+    summary = []
+    for seed in a.seeds:
+        row = {"seed": seed}
+        for search in ("evolutionary", "random"):
+            db = os.path.join(a.out, f"{search}-{seed}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.remove(db + suffix)
+            env = dict(os.environ, XDG_CACHE_HOME=os.path.join(a.out, f"cache-{search}-{seed}"))
+            shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
+            t0 = time.monotonic()
+            print(f"seed {seed}: tuning with --search {search} ...", file=sys.stderr, flush=True)
+            subprocess.run([a.autotune, "--model", a.model, "--trials", str(a.trials), "--search", search, "--seed", str(seed),
+                            "--db", db], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            row[search] = {"db": db, "wall_s": time.monotonic() - t0}
+        _, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance)
+        row["median_trials"] = {"evolutionary": medians[0], "random": medians[1]}
+        if a.bench_rounds:
+            times = {"evolutionary": [], "random": []}
+            for _ in range(a.bench_rounds):
+                for search in times:
+                    times[search].append(bench_ms(a.autotune, a.model, row[search]["db"]))
+            for search in times:
+                row[search]["end_to_end_ms"] = statistics.median(times[search])
+        summary.append(row)
+        ev, rn = row["evolutionary"], row["random"]
+        line = (f"seed {seed}: median trials to within {a.tolerance:.0%}: evolutionary {medians[0]}, random {medians[1]}"
+                f" ({(medians[1] / medians[0]) if medians[0] else float('nan'):.2f}x fewer); wall {ev['wall_s']:.0f} s vs {rn['wall_s']:.0f} s")
+        if a.bench_rounds:
+            line += f"; end to end {ev['end_to_end_ms']:.3f} vs {rn['end_to_end_ms']:.3f} ms ({ev['end_to_end_ms'] / rn['end_to_end_ms']:.3f})"
+        print(line, flush=True)
+    if a.json:
+        print(json.dumps({"model": a.model, "trials": a.trials, "tolerance": a.tolerance, "seeds": summary}, indent=2))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", action="append", help="a tuning database (give two or more)")
+    ap.add_argument("--model", help="run the searches on this model (instead of --db)")
+    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--autotune", default="build/tools/autotune")
+    ap.add_argument("--out", default="search-efficiency")
+    ap.add_argument("--bench-rounds", type=int, default=0, help="alternating end-to-end bench rounds per seed (0: none)")
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.model:
+        return run_seeds(a)
+    if not a.db or len(a.db) < 2:
+        sys.exit("search_efficiency.py: give at least two --db, or --model")
+    rows, medians = compare(a.db, a.tolerance)
     if a.json:
         print(json.dumps({"tolerance": a.tolerance, "tasks": rows, "median_trials": dict(zip(a.db, medians))}, indent=2))
         return
