@@ -165,11 +165,19 @@ Status Lowerer::lower_conv2d() {
   bool inline_pad = !s_.pad_at_root && (pd[0] || pd[1] || pd[2] || pd[3]);
   int64_t H = xs[2], W = xs[3];
   // Reduction tiles: IB input channels each; tile `cb` starts from the bias (first tile) or the
-  // partial sums in the output, and only the last tile applies the epilogue.
+  // partial sums of the tile before, and only the last tile applies the epilogue. The partial sums
+  // are kept in the accumulators' own layout, partial[n][O/OB][pixel][OB]: a block's sums are
+  // contiguous whole vectors. Kept in the output's NCHW layout, each vector of channels was a
+  // 16-lane gather and scatter of stride H*W: ResNet's 3x3 convs with ic_block compiled in 0.25 s
+  // instead of 0.07 s (three times the instructions).
   int64_t IB = s_.ic_block > 0 ? s_.ic_block : CG, CBN = CG / IB;
+  Buffer partial_buf;
+  if (CBN > 1) {
+    partial_buf = make_buffer("partial", Type::kF32, N * O * P, BufferScope::kTemp);
+    k_.buffers.push_back(partial_buf);
+  }
   bool pixel_epilogue = s_.pixel_epilogue;
   Expr cb = CBN > 1 ? var("cb") : int_imm(0);
-  const Shape &out_shape = g_.type_of(g_.outputs[0]).shape;
   auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, int64_t np) -> Stmt {
     Expr g = (ob * OB) / int_imm(OG);
     Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
@@ -198,12 +206,13 @@ Status Lowerer::lower_conv2d() {
       for (int64_t o = 0; o < OB / V; ++o) {
         Expr ai = int_imm(p * OB + o * V) + lane;
         Expr oc = ob * OB + int_imm(o * V) + lane;
-        Expr start = CBN > 1 ? select(cb == int_imm(0), bias(oc), load(out_, ravel({n, oc, oy, ox}, out_shape))) : bias(oc);
+        Expr at = ((n * OBN + ob) * P + pix) * OB + int_imm(o * V) + lane;  // in partial_buf
+        Expr start = CBN > 1 ? select(cb == int_imm(0), bias(oc), load(partial_buf, at)) : bias(oc);
         init.push_back(vec(store(acc, ai, start)));
         Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
         fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
         if (!pixel_epilogue) epilogue.push_back(vec(store_output({n, oc, oy, ox}, load(acc, ai))));
-        partial.push_back(vec(store(out_, ravel({n, oc, oy, ox}, out_shape), load(acc, ai))));
+        if (CBN > 1) partial.push_back(vec(store(partial_buf, at, load(acc, ai))));
       }
     }
     if (pixel_epilogue) {

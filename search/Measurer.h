@@ -35,7 +35,7 @@ struct MeasureResult {
 };
 
 struct MeasureOptions {
-  double min_time_s = 0.1;   // keep timing until this much time was spent in runs, the candidate's and the baseline's
+  double min_time_s = 0.1;   // keep timing until this much wall time was spent: the candidate's and the baseline's runs and the evictions between them
   int64_t max_runs = 2000;
   int warmup = 1;
   double timeout_s = 10;     // per candidate, from fork to result

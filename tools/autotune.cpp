@@ -420,7 +420,7 @@ Options:
   --seed K          search seed (default 0)
   --config C        JSON with defaults for these options (configs/search-default.json)
   --threads T       threads kernels run on (default: all); part of the database's target key
-  --min-time S      keep timing a candidate and its baseline until S seconds of their runs
+  --min-time S      keep timing a candidate and its baseline, alternating, for S seconds
                     (default 0.1)
   --flush-cache     overwrite 64 MiB between timed runs
   --warm-weights    leave the kernel's weights in cache between timed runs (by default they
