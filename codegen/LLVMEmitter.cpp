@@ -25,6 +25,7 @@ class StageEmitter {
   StageEmitter(llvm::Module &m, const LoweredKernel &k) : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k) {}
 
   Status emit(size_t stage_index, const Target &target) {
+    scatter_ = target.isa == "avx512";
     const KernelStage &stage = k_.stages[stage_index];
     auto *ptr = llvm::PointerType::get(ctx_, 0);
     auto *i64 = llvm::Type::getInt64Ty(ctx_);
@@ -376,6 +377,18 @@ class StageEmitter {
           return Status::ok();
         }
         llvm::Value *idx = emit(s->index);
+        // AVX-512 scatters a vector to irregular or strided addresses in one instruction. Per-lane
+        // extracts and stores ran no faster (ResNet-50's 3x3 conv at 56x56 storing 28 channel
+        // vectors to their planes: 0.70-0.74 ms with the scatter, 0.75-0.76 per lane) and were
+        // most of its compile time: 0.05 s against 0.18 s. Stack buffers keep per-lane stores,
+        // which SROA turns into register moves. Without AVX-512 the backend would scalarize a
+        // scatter into the same per-lane code.
+        if (scatter_ && s->buffer->scope != BufferScope::kLocal) {
+          auto it = buffers_.find(s->buffer.get());
+          llvm::Value *ptrs = b_.CreateInBoundsGEP(scalar_type(s->buffer->type), it->second, idx);
+          b_.CreateMaskedScatter(value, ptrs, llvm::Align(4), llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), lanes_)));
+          return Status::ok();
+        }
         for (int l = 0; l < lanes_; ++l)
           b_.CreateAlignedStore(b_.CreateExtractElement(value, l), element_ptr(s->buffer, b_.CreateExtractElement(idx, l)),
                                 llvm::Align(4));
@@ -438,6 +451,7 @@ class StageEmitter {
   std::unordered_map<std::string, llvm::Value *> vars_;
   std::string vec_var_;
   int lanes_ = 1;
+  bool scatter_ = false;
   bool vector_mode_ = false;
 };
 
