@@ -384,9 +384,7 @@ class StageEmitter {
         // which SROA turns into register moves. Without AVX-512 the backend would scalarize a
         // scatter into the same per-lane code.
         if (scatter_ && s->buffer->scope != BufferScope::kLocal) {
-          auto it = buffers_.find(s->buffer.get());
-          llvm::Value *ptrs = b_.CreateInBoundsGEP(scalar_type(s->buffer->type), it->second, idx);
-          b_.CreateMaskedScatter(value, ptrs, llvm::Align(4), llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), lanes_)));
+          b_.CreateMaskedScatter(value, element_ptr(s->buffer, idx), llvm::Align(4), llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), lanes_)));
           return Status::ok();
         }
         for (int l = 0; l < lanes_; ++l)
