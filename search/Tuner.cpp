@@ -100,7 +100,6 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::set<std::string> measured;  // schedule JSON already in the database
     std::optional<TaskData> data;
     std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
-    std::vector<double> best_ratio;        // the task's best ratio after each of its trials
   };
   rep.search = o.search;
   // The cost model's features of every measured kernel are saved with its record, whatever the
@@ -115,13 +114,16 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     model->add_samples(std::move(known.samples));
   }
   std::vector<State> states;
+  std::vector<TaskProgress> progress;  // what the task scheduler reads, one per task: its best ratio after each trial
   TaskSchedulerOptions so;
   so.warmup_trials = 1 + o.batch;  // its default and one batch
   TaskScheduler scheduler(so);
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}, {}};
+    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}};
+    TaskProgress pr;
+    pr.uses = static_cast<double>(t.groups.size()), pr.flops = t.flops, pr.kind = t.ops;
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
     for (const TuningRecord &r : recs) {
@@ -132,17 +134,27 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (r.status == "ok" && r.baseline_s > 0) {
         keep_min(st.ratios, r.schedule, r.relative());
       }
-      st.best_ratio.push_back(tr.best_ratio);
+      pr.best_ratio.push_back(tr.best_ratio);
     }
     for (const auto &[schedule, records] : by_schedule)
       if (settled(records)) st.measured.insert(schedule);
     rep.trials_before += tr.trials;
     tr.task = std::move(t);
     rep.tasks.push_back(std::move(tr));
+    progress.push_back(std::move(pr));
     states.push_back(std::move(st));
   }
 
   auto stopped = [&] { return o.stop && o.stop->load(); };
+  // A task's seeded inputs and reference output, made when it is first measured; its weights are
+  // marked for eviction before each timed run.
+  auto ensure_data = [&](size_t i) -> Status {
+    if (states[i].data) return Status::ok();
+    AT_ASSIGN(d, TaskData::make(rep.tasks[i].task.body, o.seed + 1));
+    d.cold = rep.tasks[i].task.constant;
+    states[i].data = std::move(d);
+    return Status::ok();
+  };
   // " | cost model: 1200 records, held-out 0.87" for the progress line.
   auto model_state = [&]() -> std::string {
     if (!model) return "";
@@ -191,7 +203,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       } else if (!confirming) {
         note_result(tr, r.schedule, m.median_s, m.baseline_s);
       }
-      if (!confirming) st.best_ratio.push_back(tr.best_ratio);
+      if (!confirming) progress[pick].best_ratio.push_back(tr.best_ratio);
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
         keep_min(st.ratios, r.schedule, ratio);
@@ -226,14 +238,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       }
     }
     if (pick < 0) {
-      std::vector<TaskProgress> progress(rep.tasks.size());
       for (size_t i = 0; i < rep.tasks.size(); ++i) {
         const TaskReport &t = rep.tasks[i];
-        TaskProgress &p = progress[i];
-        p.uses = static_cast<double>(t.task.groups.size()), p.flops = t.task.flops, p.kind = t.task.ops;
-        p.default_s = t.best_schedule.empty() ? 0 : t.default_s;  // nothing of it ever ran correctly: nothing to improve on
-        p.best_ratio = states[i].best_ratio;
-        p.exhausted = static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size();
+        progress[i].default_s = t.best_schedule.empty() ? 0 : t.default_s;  // nothing of it ever ran correctly: nothing to improve on
+        progress[i].exhausted = static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size();
       }
       pick = scheduler.pick(progress);
       if (pick < 0) break;  // every space measured
@@ -263,11 +271,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     }
     TaskReport &tr = rep.tasks[pick];
     State &st = states[pick];
-    if (!st.data) {
-      AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
-      d.cold = tr.task.constant;
-      st.data = std::move(d);
-    }
+    AT_TRY(ensure_data(static_cast<size_t>(pick)));
     Status save_error;
     measurer.measure(tr.task.body, *st.data, candidates, saver(pick, candidates, save_error, "trials"), o.stop);
     if (!save_error) return save_error.error();
@@ -293,11 +297,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     }
     if (!has_default) leading.push_back(default_schedule(tr.task.body, target));
     if (leading.size() < 2) continue;  // nothing to choose between
-    if (!states[i].data) {
-      AT_ASSIGN(d, TaskData::make(tr.task.body, o.seed + 1));
-      d.cold = tr.task.constant;
-      states[i].data = std::move(d);
-    }
+    AT_TRY(ensure_data(i));
     for (int round = 0; round < kConfirmations && !stopped(); ++round) {
       Status save_error;
       measurer.measure(tr.task.body, *states[i].data, leading, saver(static_cast<int>(i), leading, save_error, "confirm"), o.stop);
