@@ -155,6 +155,41 @@ std::optional<int64_t> stride_of(const Expr &e, const std::string &v) {
   }
 }
 
+std::optional<Affine> affine_form(const Expr &e) {
+  if (e->type != Type::kI64) return std::nullopt;
+  switch (e->kind) {
+    case ExprKind::kInt: return Affine{{}, e->int_value};
+    case ExprKind::kVar: return Affine{{{e->name, 1}}, 0};
+    case ExprKind::kBinary: {
+      if (e->op != BinOp::kAdd && e->op != BinOp::kSub && e->op != BinOp::kMul) return std::nullopt;
+      auto a = affine_form(e->args[0]), b = affine_form(e->args[1]);
+      if (!a || !b) return std::nullopt;
+      if (e->op == BinOp::kMul) {
+        if (!a->coeff.empty() && !b->coeff.empty()) return std::nullopt;
+        if (a->coeff.empty()) std::swap(a, b);  // b is now the constant factor
+        int64_t f = b->constant;
+        Affine out{{}, a->constant * f};
+        if (f != 0)
+          for (const auto &[v, c] : a->coeff) out.coeff[v] = c * f;
+        return out;
+      }
+      int64_t sign = e->op == BinOp::kAdd ? 1 : -1;
+      Affine out = *a;
+      out.constant += sign * b->constant;
+      for (const auto &[v, c] : b->coeff)
+        if ((out.coeff[v] += sign * c) == 0) out.coeff.erase(v);
+      return out;
+    }
+    default: return std::nullopt;
+  }
+}
+
+Expr to_expr(const Affine &a) {
+  Expr out = int_imm(a.constant);
+  for (const auto &[v, c] : a.coeff) out = c == 1 ? var(v) + out : var(v) * c + out;
+  return out;
+}
+
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
   if (!uses_var(e, v)) return e;
   switch (e->kind) {

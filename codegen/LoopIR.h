@@ -9,6 +9,7 @@
 // loop variable (stride_of). `unrolled` loops are emitted once per iteration. A kernel's
 // outermost loop may be `parallel`: the runtime splits its range across threads.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,17 @@ bool uses_var(const Expr &e, const std::string &v);
 std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
 /** `e` with variable `v` replaced by `value`, re-folded. */
 Expr substitute(const Expr &e, const std::string &v, const Expr &value);
+
+/** An integer expression as sum(coeff[v] * v) + constant; no zero coefficients are kept. */
+struct Affine {
+  std::map<std::string, int64_t> coeff;
+  int64_t constant = 0;
+  bool operator==(const Affine &o) const { return coeff == o.coeff && constant == o.constant; }
+};
+/** `e` as an affine form (sums, differences and products with constants of variables), or nullopt. */
+std::optional<Affine> affine_form(const Expr &e);
+/** The expression of an affine form. */
+Expr to_expr(const Affine &a);
 
 enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet, kPrefetch };
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };

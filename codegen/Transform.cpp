@@ -1,5 +1,6 @@
 #include "codegen/Transform.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -143,6 +144,21 @@ std::string scalar_use_of(const Stmt &s, const std::string &v) {
   for (const Stmt &b : s->body)
     if (std::string found = scalar_use_of(b, v); !found.empty()) return found;
   return "";
+}
+
+/** The vectorized loop around loop `name` in `s`, or "". */
+std::string vectorized_around(const Stmt &s, const std::string &name) {
+  std::string around;
+  std::function<bool(const Stmt &, const std::string &)> walk = [&](const Stmt &x, const std::string &vec) {
+    if (!x) return false;
+    if (x->kind == StmtKind::kFor && x->var == name) return around = vec, true;
+    std::string v = x->kind == StmtKind::kFor && x->for_kind == ForKind::kVectorized ? x->var : vec;
+    for (const Stmt &b : x->body)
+      if (walk(b, v)) return true;
+    return false;
+  };
+  walk(s, "");
+  return around;
 }
 
 }  // namespace
@@ -310,6 +326,9 @@ Expected<Stmt> vectorize(const Stmt &s, const std::string &name) {
   if (std::string use = scalar_use_of(body, name); !use.empty())
     return make_error("vectorize: loop " + name + ": " + use + " depends on it and must stay scalar");
   if (std::string why = carried_dependence(body); !why.empty()) return make_error("vectorize: loop " + name + ": " + why);
+  // Lanes are one level deep: no vectorized loop may enclose this one.
+  std::string around = vectorized_around(s, name);
+  if (!around.empty()) return make_error("vectorize: loop " + name + " is inside the vectorized loop " + around);
   return map_loop(s, name, [](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, ForKind::kVectorized, x->body[0]); });
 }
 
@@ -327,6 +346,569 @@ Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &n
   out.parallel_var = name;
   out.parallel_extent = ex;
   out.body = mn == 0 ? l->body[0] : substitute(l->body[0], name, var(name) + int_imm(mn));
+  return out;
+}
+
+// --- producers, consumers and local buffers ---------------------------------------------------
+
+namespace {
+
+struct Range {
+  int64_t lo = 0, hi = 0;  // inclusive
+};
+using Ranges = std::map<std::string, Range>;
+
+/** The range of every loop in `s` with constant bounds (a name bound twice gets the hull). */
+void loop_ranges(const Stmt &s, Ranges &out) {
+  if (!s) return;
+  if (s->kind == StmtKind::kFor) {
+    auto mn = as_int(s->min), ex = as_int(s->extent);
+    if (mn && ex && *ex > 0) {
+      Range r{*mn, *mn + *ex - 1};
+      auto [it, fresh] = out.emplace(s->var, r);
+      if (!fresh) it->second = {std::min(it->second.lo, r.lo), std::max(it->second.hi, r.hi)};
+    }
+  }
+  for (const Stmt &b : s->body) loop_ranges(b, out);
+}
+
+Ranges stage_ranges(const KernelStage &st) {
+  Ranges r;
+  if (!st.parallel_var.empty()) r[st.parallel_var] = {0, st.parallel_extent - 1};
+  loop_ranges(st.body, r);
+  return r;
+}
+
+/** The range of `a` over `r`, or an error naming a variable that is not a loop with constant bounds. */
+Expected<Range> range_of(const Affine &a, const Ranges &r) {
+  Range out{a.constant, a.constant};
+  for (const auto &[v, c] : a.coeff) {
+    auto it = r.find(v);
+    if (it == r.end()) return make_error(v + " is not a loop with constant bounds");
+    int64_t x = c * it->second.lo, y = c * it->second.hi;
+    out.lo += std::min(x, y);
+    out.hi += std::max(x, y);
+  }
+  return out;
+}
+
+/** `a` restricted to the variables in `vars` (keep = true) or to the others (keep = false, with the constant). */
+Affine part(const Affine &a, const std::set<std::string> &vars, bool keep) {
+  Affine out;
+  if (!keep) out.constant = a.constant;
+  for (const auto &[v, c] : a.coeff)
+    if (vars.count(v) == keep) out.coeff[v] = c;
+  return out;
+}
+
+/** Every load of `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first). */
+Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn) {
+  if (e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) {
+    AT_ASSIGN(na, map_loads(a, b, fn));
+    changed |= na.get() != a.get();
+    args.push_back(na);
+  }
+  Expr out = e;
+  if (changed) {
+    auto copy = std::make_shared<ExprNode>(*e);
+    copy->args = std::move(args);
+    out = copy;
+  }
+  if (e->kind == ExprKind::kLoad && e->buffer.get() == b) return fn(out);
+  return out;
+}
+
+/** Every expression of `s` through map_loads; stores to `b` through `on_store` when it is given. */
+Expected<Stmt> map_stmt_loads(const Stmt &s, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn,
+                              const std::function<Expected<Stmt>(const Stmt &)> &on_store = nullptr) {
+  if (!s) return s;
+  auto ex = [&](const Expr &e) { return map_loads(e, b, fn); };
+  switch (s->kind) {
+    case StmtKind::kStore: {
+      AT_ASSIGN(i, ex(s->index));
+      AT_ASSIGN(v, ex(s->value));
+      Stmt out = store(s->buffer, i, v);
+      if (s->buffer.get() == b && on_store) return on_store(out);
+      return out;
+    }
+    case StmtKind::kPrefetch: {
+      if (s->buffer.get() == b) return seq({});  // a hint about memory that is no longer read there
+      AT_ASSIGN(i, ex(s->index));
+      return prefetch(s->buffer, i);
+    }
+    case StmtKind::kFor: {
+      AT_ASSIGN(mn, ex(s->min));
+      AT_ASSIGN(e, ex(s->extent));
+      AT_ASSIGN(body, map_stmt_loads(s->body[0], b, fn, on_store));
+      return for_loop(s->var, mn, e, s->for_kind, body);
+    }
+    case StmtKind::kIf: {
+      AT_ASSIGN(c, ex(s->index));
+      AT_ASSIGN(t, map_stmt_loads(s->body[0], b, fn, on_store));
+      Stmt e = nullptr;
+      if (s->body.size() > 1 && s->body[1]) {
+        AT_ASSIGN(x, map_stmt_loads(s->body[1], b, fn, on_store));
+        e = x;
+      }
+      return if_then(c, t, e);
+    }
+    case StmtKind::kLet: {
+      AT_ASSIGN(v, ex(s->value));
+      AT_ASSIGN(body, map_stmt_loads(s->body[0], b, fn, on_store));
+      return let(s->var, v, body);
+    }
+    case StmtKind::kAllocate:
+    case StmtKind::kSeq: {
+      std::vector<Stmt> body;
+      for (const Stmt &x : s->body) {
+        AT_ASSIGN(nx, map_stmt_loads(x, b, fn, on_store));
+        body.push_back(nx);
+      }
+      return with_body(s, std::move(body));
+    }
+  }
+  return s;
+}
+
+/** The loads of `b` in `s` (their index expressions) and the number of stores to it. */
+void accesses_of(const Stmt &s, const BufferNode *b, std::vector<Expr> &loads, std::vector<Expr> &stores) {
+  std::function<void(const Expr &)> ex = [&](const Expr &e) {
+    if (e->kind == ExprKind::kLoad && e->buffer.get() == b) loads.push_back(e->args[0]);
+    for (const Expr &a : e->args) ex(a);
+  };
+  std::function<void(const Stmt &)> st = [&](const Stmt &x) {
+    if (!x) return;
+    if (x->kind == StmtKind::kStore) {
+      if (x->buffer.get() == b) stores.push_back(x->index);
+      ex(x->index), ex(x->value);
+    }
+    if (x->kind == StmtKind::kFor) ex(x->min), ex(x->extent);
+    if (x->kind == StmtKind::kIf) ex(x->index);
+    if (x->kind == StmtKind::kLet) ex(x->value);
+    for (const Stmt &c : x->body) st(c);
+  };
+  st(s);
+}
+
+/** The buffers `s` (or an expression) reads and writes. */
+void buffers_of(const Stmt &s, std::set<const BufferNode *> &reads, std::set<const BufferNode *> &writes) {
+  std::vector<Access> stores, loads;
+  std::set<const BufferNode *> inner;
+  collect_accesses(s, stores, loads, inner);
+  for (const Access &a : stores) writes.insert(a.buffer.get());
+  for (const Access &a : loads) reads.insert(a.buffer.get());
+}
+
+/** The producer's loop space: its loops (outermost first), their extents and the store's strides. */
+struct Space {
+  std::string stage;
+  Buffer buffer;
+  std::vector<std::string> vars;
+  std::vector<int64_t> extents, strides;
+  int64_t offset = 0;
+  Expr value;
+  bool vectorized = false;  // its innermost loop was
+};
+
+Expected<Space> producer_space(const KernelStage &st) {
+  Space sp;
+  sp.stage = st.name;
+  auto fail = [&](const std::string &why) { return make_error("stage " + st.name + " is not a producer nest: " + why); };
+  std::map<std::string, int64_t> extent;
+  if (st.parallel_extent > 1) extent[st.parallel_var] = st.parallel_extent;
+  Stmt cur = st.body;
+  while (cur->kind == StmtKind::kFor) {
+    AT_ASSIGN(mn, constant(cur->min, cur->var, "start"));
+    AT_ASSIGN(ex, constant(cur->extent, cur->var, "extent"));
+    if (mn != 0) return fail("loop " + cur->var + " does not start at 0");
+    extent[cur->var] = ex;
+    sp.vectorized = cur->for_kind == ForKind::kVectorized;
+    cur = cur->body[0];
+  }
+  if (cur->kind != StmtKind::kStore) return fail("the body of its loops is not one store");
+  sp.buffer = cur->buffer;
+  sp.value = cur->value;
+  auto idx = affine_form(cur->index);
+  if (!idx) return fail("the index " + to_string(cur->index) + " is not affine");
+  std::vector<std::pair<int64_t, std::string>> dims;
+  for (const auto &[v, e] : extent) {
+    auto it = idx->coeff.find(v);
+    if (it == idx->coeff.end() || it->second <= 0) return fail("the index " + to_string(cur->index) + " does not increase with loop " + v);
+    dims.emplace_back(it->second, v);
+  }
+  if (idx->coeff.size() != dims.size()) return fail("the index " + to_string(cur->index) + " uses a variable that is not one of its loops");
+  std::sort(dims.rbegin(), dims.rend());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    sp.vars.push_back(dims[d].second);
+    sp.strides.push_back(dims[d].first);
+    sp.extents.push_back(extent[dims[d].second]);
+    if (d > 0 && sp.strides[d - 1] < sp.strides[d] * sp.extents[d])
+      return fail("the index " + to_string(cur->index) + " is not a row-major box (loop " + sp.vars[d] + " overlaps loop " + sp.vars[d - 1] + ")");
+  }
+  if (sp.strides.empty() || sp.strides.back() != 1) return fail("the index " + to_string(cur->index) + " has no unit-stride loop");
+  sp.offset = idx->constant;
+  return sp;
+}
+
+/** A read of the producer's buffer at `index`, as one affine index per producer loop, each checked to stay in its loop's range. */
+Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, const Ranges &ranges) {
+  std::string what = "the read " + sp.buffer->name + "[" + to_string(index) + "]";
+  auto h = affine_form(index);
+  if (!h) return make_error(what + " is not affine");
+  std::vector<Affine> d(sp.vars.size());
+  for (const auto &[v, c] : h->coeff) {
+    size_t k = 0;
+    while (k < sp.strides.size() && (c % sp.strides[k] != 0 || std::abs(c) < sp.strides[k])) ++k;
+    if (k == sp.strides.size()) return make_error(what + ": the stride of " + v + " is no multiple of a producer loop's");
+    d[k].coeff[v] += c / sp.strides[k];
+  }
+  int64_t rest = h->constant - sp.offset;
+  for (size_t k = 0; k < sp.strides.size(); ++k) {
+    int64_t q = rest >= 0 ? rest / sp.strides[k] : -((-rest + sp.strides[k] - 1) / sp.strides[k]);
+    d[k].constant += q;
+    rest -= q * sp.strides[k];
+  }
+  for (size_t k = 0; k < d.size(); ++k) {
+    auto r = range_of(d[k], ranges);
+    if (!r) return make_error(what + ": " + r.error().message);
+    if (r->lo < 0 || r->hi >= sp.extents[k])
+      return make_error(what + " reaches " + sp.vars[k] + " in [" + std::to_string(r->lo) + ", " + std::to_string(r->hi) +
+                        "], outside the producer's [0, " + std::to_string(sp.extents[k] - 1) + "]");
+  }
+  return d;
+}
+
+/** The producer's value at the given loop indices. */
+Expr value_at(const Space &sp, const std::vector<Expr> &at) {
+  // Substitute through fresh names first, so an index that mentions a producer loop's own name is not substituted twice.
+  Expr v = sp.value;
+  for (size_t k = 0; k < sp.vars.size(); ++k) v = loop::substitute(v, sp.vars[k], var("\x01" + sp.vars[k]));
+  for (size_t k = 0; k < sp.vars.size(); ++k) v = loop::substitute(v, "\x01" + sp.vars[k], at[k]);
+  return v;
+}
+
+struct ProducerConsumer {
+  size_t p = 0, c = 0;
+  Space space;
+};
+
+/** The checks compute_inline and compute_at share: the stages exist in order and the producer may move into the consumer. */
+Expected<ProducerConsumer> producer_consumer(const LoweredKernel &k, const std::string &producer, const std::string &consumer) {
+  ProducerConsumer pc;
+  auto index = [&](const std::string &n) -> Expected<size_t> {
+    for (size_t i = 0; i < k.stages.size(); ++i)
+      if (k.stages[i].name == n) return i;
+    return make_error("there is no stage " + n);
+  };
+  AT_ASSIGN(p, index(producer));
+  AT_ASSIGN(c, index(consumer));
+  if (p >= c) return make_error("stage " + producer + " does not run before stage " + consumer);
+  AT_ASSIGN(sp, producer_space(k.stages[p]));
+  const BufferNode *b = sp.buffer.get();
+  if (sp.buffer->scope != BufferScope::kTemp) return make_error("stage " + producer + " writes " + b->name + ", which is not a temporary of the kernel");
+  std::set<const BufferNode *> preads, pwrites;
+  loop::Stmt pv = store(sp.buffer, int_imm(0), sp.value);
+  buffers_of(pv, preads, pwrites);
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    if (i == p) continue;
+    std::set<const BufferNode *> r, w;
+    buffers_of(k.stages[i].body, r, w);
+    if (w.count(b)) return make_error("stage " + k.stages[i].name + " also writes " + b->name);
+    if (i != c && r.count(b)) return make_error("stage " + k.stages[i].name + " also reads " + b->name);
+    if (i > p && i <= c)
+      for (const BufferNode *x : preads)
+        if (w.count(x)) return make_error("stage " + k.stages[i].name + " writes " + x->name + ", which stage " + producer + " reads");
+  }
+  pc.p = p, pc.c = c, pc.space = std::move(sp);
+  return pc;
+}
+
+/** `k` without stage `p` and its buffer, with stage `c` replaced. */
+LoweredKernel without_producer(const LoweredKernel &k, const ProducerConsumer &pc, KernelStage consumer) {
+  LoweredKernel out = k;
+  out.stages[pc.c] = std::move(consumer);
+  out.stages.erase(out.stages.begin() + pc.p);
+  out.buffers.erase(std::remove(out.buffers.begin(), out.buffers.end(), pc.space.buffer), out.buffers.end());
+  return out;
+}
+
+/** The names of the loops inside `s`. */
+std::set<std::string> loops_in(const Stmt &s) {
+  std::multiset<std::string> loops;
+  std::set<std::string> all;
+  collect_names(s, loops, all);
+  return {loops.begin(), loops.end()};
+}
+
+/** A name like `base` not bound in `s` (base, base_1, base_2, ...). */
+std::string fresh_name(const Stmt &s, const std::string &base, std::set<std::string> &taken) {
+  std::multiset<std::string> loops;
+  std::set<std::string> all;
+  collect_names(s, loops, all);
+  std::string n = base;
+  for (int i = 1; all.count(n) || taken.count(n); ++i) n = base + "_" + std::to_string(i);
+  taken.insert(n);
+  return n;
+}
+
+/** A nest over `extents` (outermost first) around body(indices); the innermost loop vectorized when asked and 2 to 64 long. */
+Stmt box_nest(const std::vector<std::string> &names, const std::vector<int64_t> &extents, bool vectorize_inner,
+              const std::function<Stmt(const std::vector<Expr> &)> &body) {
+  std::vector<Expr> at;
+  for (const std::string &n : names) at.push_back(var(n));
+  Stmt s = body(at);
+  for (size_t d = names.size(); d-- > 0;) {
+    bool vec = vectorize_inner && d + 1 == names.size() && extents[d] >= 2 && extents[d] <= 64;
+    s = for_loop(names[d], int_imm(0), int_imm(extents[d]), vec ? ForKind::kVectorized : ForKind::kSerial, s);
+  }
+  return s;
+}
+
+/** Row-major strides of a box. */
+std::vector<int64_t> box_strides(const std::vector<int64_t> &extents, int64_t &size) {
+  std::vector<int64_t> st(extents.size());
+  size = 1;
+  for (size_t d = extents.size(); d-- > 0;) st[d] = size, size *= extents[d];
+  return st;
+}
+
+constexpr int64_t kMaxLocalBytes = 1 << 20;
+
+}  // namespace
+
+Expected<LoweredKernel> compute_inline(const LoweredKernel &k, const std::string &producer, const std::string &consumer) {
+  AT_ASSIGN(pc, producer_consumer(k, producer, consumer));
+  const KernelStage &cs = k.stages[pc.c];
+  Ranges ranges = stage_ranges(cs);
+  auto body = map_stmt_loads(cs.body, pc.space.buffer.get(), [&](const Expr &ld) -> Expected<Expr> {
+    AT_ASSIGN(d, digits_of(ld->args[0], pc.space, ranges));
+    std::vector<Expr> at;
+    for (const Affine &a : d) at.push_back(to_expr(a));
+    return value_at(pc.space, at);
+  });
+  if (!body) return make_error("compute_inline " + producer + " into " + consumer + ": " + body.error().message);
+  KernelStage out = cs;
+  out.body = *body;
+  return without_producer(k, pc, out);
+}
+
+Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &producer, const std::string &consumer, const std::string &loop) {
+  AT_ASSIGN(pc, producer_consumer(k, producer, consumer));
+  const KernelStage &cs = k.stages[pc.c];
+  const Space &sp = pc.space;
+  const BufferNode *b = sp.buffer.get();
+  std::string where = "compute_at " + producer + " in " + consumer + " at " + loop + ": ";
+  bool at_stage = loop == cs.parallel_var && !loop.empty();
+  Stmt inside;
+  if (at_stage) {
+    inside = cs.body;
+  } else {
+    auto l = find_loop(cs.body, loop);
+    if (!l) return make_error(where + l.error().message);
+    if ((*l)->for_kind == ForKind::kVectorized) return make_error(where + "the loop is vectorized");
+    if (std::string v = vectorized_around(cs.body, loop); !v.empty()) return make_error(where + "the loop is inside the vectorized loop " + v);
+    inside = (*l)->body[0];
+  }
+  std::vector<Expr> all_loads, in_loads, stores;
+  accesses_of(cs.body, b, all_loads, stores);
+  accesses_of(inside, b, in_loads, stores);
+  if (in_loads.empty()) return make_error(where + "the loop does not read " + b->name);
+  if (in_loads.size() != all_loads.size()) return make_error(where + "stage " + consumer + " also reads " + b->name + " outside the loop");
+  Ranges ranges = stage_ranges(cs);
+  std::set<std::string> inner = loops_in(inside);
+  // The box: per producer loop, the outer part of every read's index must agree; the inner parts give its extent.
+  size_t D = sp.vars.size();
+  std::vector<Affine> outer(D);
+  std::vector<Range> box(D);
+  for (size_t i = 0; i < in_loads.size(); ++i) {
+    auto d = digits_of(in_loads[i], sp, ranges);
+    if (!d) return make_error(where + d.error().message);
+    for (size_t x = 0; x < D; ++x) {
+      Affine o = part((*d)[x], inner, false), in = part((*d)[x], inner, true);
+      in.constant = o.constant, o.constant = 0;
+      AT_ASSIGN(r, range_of(in, ranges));
+      if (i == 0) outer[x] = o, box[x] = r;
+      else if (!(outer[x] == o)) return make_error(where + "reads of " + b->name + " move differently with the loops outside it (" + to_string(to_expr(outer[x])) + " and " + to_string(to_expr(o)) + ")");
+      else box[x] = {std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
+    }
+  }
+  std::vector<int64_t> ext(D);
+  for (size_t x = 0; x < D; ++x) ext[x] = box[x].hi - box[x].lo + 1;
+  int64_t size = 0;
+  std::vector<int64_t> ls = box_strides(ext, size);
+  if (size * 4 > kMaxLocalBytes) return make_error(where + "the box of " + b->name + " it reads is " + std::to_string(size * 4) + " bytes; at most 1 MiB is kept on the stack");
+  std::set<std::string> taken;
+  Buffer local = make_buffer(fresh_name(cs.body, sp.buffer->name + "_at_" + loop, taken), sp.buffer->type, size, BufferScope::kLocal);
+  std::vector<std::string> names;
+  for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(cs.body, sp.vars[x] + "_" + loop, taken));
+  Stmt fill = box_nest(names, ext, sp.vectorized, [&](const std::vector<Expr> &r) {
+    std::vector<Expr> at;
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) at.push_back(to_expr(outer[x]) + int_imm(box[x].lo) + r[x]), li = li + r[x] * ls[x];
+    return store(local, li, value_at(sp, at));
+  });
+  AT_ASSIGN(body, map_stmt_loads(inside, b, [&](const Expr &ld) -> Expected<Expr> {
+    AT_ASSIGN(d, digits_of(ld->args[0], sp, ranges));
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) {
+      Affine in = part(d[x], inner, true);
+      in.constant = d[x].constant - box[x].lo;
+      li = li + to_expr(in) * ls[x];
+    }
+    return load(local, li);
+  }));
+  Stmt computed = allocate(local, seq({fill, body}));
+  KernelStage out = cs;
+  if (at_stage) {
+    out.body = computed;
+  } else {
+    AT_ASSIGN(nb, map_loop(cs.body, loop, [&](const Stmt &l) -> Expected<Stmt> { return for_loop(l->var, l->min, l->extent, l->for_kind, computed); }));
+    out.body = nb;
+  }
+  return without_producer(k, pc, out);
+}
+
+Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop) {
+  std::string where = "cache_write " + buffer + " at " + loop + " in stage " + stage.name + ": ";
+  auto l = find_loop(stage.body, loop);
+  if (!l) return make_error(where + l.error().message);
+  if ((*l)->for_kind == ForKind::kVectorized) return make_error(where + "the loop is vectorized");
+  if (std::string v = vectorized_around(stage.body, loop); !v.empty()) return make_error(where + "the loop is inside the vectorized loop " + v);
+  const Stmt &inside = (*l)->body[0];
+  // The buffer, by name, among those the loop's body stores to.
+  std::vector<Access> st, ld;
+  std::set<const BufferNode *> allocated;
+  collect_accesses(inside, st, ld, allocated);
+  Buffer buf;
+  for (const Access &a : st)
+    if (a.buffer->name == buffer) buf = a.buffer;
+  if (!buf) return make_error(where + "the loop does not store to " + buffer);
+  if (allocated.count(buf.get())) return make_error(where + buffer + " is allocated inside the loop");
+  std::vector<Expr> loads, stores;
+  accesses_of(inside, buf.get(), loads, stores);
+  Ranges ranges = stage_ranges(stage);
+  std::set<std::string> inner = loops_in(inside);
+  // Dimensions: the distinct strides of loops inside, largest first.
+  struct Acc {
+    Affine outer;
+    std::map<int64_t, Affine> by_stride;  // stride -> the loops with that stride (coefficient 1 each) and a constant
+    bool is_store;
+  };
+  std::vector<Acc> accs;
+  std::set<int64_t, std::greater<>> strides;
+  for (size_t i = 0; i < loads.size() + stores.size(); ++i) {
+    bool is_store = i >= loads.size();
+    const Expr &e = is_store ? stores[i - loads.size()] : loads[i];
+    auto a = affine_form(e);
+    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] is not affine");
+    Acc acc{part(*a, inner, false), {}, is_store};
+    acc.outer.constant = 0;
+    if (auto r = range_of(acc.outer, ranges); !r) return make_error(where + "the access " + buffer + "[" + to_string(e) + "]: " + r.error().message);
+    for (const auto &[v, c] : part(*a, inner, true).coeff) {
+      if (c <= 0) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] decreases with loop " + v);
+      acc.by_stride[c].coeff[v] += 1;
+      strides.insert(c);
+    }
+    acc.by_stride[0].constant = a->constant;  // distributed below, once every stride is known
+    accs.push_back(std::move(acc));
+  }
+  if (strides.empty() || *strides.rbegin() != 1) strides.insert(1);
+  std::vector<int64_t> sv(strides.begin(), strides.end());
+  size_t D = sv.size();
+  std::vector<Range> box(D);
+  std::vector<std::vector<Affine>> digits(accs.size(), std::vector<Affine>(D));
+  for (size_t i = 0; i < accs.size(); ++i) {
+    int64_t rest = accs[i].by_stride[0].constant;
+    for (size_t x = 0; x < D; ++x) {
+      Affine d = accs[i].by_stride.count(sv[x]) ? accs[i].by_stride[sv[x]] : Affine{};
+      int64_t q = rest >= 0 ? rest / sv[x] : -((-rest + sv[x] - 1) / sv[x]);
+      d.constant = q;
+      rest -= q * sv[x];
+      AT_ASSIGN(r, range_of(d, ranges));
+      box[x] = i == 0 ? r : Range{std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
+      digits[i][x] = d;
+    }
+    if (!(accs[i].outer == accs[0].outer))
+      return make_error(where + "accesses of " + buffer + " move differently with the loops outside it");
+  }
+  std::vector<int64_t> ext(D);
+  for (size_t x = 0; x < D; ++x) ext[x] = box[x].hi - box[x].lo + 1;
+  // The box maps one to one onto the buffer only if each stride steps over the box of the smaller ones.
+  for (size_t x = 0; x + 1 < D; ++x) {
+    int64_t span = 0;
+    for (size_t y = x + 1; y < D; ++y) span += sv[y] * (ext[y] - 1);
+    if (sv[x] <= span) return make_error(where + "the box of " + buffer + " it touches overlaps itself (stride " + std::to_string(sv[x]) + ")");
+  }
+  // One store must cover the whole box: then every element written back is one this iteration writes.
+  bool covered = false;
+  for (size_t i = 0; i < accs.size() && !covered; ++i) {
+    if (!accs[i].is_store) continue;
+    covered = true;
+    for (size_t x = 0; x < D && covered; ++x) {
+      auto r = range_of(digits[i][x], ranges);
+      covered = r && r->lo == box[x].lo && r->hi == box[x].hi && digits[i][x].coeff.size() <= 1;
+    }
+  }
+  if (!covered) return make_error(where + "no store covers the whole box of " + buffer + " it touches");
+  int64_t size = 0;
+  std::vector<int64_t> ls = box_strides(ext, size);
+  if (size * 4 > kMaxLocalBytes) return make_error(where + "the box is " + std::to_string(size * 4) + " bytes; at most 1 MiB is kept on the stack");
+  std::set<std::string> taken;
+  Buffer local = make_buffer(fresh_name(stage.body, buffer + "_" + loop, taken), buf->type, size, BufferScope::kLocal);
+  auto global_at = [&](const std::vector<Expr> &r) {
+    Expr gi = to_expr(accs[0].outer);
+    for (size_t x = 0; x < D; ++x) gi = gi + (int_imm(box[x].lo) + r[x]) * sv[x];
+    return gi;
+  };
+  auto local_at = [&](const Expr &index) -> Expected<Expr> {
+    // Recompute the digits of this access (the walk below meets accesses in its own order).
+    auto a = affine_form(index);
+    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(index) + "] is not affine");
+    Affine in = part(*a, inner, true);
+    int64_t rest = a->constant;
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) {
+      Affine d;
+      for (const auto &[v, c] : in.coeff)
+        if (c == sv[x]) d.coeff[v] = 1;
+      int64_t q = rest >= 0 ? rest / sv[x] : -((-rest + sv[x] - 1) / sv[x]);
+      rest -= q * sv[x];
+      d.constant = q - box[x].lo;
+      li = li + to_expr(d) * ls[x];
+    }
+    return li;
+  };
+  std::vector<std::string> names;
+  for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(stage.body, buffer + "_c" + std::to_string(x), taken));
+  auto local_index = [&](const std::vector<Expr> &r) {
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) li = li + r[x] * ls[x];
+    return li;
+  };
+  Stmt read_in = box_nest(names, ext, true, [&](const std::vector<Expr> &r) { return store(local, local_index(r), load(buf, global_at(r))); });
+  // The write-back reuses the read's loop names: the same index text tells the dependence checks that it writes what was read.
+  Stmt write_back = box_nest(names, ext, true, [&](const std::vector<Expr> &r) { return store(buf, global_at(r), load(local, local_index(r))); });
+  AT_ASSIGN(body, map_stmt_loads(
+                      inside, buf.get(),
+                      [&](const Expr &e) -> Expected<Expr> {
+                        AT_ASSIGN(li, local_at(e->args[0]));
+                        return load(local, li);
+                      },
+                      [&](const Stmt &s) -> Expected<Stmt> {
+                        AT_ASSIGN(li, local_at(s->index));
+                        return store(local, li, s->value);
+                      }));
+  std::vector<Stmt> parts;
+  if (!loads.empty()) parts.push_back(read_in);
+  parts.push_back(body);
+  parts.push_back(write_back);
+  Stmt computed = allocate(local, seq(parts));
+  KernelStage out = stage;
+  AT_ASSIGN(nb, map_loop(stage.body, loop, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, x->for_kind, computed); }));
+  out.body = nb;
   return out;
 }
 

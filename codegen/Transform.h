@@ -61,4 +61,39 @@ Expected<loop::Stmt> vectorize(const loop::Stmt &s, const std::string &name);
  */
 Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &name);
 
+// Producers, consumers and local buffers. A producer stage is a nest of loops (its parallel loop
+// included) around one store, producer[index] = value, whose index is affine in every loop of
+// the nest with nested strides (a row-major box, like the copy of a padded input). A read of the
+// producer's buffer elsewhere is mapped back to the producer's loop indices digit by digit; the
+// read is refused unless each digit provably stays in its loop's range, which makes the mapping
+// exact. compute_root is the initial state: every stage starts as a nest of its own, stored in
+// a temporary.
+
+/**
+ * Recomputes stage `producer` at every read in stage `consumer`: each read of its buffer becomes
+ * the producer's value at the read's indices. The producer stage and its buffer go away. The
+ * buffer must be a temporary read by no other stage, and no stage from the producer to the
+ * consumer may write what the producer reads.
+ */
+Expected<LoweredKernel> compute_inline(const LoweredKernel &k, const std::string &producer, const std::string &consumer);
+
+/**
+ * Computes stage `producer` inside loop `loop` of stage `consumer` (or per iteration of the
+ * consumer's parallel loop, when `loop` names it): at each iteration, the box of producer
+ * elements the loop's body reads is computed into a local buffer, and the body reads it there.
+ * Neighbouring boxes overlap where reads do (a halo is recomputed). The box must be the same
+ * size at every iteration and at most 1 MiB (it lives on the stack).
+ */
+Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &producer, const std::string &consumer,
+                                   const std::string &loop);
+
+/**
+ * Accumulates into a local copy of `buffer` inside loop `loop` of `stage` (Ansor's cache_write,
+ * Halide's update in a register tile): the box of elements the loop's body touches is read in
+ * before the body (when the body reads the buffer), accessed locally, and written back after.
+ * Every access must be affine with the same dependence on loops outside `loop`, and one store
+ * must cover the whole box, so no element another iteration owns is written back.
+ */
+Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop);
+
 }  // namespace autotune

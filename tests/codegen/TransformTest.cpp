@@ -2,7 +2,10 @@
 // result checked against the reference executor; every refusal gives its reason.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "codegen/Jit.h"
+#include "codegen/Steps.h"
 #include "codegen/Transform.h"
 #include "ir/Parser.h"
 #include "ir/Reference.h"
@@ -14,6 +17,21 @@ namespace {
 using namespace loop;
 
 constexpr int64_t M = 24, K = 20;
+
+/** Compiles `k`, runs it on 2 threads and returns its largest error relative to `expected` (1e9 when it does not compile). */
+double run_kernel(const LoweredKernel &k, const std::vector<Tensor> &args, const Tensor &expected) {
+  static auto jit = Jit::create({""});
+  EXPECT_TRUE(static_cast<bool>(jit));
+  auto ck = (*jit)->compile(k);
+  EXPECT_TRUE(static_cast<bool>(ck)) << (ck ? "" : ck.error().message) << "\n" << k.to_string();
+  if (!ck) return 1e9;
+  BoundKernel bound(k, *ck, args, Tensor(expected.type()));
+  ThreadPool pool(2);
+  bound.run(pool);
+  auto d = compare(bound.output(), expected);
+  EXPECT_TRUE(static_cast<bool>(d));
+  return d ? d->relative() : 1e9;
+}
 
 /** C = A x B as the reference executor computes it, and the naive nests that compute it. */
 struct Matmul {
@@ -48,24 +66,15 @@ struct Matmul {
                     for_loop("j2", int_imm(0), int_imm(N), ForKind::kSerial, for_loop("k", int_imm(0), int_imm(K), ForKind::kSerial, acc)));
   }
   /** Compiles the two stages, runs them on 2 threads and returns the largest error relative to the reference. */
-  double run(const KernelStage &init_stage, const KernelStage &update_stage) const {
+  LoweredKernel kernel(const KernelStage &init_stage, const KernelStage &update_stage) const {
     LoweredKernel k;
     k.name = "matmul_transformed";
     k.buffers = {a, b, out};
     k.num_params = 2;
     k.stages = {init_stage, update_stage};
-    static auto jit = Jit::create({""});
-    EXPECT_TRUE(static_cast<bool>(jit));
-    auto ck = (*jit)->compile(k);
-    EXPECT_TRUE(static_cast<bool>(ck)) << (ck ? "" : ck.error().message) << "\n" << k.to_string();
-    if (!ck) return 1e9;
-    BoundKernel bound(k, *ck, args, Tensor(expected.type()));
-    ThreadPool pool(2);
-    bound.run(pool);
-    auto d = compare(bound.output(), expected);
-    EXPECT_TRUE(static_cast<bool>(d));
-    return d ? d->relative() : 1e9;
+    return k;
   }
+  double run(const KernelStage &init_stage, const KernelStage &update_stage) const { return run_kernel(kernel(init_stage, update_stage), args, expected); }
   static KernelStage stage(const std::string &name, Stmt body) { return {name, "u", 1, std::move(body)}; }
 };
 
@@ -75,7 +84,11 @@ T ok(Expected<T> e) {
   return e.take();
 }
 
-std::string refusal(const Expected<Stmt> &e) { return e ? std::string("(accepted)") : e.error().message; }
+/** The reason a step was refused, or "(accepted)". */
+template <typename T>
+std::string refusal(const Expected<T> &e) {
+  return e ? std::string("(accepted)") : e.error().message;
+}
 
 TEST(Transform, TheNaiveNestMatchesTheReference) {
   Matmul m;
@@ -169,6 +182,267 @@ TEST(Transform, AReorderedReductionStillMatches) {
   // An outer loop vectorized over a serial inner one: 24 lanes (masked to 32), stores of stride 37.
   Stmt i = ok(vectorize(m.init(), "i"));
   EXPECT_LT(m.run(Matmul::stage("init", i), Matmul::stage("update", m.update())), 1e-5);
+}
+
+// --- producers, consumers, local buffers and step lists -------------------------------------
+
+/**
+ * A padded 3x3 conv as two naive stages: `pad` writes the zero-padded input to a temporary, and
+ * `conv` (one output pixel per iteration: its bias, then the reduction over c, ky, kx) reads it.
+ */
+struct PaddedConv {
+  static constexpr int64_t C = 4, H = 9, W = 9, O = 5, PH = H + 2, PW = W + 2;
+  Graph graph;
+  std::vector<Tensor> args;
+  Tensor expected;
+  Buffer x, w, b, out, padded;
+
+  PaddedConv() {
+    x = make_buffer("x", Type::kF32, C * H * W, BufferScope::kParam);
+    w = make_buffer("w", Type::kF32, O * C * 9, BufferScope::kParam);
+    b = make_buffer("b", Type::kF32, O, BufferScope::kParam);
+    out = make_buffer("out", Type::kF32, O * H * W, BufferScope::kParam);
+    padded = make_buffer("padded", Type::kF32, C * PH * PW, BufferScope::kTemp);
+    auto g = parse_text(
+        "def @main(%x: Tensor[(1, 4, 9, 9), float32], %w: Tensor[(5, 4, 3, 3), float32], %b: Tensor[(5), float32]) -> Tensor[(1, 5, 9, 9), float32] {\n"
+        "  %0 = nn.conv2d(%x, %w, %b, padding=[1, 1, 1, 1]);\n  return %0;\n}");
+    EXPECT_TRUE(static_cast<bool>(g)) << (g ? "" : g.error().message);
+    graph = g.take();
+    args = random_inputs(graph, 11);
+    auto r = run_reference(graph, args);
+    EXPECT_TRUE(static_cast<bool>(r));
+    expected = (*r)[0];
+  }
+  /** for c, y, x: padded[c][y][x] = x[c][y - 1][x - 1] inside the image, else 0 */
+  KernelStage pad() const {
+    Expr y = var("y"), xx = var("px");
+    Expr inside = both(both(int_imm(1) <= y, y < int_imm(H + 1)), both(int_imm(1) <= xx, xx < int_imm(W + 1)));
+    Expr src = load(x, (var("c") * H + max(min(y - int_imm(1), int_imm(H - 1)), int_imm(0))) * W + max(min(xx - int_imm(1), int_imm(W - 1)), int_imm(0)));
+    Stmt st = store(padded, (var("c") * PH + y) * PW + xx, select(inside, src, float_imm(0)));
+    return {"pad", "u", 1,
+            for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial,
+                     for_loop("y", int_imm(0), int_imm(PH), ForKind::kSerial, for_loop("px", int_imm(0), int_imm(PW), ForKind::kSerial, st)))};
+  }
+  /** for o, oy, ox: out = b[o]; for ci, ky, kx: out += padded[ci][oy + ky][ox + kx] * w[o][ci][ky][kx] */
+  KernelStage conv() const {
+    Expr at = (var("o") * H + var("oy")) * W + var("ox");
+    Expr in = load(padded, (var("ci") * PH + var("oy") + var("ky")) * PW + var("ox") + var("kx"));
+    Expr wv = load(w, ((var("o") * C + var("ci")) * 3 + var("ky")) * 3 + var("kx"));
+    Stmt red = for_loop("ci", int_imm(0), int_imm(C), ForKind::kSerial,
+                        for_loop("ky", int_imm(0), int_imm(3), ForKind::kSerial,
+                                 for_loop("kx", int_imm(0), int_imm(3), ForKind::kSerial, store(out, at, call("fmuladd", {in, wv, load(out, at)})))));
+    Stmt pixel = seq({store(out, at, load(b, var("o"))), red});
+    return {"conv", "u", 1,
+            for_loop("o", int_imm(0), int_imm(O), ForKind::kSerial,
+                     for_loop("oy", int_imm(0), int_imm(H), ForKind::kSerial, for_loop("ox", int_imm(0), int_imm(W), ForKind::kSerial, pixel)))};
+  }
+  LoweredKernel kernel() const {
+    LoweredKernel k;
+    k.name = "padded_conv";
+    k.buffers = {x, w, b, out, padded};
+    k.num_params = 3;
+    k.stages = {pad(), conv()};
+    return k;
+  }
+  double run(const LoweredKernel &k) const { return run_kernel(k, args, expected); }
+};
+
+TEST(Transform, ThePaddedInputInlinedOrComputedAtEachLevelMatches) {
+  PaddedConv pc;
+  LoweredKernel k = pc.kernel();
+  EXPECT_LT(pc.run(k), 1e-5);
+  // Inline: every read recomputes the padding (select and clamped load), and the temporary is gone.
+  LoweredKernel in = ok(compute_inline(k, "pad", "conv"));
+  ASSERT_EQ(in.stages.size(), 1u);
+  EXPECT_EQ(in.buffers.size(), 4u);
+  EXPECT_EQ(in.to_string().find("padded["), std::string::npos) << in.to_string();
+  EXPECT_LT(pc.run(in), 1e-5) << in.to_string();
+  // At a loop: the box its body reads, halo included. At an output row: 4 channels x 3 rows x 11 columns.
+  struct Case {
+    std::string loop;
+    int64_t box;
+  };
+  for (const Case &c : std::vector<Case>{{"o", 4 * 11 * 11}, {"oy", 4 * 3 * 11}, {"ox", 4 * 3 * 3}, {"ci", 3 * 3}, {"ky", 3}, {"kx", 1}}) {
+    LoweredKernel at = ok(compute_at(k, "pad", "conv", c.loop));
+    ASSERT_EQ(at.stages.size(), 1u) << c.loop;
+    std::string ir = at.to_string();
+    EXPECT_NE(ir.find("allocate padded_at_" + c.loop + "[" + std::to_string(c.box) + "]"), std::string::npos) << ir;
+    EXPECT_LT(pc.run(at), 1e-5) << ir;
+  }
+  // Per iteration of the parallel loop: each thread computes the box of its output channel.
+  LoweredKernel par = k;
+  par.stages[1] = ok(parallelize(par.stages[1], "o"));
+  LoweredKernel at = ok(compute_at(par, "pad", "conv", "o"));
+  EXPECT_LT(pc.run(at), 1e-5) << at.to_string();
+  // Rows of 3 columns computed at the tile: the columns split by 3 (no tail), the box vectorized as the producer was.
+  LoweredKernel tiled = k;
+  tiled.stages[0].body = ok(vectorize(tiled.stages[0].body, "px"));
+  tiled.stages[1].body = ok(split(tiled.stages[1].body, "ox", 3, "xo", "xi"));
+  at = ok(compute_at(tiled, "pad", "conv", "xo"));
+  EXPECT_NE(at.to_string().find("vectorized (px_xo, 0, 5)"), std::string::npos) << at.to_string();
+  EXPECT_LT(pc.run(at), 1e-5) << at.to_string();
+}
+
+TEST(Transform, ProducerStepsAreRefusedWithTheirReason) {
+  PaddedConv pc;
+  LoweredKernel k = pc.kernel();
+  EXPECT_EQ(refusal(compute_at(k, "pad", "conv", "q")), "compute_at pad in conv at q: there is no loop q");
+  EXPECT_EQ(refusal(compute_inline(k, "conv", "pad")), "stage conv does not run before stage pad");
+  EXPECT_EQ(refusal(compute_inline(k, "pad", "nope")), "there is no stage nope");
+  // With a tail after the tiles, the tail's reads are outside the tile loop.
+  LoweredKernel t = k;
+  t.stages[1].body = ok(split(t.stages[1].body, "ox", 4, "xo", "xi"));
+  EXPECT_EQ(refusal(compute_at(t, "pad", "conv", "xo")), "compute_at pad in conv at xo: stage conv also reads padded outside the loop");
+  EXPECT_EQ(refusal(compute_at(t, "pad", "conv", "oy")), "(accepted)");
+  // The conv's output is not a temporary; a producer that is not one store in a box of loops.
+  LoweredKernel two = k;
+  two.stages.push_back({"copy", "u", 1, for_loop("i", int_imm(0), int_imm(5), ForKind::kSerial, store(pc.out, var("i"), load(pc.out, var("i"))))});
+  EXPECT_EQ(refusal(compute_inline(two, "conv", "copy")), "stage conv is not a producer nest: the body of its loops is not one store");
+  LoweredKernel diag = k;
+  diag.stages[0].body = for_loop("c", int_imm(0), int_imm(4), ForKind::kSerial, store(pc.padded, var("c") * 2, float_imm(0)));
+  EXPECT_EQ(refusal(compute_inline(diag, "pad", "conv")), "stage pad is not a producer nest: the index (c * 2) has no unit-stride loop");
+  // A read past the producer's box: the conv reads 2 columns further than the pad wrote.
+  LoweredKernel narrow = k;
+  narrow.stages[0].body = ok(split(narrow.stages[0].body, "px", 9, "pxo", "pxi"));
+  EXPECT_EQ(refusal(compute_inline(narrow, "pad", "conv")).rfind("stage pad is not a producer nest", 0), 0u);
+  // cache_write needs the loop to store to the buffer, with one store covering the box.
+  EXPECT_EQ(refusal(cache_write(k.stages[1], "padded", "oy")), "cache_write padded at oy in stage conv: the loop does not store to padded");
+}
+
+TEST(Transform, CacheWriteMakesARegisterTile) {
+  // The matmul's S S R S S tiling with the 4 x 16 tile accumulated in a local buffer at jo:
+  // read in once, updated K times in registers, written back once.
+  Matmul m(48);
+  Stmt u = m.update();
+  u = ok(split(u, "i2", 4, "io", "ii"));
+  u = ok(split(u, "j2", 16, "jo", "ji"));
+  u = ok(reorder(u, {"io", "jo", "k", "ii", "ji"}));
+  KernelStage update = ok(cache_write(Matmul::stage("update", u), "out", "jo"));
+  std::string ir = to_string(update.body);
+  EXPECT_NE(ir.find("allocate out_jo[64]"), std::string::npos) << ir;
+  update.body = ok(vectorize(update.body, "ji"));
+  update.body = ok(unroll(update.body, "ii"));
+  update = ok(parallelize(update, "io"));
+  EXPECT_LT(m.run(Matmul::stage("init", m.init()), update), 1e-5) << to_string(update.body);
+  // The conv accumulating each output pixel in a scalar, and each output row in a local row.
+  PaddedConv pc;
+  for (const char *at : {"ox", "oy", "o"}) {
+    LoweredKernel k = pc.kernel();
+    k.stages[1] = ok(cache_write(k.stages[1], "out", at));
+    EXPECT_LT(pc.run(k), 1e-5) << at << "\n" << k.to_string();
+  }
+  // Tiles and a tail both inside the loop: the box is the row, covered by no one store.
+  LoweredKernel t = pc.kernel();
+  t.stages[1].body = ok(split(t.stages[1].body, "ox", 4, "xo", "xi"));
+  EXPECT_EQ(refusal(cache_write(t.stages[1], "out", "oy")), "cache_write out at oy in stage conv: no store covers the whole box of out it touches");
+  t.stages[1] = ok(cache_write(t.stages[1], "out", "xo"));
+  EXPECT_LT(pc.run(t), 1e-5) << t.to_string();
+}
+
+TEST(Transform, AStepListReplaysFromJson) {
+  PaddedConv pc;
+  std::vector<Step> steps{
+      {"vectorize", "pad", "px", 0, {}, "", ""},
+      {"split", "conv", "ox", 3, {"xo", "xi"}, "", ""},
+      {"reorder", "conv", "", 0, {"xo", "xi"}, "", ""},
+      {"compute_at", "conv", "oy", 0, {}, "pad", ""},
+      {"cache_write", "conv", "xo", 0, {}, "", "out"},
+      {"parallel", "conv", "o", 0, {}, "", ""},
+  };
+  std::string json = steps_to_json(steps);
+  EXPECT_NE(json.find(R"("op":"compute_at")"), std::string::npos) << json;
+  std::vector<Step> back = ok(steps_from_json(json));
+  EXPECT_EQ(back, steps);
+  LoweredKernel k = ok(replay(pc.kernel(), back));
+  EXPECT_EQ(k.stages.size(), 1u);
+  EXPECT_EQ(k.stages[0].parallel_extent, PaddedConv::O);
+  EXPECT_LT(pc.run(k), 1e-5) << k.to_string();
+  // A step that cannot apply names itself; nothing after it runs.
+  steps.insert(steps.begin() + 1, Step{"unroll", "conv", "ox", 0, {}, "", ""});
+  steps.insert(steps.begin() + 2, Step{"vectorize", "conv", "ci", 0, {}, "", ""});
+  auto bad = replay(pc.kernel(), steps);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_EQ(bad.error().message,
+            "step 3, vectorize loop ci of stage conv: vectorize: loop ci: the store to out[((((o * 9) + oy) * 9) + ox)] does not move with it (lanes would write one element)");
+  // Malformed lists are refused with the step and field.
+  EXPECT_EQ(steps_from_json(R"({"version": 2, "steps": []})").error().message, "step list version 2 is not supported (this autotune reads version 1)");
+  EXPECT_EQ(steps_from_json(R"({"version": 1, "steps": [{"op": "split", "stage": "conv", "loop": "ox", "outer": "a", "inner": "b"}]})").error().message,
+            "step 1 needs an integer \"factor\"");
+  EXPECT_EQ(steps_from_json(R"({"version": 1, "steps": [{"op": "tile", "stage": "conv"}]})").error().message, "step 1 has an unknown op \"tile\"");
+  EXPECT_EQ(steps_from_json(R"({"version": 1, "steps": [{"op": "unroll", "stage": "conv", "loop": "kx", "by": 2}]})").error().message,
+            "step 1 (unroll) has an unknown field \"by\"");
+}
+
+/** The loops of a statement, outermost first, with their extents (0 when not constant). */
+void loops_of(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) {
+  if (!s) return;
+  if (s->kind == StmtKind::kFor) out.emplace_back(s->var, as_int(s->extent).value_or(0));
+  for (const Stmt &b : s->body) loops_of(b, out);
+}
+
+TEST(Transform, RandomStepListsGiveACorrectKernelOrARefusal) {
+  // Random sequences of every kind of step on the padded conv: each step is applied or refused
+  // with a reason, and every sequence's kernel is compiled and checked against the reference.
+  PaddedConv pc;
+  std::mt19937 rng(20261122);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel", "compute_at", "compute_inline", "cache_write"};
+  std::map<std::string, int> accepted;
+  int checked = 0, long_ones = 0;
+  for (int seqno = 0; seqno < 40; ++seqno) {
+    LoweredKernel k = pc.kernel();
+    std::vector<Step> done;
+    for (int t = 0; t < 7; ++t) {
+      Step s;
+      s.op = ops[pick(ops.size())];
+      const KernelStage &st = k.stages[pick(k.stages.size())];
+      s.stage = st.name;
+      std::vector<std::pair<std::string, int64_t>> loops;
+      loops_of(st.body, loops);
+      if (loops.empty()) continue;
+      auto [name, extent] = loops[pick(loops.size())];
+      s.loop = name;
+      std::string fresh = "t" + std::to_string(t);
+      if (s.op == "split") s.factor = 1 + static_cast<int64_t>(pick(std::max<int64_t>(extent, 1))), s.names = {fresh + "o", fresh + "i"};
+      if (s.op == "fuse") {
+        auto l = find_loop(st.body, name);
+        s.names = {l && (*l)->body[0]->kind == StmtKind::kFor ? (*l)->body[0]->var : name, fresh};
+      }
+      if (s.op == "reorder") {
+        size_t i = pick(loops.size());
+        s.names = {loops[i].first};
+        for (size_t j = i + 1; j < loops.size() && s.names.size() < 3; ++j) s.names.push_back(loops[j].first);
+        std::shuffle(s.names.begin(), s.names.end(), rng);
+      }
+      if (s.op == "parallel") s.loop = loops[0].first;
+      if (s.op == "compute_at" || s.op == "compute_inline") s.stage = "conv", s.producer = "pad";
+      if (s.op == "compute_at" && pick(4) == 0) s.loop = "u";  // at the stage's parallel loop, whether or not it is one
+      if (s.op == "cache_write") s.stage = "conv", s.buffer = "out";
+      if (s.op == "compute_at" || s.op == "cache_write") {
+        auto it = std::find_if(k.stages.begin(), k.stages.end(), [](const KernelStage &x) { return x.name == "conv"; });
+        std::vector<std::pair<std::string, int64_t>> cl;
+        loops_of(it->body, cl);
+        if (!cl.empty() && s.loop != "u") s.loop = cl[pick(cl.size())].first;
+      }
+      auto next = apply_step(k, s);
+      if (!next) {
+        EXPECT_FALSE(next.error().message.empty()) << to_string(s);
+        continue;
+      }
+      k = next.take();
+      done.push_back(s);
+      ++accepted[s.op];
+    }
+    // The list replays to the same kernel from its JSON.
+    LoweredKernel again = ok(replay(pc.kernel(), ok(steps_from_json(steps_to_json(done)))));
+    EXPECT_EQ(again.to_string(), k.to_string());
+    EXPECT_LT(pc.run(k), 1e-5) << steps_to_json(done) << "\n" << k.to_string();
+    ++checked;
+    long_ones += done.size() >= 3;
+  }
+  EXPECT_EQ(checked, 40);
+  EXPECT_GE(long_ones, 10);
+  for (const std::string &op : ops) EXPECT_GT(accepted[op], 0) << op << " was never applied";
 }
 
 }  // namespace

@@ -1,0 +1,163 @@
+#include "codegen/Steps.h"
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/Transform.h"
+
+namespace autotune {
+
+namespace {
+
+constexpr int kStepsVersion = 1;
+
+/** The fields each op takes besides op and stage. */
+std::vector<std::string> fields_of(const std::string &op) {
+  if (op == "split") return {"loop", "factor", "outer", "inner"};
+  if (op == "reorder") return {"order"};
+  if (op == "fuse") return {"loop", "inner", "fused"};
+  if (op == "unroll" || op == "vectorize" || op == "parallel") return {"loop"};
+  if (op == "compute_at") return {"producer", "loop"};
+  if (op == "compute_inline") return {"producer"};
+  if (op == "cache_write") return {"buffer", "loop"};
+  return {};
+}
+
+Expected<size_t> stage_index(const LoweredKernel &k, const std::string &name) {
+  for (size_t i = 0; i < k.stages.size(); ++i)
+    if (k.stages[i].name == name) return i;
+  return make_error("there is no stage " + name);
+}
+
+std::string joined(const std::vector<std::string> &v) {
+  std::string out;
+  for (const std::string &s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string steps_to_json(const std::vector<Step> &steps) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Step &s : steps) {
+    nlohmann::json j{{"op", s.op}, {"stage", s.stage}};
+    for (const std::string &f : fields_of(s.op)) {
+      if (f == "loop") j[f] = s.loop;
+      else if (f == "factor") j[f] = s.factor;
+      else if (f == "outer") j[f] = s.names.at(0);
+      else if (f == "inner") j[f] = s.names.at(s.op == "split" ? 1 : 0);
+      else if (f == "fused") j[f] = s.names.at(1);
+      else if (f == "order") j[f] = s.names;
+      else if (f == "producer") j[f] = s.producer;
+      else if (f == "buffer") j[f] = s.buffer;
+    }
+    list.push_back(j);
+  }
+  return nlohmann::json{{"version", kStepsVersion}, {"steps", list}}.dump();
+}
+
+Expected<std::vector<Step>> steps_from_json(const std::string &text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("the step list is not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer()) return make_error("the step list has no version");
+  if (j["version"] != kStepsVersion)
+    return make_error("step list version " + j["version"].dump() + " is not supported (this autotune reads version " + std::to_string(kStepsVersion) + ")");
+  if (!j.contains("steps") || !j["steps"].is_array()) return make_error("the step list has no \"steps\" array");
+  std::vector<Step> out;
+  for (size_t i = 0; i < j["steps"].size(); ++i) {
+    const nlohmann::json &x = j["steps"][i];
+    std::string where = "step " + std::to_string(i + 1);
+    if (!x.is_object()) return make_error(where + " is not an object");
+    auto str = [&](const char *f) -> Expected<std::string> {
+      if (!x.contains(f) || !x[f].is_string() || x[f].get<std::string>().empty()) return make_error(where + " needs a non-empty string \"" + f + "\"");
+      return x[f].get<std::string>();
+    };
+    Step s;
+    AT_ASSIGN(op, str("op"));
+    AT_ASSIGN(stage, str("stage"));
+    s.op = op, s.stage = stage;
+    std::vector<std::string> fields = fields_of(op);
+    if (fields.empty()) return make_error(where + " has an unknown op \"" + op + "\"");
+    for (auto &[key, _] : x.items())
+      if (key != "op" && key != "stage" && std::find(fields.begin(), fields.end(), key) == fields.end())
+        return make_error(where + " (" + op + ") has an unknown field \"" + key + "\"");
+    for (const std::string &f : fields) {
+      if (f == "factor") {
+        if (!x.contains(f) || !x[f].is_number_integer()) return make_error(where + " needs an integer \"factor\"");
+        s.factor = x[f].get<int64_t>();
+      } else if (f == "order") {
+        if (!x.contains(f) || !x[f].is_array()) return make_error(where + " needs an array \"order\"");
+        for (const auto &n : x[f]) {
+          if (!n.is_string()) return make_error(where + ": \"order\" holds a non-string");
+          s.names.push_back(n.get<std::string>());
+        }
+      } else {
+        AT_ASSIGN(v, str(f.c_str()));
+        if (f == "loop") s.loop = v;
+        else if (f == "producer") s.producer = v;
+        else if (f == "buffer") s.buffer = v;
+        else s.names.push_back(v);  // outer, inner, fused: in the order fields_of lists them
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string to_string(const Step &s) {
+  std::string in = " of stage " + s.stage;
+  if (s.op == "split") return "split loop " + s.loop + in + " by " + std::to_string(s.factor) + " into " + joined(s.names);
+  if (s.op == "reorder") return "reorder" + in + " to " + joined(s.names);
+  if (s.op == "fuse") return "fuse loops " + s.loop + ", " + (s.names.empty() ? "" : s.names[0]) + in + " into " + (s.names.size() > 1 ? s.names[1] : "");
+  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel") return s.op + " loop " + s.loop + in;
+  if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
+  if (s.op == "compute_inline") return "inline " + s.producer + " into stage " + s.stage;
+  if (s.op == "cache_write") return "cache_write " + s.buffer + " at loop " + s.loop + in;
+  return s.op + in;
+}
+
+Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
+  if (fields_of(s.op).empty()) return make_error("unknown op " + s.op);
+  if (s.op == "compute_at") return compute_at(k, s.producer, s.stage, s.loop);
+  if (s.op == "compute_inline") return compute_inline(k, s.producer, s.stage);
+  AT_ASSIGN(i, stage_index(k, s.stage));
+  LoweredKernel out = k;
+  KernelStage &st = out.stages[i];
+  auto need = [&](size_t n) -> Status {
+    if (s.names.size() != n) return make_error(s.op + " takes " + std::to_string(n) + " new loop names");
+    return Status::ok();
+  };
+  if (s.op == "parallel" || s.op == "cache_write") {
+    AT_ASSIGN(ns, s.op == "parallel" ? parallelize(st, s.loop) : cache_write(st, s.buffer, s.loop));
+    st = ns;
+    return out;
+  }
+  Expected<loop::Stmt> body = make_error("");
+  if (s.op == "split") {
+    AT_TRY(need(2));
+    body = split(st.body, s.loop, s.factor, s.names[0], s.names[1]);
+  } else if (s.op == "reorder") {
+    body = reorder(st.body, s.names);
+  } else if (s.op == "fuse") {
+    AT_TRY(need(2));
+    body = fuse(st.body, s.loop, s.names[0], s.names[1]);
+  } else if (s.op == "unroll") {
+    body = unroll(st.body, s.loop);
+  } else {
+    body = vectorize(st.body, s.loop);
+  }
+  if (!body) return body.error();
+  st.body = *body;
+  return out;
+}
+
+Expected<LoweredKernel> replay(const LoweredKernel &k, const std::vector<Step> &steps) {
+  LoweredKernel cur = k;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto next = apply_step(cur, steps[i]);
+    if (!next) return make_error("step " + std::to_string(i + 1) + ", " + to_string(steps[i]) + ": " + next.error().message);
+    cur = next.take();
+  }
+  return cur;
+}
+
+}  // namespace autotune

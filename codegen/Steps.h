@@ -1,0 +1,48 @@
+#pragma once
+// A schedule as a list of loop transformations (issue 10): each step names the stage it changes
+// and the loops it takes, and replaying the list on a kernel's initial loop nests gives the
+// scheduled kernel. The list is saved as versioned JSON:
+//   {"version": 1, "steps": [{"op": "split", "stage": "conv", "loop": "ox", "factor": 8,
+//                             "outer": "xo", "inner": "xi"}, ...]}
+// The ops and their fields (every field named is required):
+//   split          stage, loop, factor, outer, inner
+//   reorder        stage, order (loop names, outermost first)
+//   fuse           stage, loop (the outer), inner, fused
+//   unroll, vectorize, parallel   stage, loop
+//   compute_at     stage (the consumer), producer, loop
+//   compute_inline stage (the consumer), producer
+//   cache_write    stage, buffer, loop
+// A step that cannot apply is refused with its number, what it is and the reason; nothing is
+// partly applied.
+#include <string>
+#include <vector>
+
+#include "codegen/Kernel.h"
+#include "ir/Error.h"
+
+namespace autotune {
+
+struct Step {
+  std::string op, stage;
+  std::string loop;                // the loop it applies at (fuse: the outer loop)
+  int64_t factor = 0;              // split
+  std::vector<std::string> names;  // split: {outer, inner}; fuse: {inner, fused}; reorder: the order
+  std::string producer;            // compute_at, compute_inline
+  std::string buffer;              // cache_write
+  bool operator==(const Step &o) const = default;
+};
+
+/** Versioned JSON of a step list. */
+std::string steps_to_json(const std::vector<Step> &steps);
+/** The step list of `steps_to_json`'s text, or an error naming the step and field that is wrong. */
+Expected<std::vector<Step>> steps_from_json(const std::string &text);
+
+/** One line: "split loop ox of stage conv by 8 into xo, xi". */
+std::string to_string(const Step &s);
+
+/** `k` with one step applied. */
+Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s);
+/** `k` with every step applied in order; an error says which step failed ("step 3, <step>: <reason>"). */
+Expected<LoweredKernel> replay(const LoweredKernel &k, const std::vector<Step> &steps);
+
+}  // namespace autotune
