@@ -1,6 +1,7 @@
 #include "codegen/Lower.h"
 
 #include "codegen/Lowerer.h"
+#include "codegen/Steps.h"
 #include "codegen/Winograd.h"
 
 namespace autotune {
@@ -29,6 +30,7 @@ Expected<LoweredKernel> Lowerer::run() {
   }
   AT_TRY(validate_schedule(g_, s_));
   k_.schedule = s_.to_string();
+  if (naive_) return run_naive();
   if (anchor_ < 0) {
     AT_TRY(lower_elementwise());
     return k_;
@@ -192,6 +194,26 @@ Stmt Lowerer::row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes,
   return seq(parts);
 }
 
+Expected<LoweredKernel> Lowerer::run_naive() {
+  AT_TRY(check_inlinable());
+  if (anchor_ < 0) {
+    // A loop per output dimension around the output's store.
+    const Shape &s = g_.type_of(g_.outputs[0]).shape;
+    Index idx;
+    for (size_t d = 0; d < s.size(); ++d) idx.push_back(var("i" + std::to_string(d)));
+    Stmt body = store_output(idx, nullptr);
+    for (size_t d = s.size(); d-- > 0;) body = for_loop("i" + std::to_string(d), int_imm(0), int_imm(s[d]), ForKind::kSerial, body);
+    k_.schedule = "naive nest";
+    add_stage("elementwise", "u", 1, body);
+    return k_;
+  }
+  const std::string &op = g_.nodes[anchor_].op;
+  if (op == "nn.conv2d" || op == "nn.dense" || op == "nn.softmax")
+    return make_error("no naive nest for " + op + " yet: its schedules are template knobs");
+  AT_TRY(lower_reduction_op());
+  return k_;
+}
+
 /** No anchor: one loop over the output, rows in parallel, the last dimension vectorized. */
 Status Lowerer::lower_elementwise() {
   AT_TRY(check_inlinable());
@@ -226,8 +248,18 @@ std::string kernel_name(const Graph &body) {
   return s.size() > 40 ? s.substr(0, 40) : s;
 }
 
+Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s) {
+  KernelSchedule plain = s;
+  plain.steps.clear();
+  return Lowerer(body, name, plain, true).run();
+}
+
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
-  return Lowerer(body, name, s).run();
+  if (s.steps.empty()) return Lowerer(body, name, s).run();
+  AT_ASSIGN(naive, lower_naive(body, name, s));
+  AT_ASSIGN(k, replay(naive, s.steps));
+  k.schedule = s.to_string();
+  return k;
 }
 
 Shape WeightPacking::packed_shape(const Shape &w) const {

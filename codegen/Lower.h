@@ -15,8 +15,20 @@ namespace autotune {
 /** A readable symbol prefix for a group's kernel ("conv2d_add_relu"); the JIT appends the IR's hash. */
 std::string kernel_name(const Graph &body);
 
-/** Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an error. */
+/**
+ * Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an
+ * error. A schedule with steps is the group's naive nests (lower_naive) with the steps replayed;
+ * without, its anchor's template with the schedule's knobs.
+ */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
+
+/**
+ * The group's initial loop nests, before any schedule step (issue 10): for an elementwise group
+ * a loop per output dimension (i0, i1, ...) around the output's store; for a generic reduction
+ * (pools, global pools, mean, matmul) the same loops around a local accumulator: acc = init, a
+ * loop per reduction dimension (k0, k1, ...) around the update, and the epilogue's store. Conv, dense and softmax have none yet (an error says so).
+ */
+Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */
 Tensor pack_weight(const Tensor &w, const WeightPacking &p);

@@ -4,6 +4,30 @@
 
 namespace autotune::lowering {
 
+Expr Lowerer::combine_step(Combine c, const Expr &a, const Expr &t) {
+  if (c == Combine::kMax) return max(a, t);
+  if (t->kind == ExprKind::kBinary && t->op == BinOp::kMul && t->type == Type::kF32) return call("fmuladd", {t->args[0], t->args[1], a});
+  return a + t;
+}
+
+Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
+                                const std::function<Expr(const Index &)> &init,
+                                const std::function<Expr(const Index &, const Index &)> &term,
+                                const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
+  Buffer acc = make_buffer("acc", Type::kF32, 1, BufferScope::kLocal);
+  Index idx, r;
+  for (size_t d = 0; d < out_shape.size(); ++d) idx.push_back(var("i" + std::to_string(d)));
+  for (size_t d = 0; d < domain.size(); ++d) r.push_back(var("k" + std::to_string(d)));
+  Expr at = int_imm(0);
+  Stmt red = store(acc, at, combine_step(combine, load(acc, at), term(idx, r)));
+  for (size_t d = domain.size(); d-- > 0;) red = for_loop("k" + std::to_string(d), int_imm(0), int_imm(domain[d]), ForKind::kSerial, red);
+  Stmt body = allocate(acc, seq({store(acc, at, init(idx)), red, store_output(idx, finalize(load(acc, at), idx))}));
+  for (size_t d = out_shape.size(); d-- > 0;) body = for_loop("i" + std::to_string(d), int_imm(0), int_imm(out_shape[d]), ForKind::kSerial, body);
+  k_.schedule = "naive nest";
+  add_stage(stage_name, "u", 1, body);
+  return Status::ok();
+}
+
 /**
  * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
  * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
@@ -15,6 +39,7 @@ Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_
                          const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
                          const std::function<Expr(const Index &, const Index &)> &interior_term, int64_t interior_begin,
                          int64_t interior_end) {
+  if (naive_) return naive_reduction(out_shape, domain, combine, init, term, finalize, stage_name);
   int64_t len = out_shape.empty() ? 1 : out_shape.back();
   Shape prefix = out_shape.empty() ? Shape{} : Shape(out_shape.begin(), out_shape.end() - 1);
   Index pidx = unravel(var("r"), prefix);
@@ -30,12 +55,7 @@ Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_
       rvars.push_back(fresh("k"));
       r.push_back(var(rvars.back()));
     }
-    Expr t = term(idx, r);
-    Expr next;
-    if (combine == Combine::kMax) next = max(a, t);
-    else if (t->kind == ExprKind::kBinary && t->op == BinOp::kMul && t->type == Type::kF32) next = call("fmuladd", {t->args[0], t->args[1], a});
-    else next = a + t;
-    Stmt reduce = lanes_of(lanes, lane, store(acc, lane, next));
+    Stmt reduce = lanes_of(lanes, lane, store(acc, lane, combine_step(combine, a, term(idx, r))));
     for (int i = static_cast<int>(domain.size()) - 1; i >= 0; --i)
       reduce = for_loop(rvars[i], int_imm(0), int_imm(domain[i]), ForKind::kSerial, reduce);
     return allocate(acc, seq({lanes_of(lanes, lane, store(acc, lane, init(idx))), reduce,
@@ -130,7 +150,7 @@ Status Lowerer::lower_reduction_op() {
   if (op == "nn.global_avg_pool2d") {
     Shape spatial(xs.begin() + 2, xs.end());
     double count = static_cast<double>(product(spatial));
-    if (x.kind == ValueId::Kind::kInput && s_.vector_width > 1) {
+    if (x.kind == ValueId::Kind::kInput && s_.vector_width > 1 && !naive_) {
       // A plane is contiguous: sum it as vectors (four of them, for independent add chains), then
       // across their lanes. The generic template summed it one scalar at a time, a chain of H*W
       // dependent adds per channel (EfficientNet-B0's pools took 0.58 of its 6.8 ms).

@@ -57,11 +57,15 @@ inline Expr ceil_div(const Expr &a, int64_t d) { return int_imm(0) - ((int_imm(0
 
 class Lowerer {
  public:
-  Lowerer(const Graph &g, const std::string &name, const KernelSchedule &s) : g_(g), s_(s) { k_.name = name; }
+  Lowerer(const Graph &g, const std::string &name, const KernelSchedule &s, bool naive = false) : g_(g), s_(s), naive_(naive) { k_.name = name; }
   Expected<LoweredKernel> run();
 
  private:
+  /** The naive nests of lower_naive: elementwise groups and generic reductions. */
+  Expected<LoweredKernel> run_naive();
   enum class Combine { kSum, kMax };
+  /** One step of a reduction: max(a, t), or a + t (a fused multiply-add when t is a product). */
+  static Expr combine_step(Combine c, const Expr &a, const Expr &t);
   /**
    * The conv's input as a plain buffer: the argument itself, or a copy made by a first stage,
    * padded, and with `phases` > 1 each row's columns split by phase (column x at
@@ -128,6 +132,17 @@ class Lowerer {
                          const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
                          const std::function<Expr(const Index &, const Index &)> &interior_term = nullptr,
                          int64_t interior_begin = 0, int64_t interior_end = 0);
+  /**
+   * The generic reduction as one naive nest (lower_naive): a loop per output dimension (i0, i1,
+   * ...) around a one-element local accumulator: acc = init, a loop per reduction dimension (k0,
+   * k1, ...) around acc = combine(acc, term), and the epilogue's store of finalize(acc).
+   * Schedule steps (codegen/Steps, codegen/Sketch) transform it; vectorizing an output loop
+   * gives each lane its own accumulator.
+   */
+  Status naive_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
+                         const std::function<Expr(const Index &)> &init,
+                         const std::function<Expr(const Index &, const Index &)> &term,
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
   Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
   /** The extents of conv's padded, phase-split input copy (no buffer yet). */
   Source padded_geometry(const Node &conv, int64_t phases, int64_t min_h = 0, int64_t min_w = 0) const;
@@ -152,6 +167,7 @@ class Lowerer {
   LoweredKernel k_;
   std::vector<Buffer> params_;
   Buffer out_;
+  bool naive_ = false;  // lower_naive: the naive nests, no template
   int anchor_ = -1;
   std::function<Expr(const Index &)> anchor_value_;
   int counter_ = 0;

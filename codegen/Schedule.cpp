@@ -20,6 +20,12 @@ const char *parallel_name(KernelSchedule::Parallel p) {
 }  // namespace
 
 std::string KernelSchedule::to_string() const {
+  if (!steps.empty()) {
+    std::string out = "vector " + std::to_string(vector_width) + ", " + std::to_string(steps.size()) + " steps:";
+    for (const Step &st : steps) out += " " + st.op + (st.loop.empty() ? "" : " " + st.loop) + (st.factor ? "/" + std::to_string(st.factor) : "") + ";";
+    out.pop_back();
+    return out;
+  }
   return "vector " + std::to_string(vector_width) + ", oc_block " + std::to_string(oc_block) + ", px_block " +
          std::to_string(px_block) + ", parallel " + parallel_name(parallel) + (unroll_kx ? ", unroll kx" : "") +
          (pad_at_root ? ", pad at root" : oc_block ? ", pad inline" : ", pad per plane") + (ic_block ? ", ic_block " + std::to_string(ic_block) : "") +
@@ -29,7 +35,7 @@ std::string KernelSchedule::to_string() const {
 bool KernelSchedule::operator==(const KernelSchedule &o) const {
   return vector_width == o.vector_width && oc_block == o.oc_block && px_block == o.px_block && parallel == o.parallel &&
          unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root && ic_block == o.ic_block && pixel_epilogue == o.pixel_epilogue && winograd == o.winograd &&
-         pixel_vectors == o.pixel_vectors;
+         pixel_vectors == o.pixel_vectors && steps == o.steps;
 }
 
 constexpr int kScheduleVersion = 1;
@@ -41,6 +47,7 @@ std::string schedule_to_json(const KernelSchedule &s) {
   if (s.pixel_epilogue) j["pixel_epilogue"] = true;
   if (s.winograd) j["winograd"] = s.winograd;  // only when set: schedules from before it keep their JSON (their identity)
   if (s.pixel_vectors) j["pixel_vectors"] = true;
+  if (!s.steps.empty()) j["steps"] = nlohmann::json::parse(steps_to_json(s.steps));  // the step list with its own version
   return j.dump();
 }
 
@@ -65,6 +72,10 @@ Expected<KernelSchedule> schedule_from_json(const std::string &text) {
       if (ok)
         (key == "unroll_kx" ? s.unroll_kx : key == "pad_at_root" ? s.pad_at_root : key == "pixel_epilogue" ? s.pixel_epilogue
                                                                                                          : s.pixel_vectors) = value.get<bool>();
+    } else if (key == "steps") {
+      auto steps = steps_from_json(value.dump());
+      if (!steps) return make_error("schedule field 'steps': " + steps.error().message);
+      s.steps = steps.take();
     } else if (key == "parallel") {
       ok = value.is_string();
       std::string v = ok ? value.get<std::string>() : "";

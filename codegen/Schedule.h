@@ -4,6 +4,7 @@
 // default schedule for a target. The schedule space (search/ScheduleSpace) is built on these.
 #include <string>
 
+#include "codegen/Steps.h"
 #include "codegen/Target.h"
 #include "ir/Graph.h"
 
@@ -36,6 +37,9 @@ struct KernelSchedule {
                                 // register block is oc_block channels x px_block pixels with the
                                 // pixels as the vectors (contiguous in NCHW) and each weight
                                 // broadcast, so the epilogue stores whole vectors of a channel plane
+  std::vector<Step> steps;      // when not empty: the group's naive nests (lower_naive) transformed by
+                                // these steps (codegen/Steps, from a sketch: codegen/Sketch) instead of
+                                // the template; vector_width is then only what the sketch used
 
   std::string to_string() const;
   bool operator==(const KernelSchedule &o) const;

@@ -315,12 +315,19 @@ Expected<Stmt> unroll(const Stmt &s, const std::string &name) {
   return map_loop(s, name, [](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, ForKind::kUnrolled, x->body[0]); });
 }
 
+namespace {
+Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t ex);
+}  // namespace
+
 Expected<Stmt> vectorize(const Stmt &s, const std::string &name) {
   AT_ASSIGN(l, find_loop(s, name));
   AT_ASSIGN(ex, constant(l->extent, name, "extent"));
+  AT_ASSIGN(mn, constant(l->min, name, "start"));
   if (ex < 2 || ex > 64) return make_error("vectorize: loop " + name + " has " + std::to_string(ex) + " iterations; vectors have 2 to 64 lanes");
   if (l->for_kind != ForKind::kSerial) return make_error("vectorize: loop " + name + " is already " + for_kind_name(l->for_kind));
-  const Stmt &body = l->body[0];
+  // Buffers allocated inside get a slice per lane (Halide's storage expansion): a reduction's
+  // accumulator allocated per output element becomes one vector of accumulators.
+  const Stmt body = expand_private(l->body[0], name, mn, ex);
   if (std::string st = store_not_using(body, name, false); !st.empty())
     return make_error("vectorize: loop " + name + ": the store to " + st + " does not move with it (lanes would write one element)");
   if (std::string use = scalar_use_of(body, name); !use.empty())
@@ -329,7 +336,7 @@ Expected<Stmt> vectorize(const Stmt &s, const std::string &name) {
   // Lanes are one level deep: no vectorized loop may enclose this one.
   std::string around = vectorized_around(s, name);
   if (!around.empty()) return make_error("vectorize: loop " + name + " is inside the vectorized loop " + around);
-  return map_loop(s, name, [](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, ForKind::kVectorized, x->body[0]); });
+  return map_loop(s, name, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, ForKind::kVectorized, body); });
 }
 
 Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &name) {
@@ -471,6 +478,36 @@ Expected<Stmt> map_stmt_loads(const Stmt &s, const BufferNode *b, const std::fun
     }
   }
   return s;
+}
+
+/** `s` with the allocation of `from` replaced by one of `to` (the accesses are rewritten separately). */
+Stmt replace_allocation(const Stmt &s, const BufferNode *from, const Buffer &to) {
+  if (!s || s->body.empty()) return s;
+  std::vector<Stmt> body;
+  for (const Stmt &b : s->body) body.push_back(replace_allocation(b, from, to));
+  if (s->kind == StmtKind::kAllocate && s->buffer.get() == from) return allocate(to, body[0]);
+  return with_body(s, std::move(body));
+}
+
+Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t ex) {
+  std::vector<Buffer> owned;
+  std::function<void(const Stmt &)> walk = [&](const Stmt &x) {
+    if (!x) return;
+    if (x->kind == StmtKind::kAllocate) owned.push_back(x->buffer);
+    for (const Stmt &b : x->body) walk(b);
+  };
+  walk(body);
+  Stmt out = body;
+  Expr lane = mn == 0 ? var(v) : var(v) - int_imm(mn);
+  for (const Buffer &b : owned) {
+    Buffer wide = make_buffer(b->name, b->type, b->size * ex, b->scope);
+    auto at = [&](const Expr &i) { return i * int_imm(ex) + lane; };
+    auto expanded = map_stmt_loads(
+        out, b.get(), [&](const Expr &e) -> Expected<Expr> { return load(wide, at(e->args[0])); },
+        [&](const Stmt &x) -> Expected<Stmt> { return store(wide, at(x->index), x->value); });
+    out = replace_allocation(*expanded, b.get(), wide);  // the rewrites cannot fail
+  }
+  return out;
 }
 
 /** The loads of `b` in `s` (their index expressions) and the number of stores to it. */

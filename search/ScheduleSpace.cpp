@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/Sketch.h"
 #include "ir/Hash.h"
 
 namespace autotune {
@@ -25,6 +26,8 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   sp.pixel_vectors = {false};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
+  if (auto naive = lower_naive(body, "naive", base)) sp.sketches = loop_sketches(*naive, target.lanes);
+  sp.sketch_knobs = base;
   if (!anchor) {
     sp.vector_width = widths;
     sp.vector_width.push_back(1);
@@ -72,10 +75,19 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
 int64_t ScheduleSpace::size() const {
   auto n = static_cast<int64_t>(vector_width.size() * oc_block.size() * px_block.size() * parallel.size() *
                                 unroll_kx.size() * pad_at_root.size() * ic_block.size() * pixel_epilogue.size() * winograd.size());
-  return n + static_cast<int64_t>(vector_width.size() * pv_oc_block.size() * pv_px_block.size() * parallel.size());
+  return n + static_cast<int64_t>(vector_width.size() * pv_oc_block.size() * pv_px_block.size() * parallel.size() + sketches.size());
 }
 
+namespace {
+/** The knob point of `s` with a sketch's steps. */
+KernelSchedule with_steps(KernelSchedule s, const std::vector<Step> &steps) {
+  s.steps = steps;
+  return s;
+}
+}  // namespace
+
 bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
+  if (!s.steps.empty()) return true;
   if (s.pixel_vectors) return s.oc_block * s.px_block + s.px_block + 1 <= register_budget + 1;
   if (s.oc_block == 0) return true;
   int vecs = s.oc_block / s.vector_width;
@@ -91,6 +103,8 @@ bool ScheduleSpace::legalize(KernelSchedule &s) {
 }
 
 KernelSchedule ScheduleSpace::sample(Rng &rng) const {
+  if (!sketches.empty() && rng.unit() * static_cast<double>(size()) < static_cast<double>(sketches.size()))
+    return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
   for (int attempt = 0;; ++attempt) {
     KernelSchedule s;
     s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))];
@@ -113,6 +127,24 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
 }
 
 KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
+  // A sketch point moves to another sketch point or to a template point; a template point
+  // sometimes to a sketch point (one more knob: which of the two).
+  if (!base.steps.empty() || (!sketches.empty() && rng.uniform(11) == 0)) {
+    if (sketches.size() > 1 && rng.uniform(2) == 0) {
+      for (int attempt = 0; attempt < 10; ++attempt) {
+        const auto &st = sketches[rng.uniform(static_cast<int>(sketches.size()))];
+        if (st != base.steps) return with_steps(sketch_knobs, st);
+      }
+    }
+    if (!base.steps.empty()) {
+      KernelSchedule s = base;
+      s.steps.clear();
+      s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))];
+      if (legalize(s) && within_budget(s)) return s;
+      return sample(rng);
+    }
+    return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
+  }
   for (int attempt = 0; attempt < 100; ++attempt) {
     KernelSchedule s = base;
     switch (rng.uniform(10)) {
@@ -142,6 +174,7 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
 }
 
 KernelSchedule ScheduleSpace::crossover(const KernelSchedule &a, const KernelSchedule &b, Rng &rng) const {
+  if (!a.steps.empty() || !b.steps.empty()) return rng.uniform(2) ? a : b;  // step lists are not mixed
   KernelSchedule c = rng.uniform(2) ? a : b;  // the block: pixel_vectors, vector width, oc/px blocks, winograd
   const KernelSchedule &x = rng.uniform(2) ? a : b, &y = rng.uniform(2) ? a : b, &z = rng.uniform(2) ? a : b;
   c.parallel = x.parallel, c.unroll_kx = y.unroll_kx, c.pad_at_root = z.pad_at_root;

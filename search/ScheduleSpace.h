@@ -3,7 +3,8 @@
 // Sampling and mutation only ever produce schedules that validate_schedule() accepts. A register
 // budget (accumulators + weight vectors + a broadcast within the target's vector registers: 16
 // on AVX2, 32 on AVX-512) shapes where sampling looks, the way Ansor's sketch rules do; it is a
-// prior, not a legality rule.
+// prior, not a legality rule. Where the group has naive nests, the step lists of the sketch
+// rules are points of the space too, sampled in proportion to their number.
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct ScheduleSpace {
   std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue, pixel_vectors;
   std::vector<int> pv_oc_block, pv_px_block;  // with pixel_vectors: channels and pixel vectors per block
   int register_budget = 15;  // vector registers for accumulators and weights
+  // Step lists of the sketch rules (codegen/Sketch) on the group's naive nests: the points of
+  // the space that are loop transformations instead of template knobs (elementwise groups and
+  // generic reductions so far). A schedule with steps keeps the other knobs at the default's.
+  std::vector<std::vector<Step>> sketches;
+  KernelSchedule sketch_knobs;  // the knobs a sketch point carries (the group's default)
 
   static ScheduleSpace of(const Graph &body, const Target &target = host_target());
   /** Number of points (before the register prior). */

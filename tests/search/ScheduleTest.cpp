@@ -2,6 +2,8 @@
 // mutations are all legal and all compute the right answer.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "codegen/Lower.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
@@ -140,6 +142,36 @@ TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
     }
   }
   EXPECT_GE(checked, 40);
+}
+
+TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
+  // The loop sketch's step lists on the naive nests of elementwise groups and generic reductions
+  // (pools, global pools, means, matmul): each is a point of the space, round-trips through the
+  // schedule's JSON, and computes what the reference executor does.
+  int tasks_with_sketches = 0, points = 0;
+  std::set<std::string> ops;
+  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy"}) {
+    for (const Task &t : extract_tasks(fused_model(model))) {
+      ScheduleSpace sp = ScheduleSpace::of(t.body);
+      if (sp.sketches.empty()) continue;
+      ++tasks_with_sketches;
+      ops.insert(t.ops);
+      for (const auto &steps : sp.sketches) {
+        KernelSchedule s = sp.sketch_knobs;
+        s.steps = steps;
+        auto back = schedule_from_json(schedule_to_json(s));
+        ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+        EXPECT_TRUE(*back == s);
+        expect_schedule_matches(t.body, s, std::string(model) + " " + t.ops + " " + t.shape);
+        ++points;
+      }
+    }
+  }
+  std::string kinds;
+  for (const std::string &o : ops) kinds += o + " ";
+  std::printf("%d sketch points of %d tasks checked: %s\n", points, tasks_with_sketches, kinds.c_str());
+  EXPECT_GE(tasks_with_sketches, 5);
+  EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean")) << kinds;
 }
 
 TEST(ScheduleSpace, WinogradMatchesTheReference) {
