@@ -28,7 +28,7 @@ Expected<LoweredKernel> Lowerer::run() {
     if (anchor_ >= 0) return make_error("two reductions in one group (" + g_.nodes[anchor_].op + ", " + n.op + ")");
     anchor_ = static_cast<int>(i);
   }
-  AT_TRY(validate_schedule(g_, s_));
+  if (!naive_) AT_TRY(validate_schedule(g_, s_));  // naive nests take no knobs
   k_.schedule = s_.to_string();
   if (naive_) return run_naive();
   if (anchor_ < 0) {
@@ -208,9 +208,10 @@ Expected<LoweredKernel> Lowerer::run_naive() {
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;
-  if (op == "nn.conv2d" || op == "nn.dense" || op == "nn.softmax")
-    return make_error("no naive nest for " + op + " yet: its schedules are template knobs");
-  AT_TRY(lower_reduction_op());
+  if (op == "nn.softmax") return make_error("no naive nest for " + op + " yet: its schedules are template knobs");
+  if (op == "nn.conv2d") AT_TRY(lower_conv2d());
+  else if (op == "nn.dense") AT_TRY(lower_dense());
+  else AT_TRY(lower_reduction_op());
   return k_;
 }
 

@@ -24,9 +24,11 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
 
 /**
  * The group's initial loop nests, before any schedule step (issue 10): for an elementwise group
- * a loop per output dimension (i0, i1, ...) around the output's store; for a generic reduction
- * (pools, global pools, mean, matmul) the same loops around a local accumulator: acc = init, a
- * loop per reduction dimension (k0, k1, ...) around the update, and the epilogue's store. Conv, dense and softmax have none yet (an error says so).
+ * a loop per output dimension (i0, i1, ...) around the output's store; for a reduction (conv,
+ * dense, pools, global pools, mean, matmul) the same loops around a local accumulator: acc =
+ * init, a loop per reduction dimension (k0, k1, ...) around the update, and the epilogue's store;
+ * a padded conv reads a `pad` stage (loops pn, pc, py, px), a producer nest steps can move.
+ * Softmax has none yet (an error says so).
  */
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 

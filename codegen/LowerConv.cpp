@@ -120,8 +120,45 @@ Status Lowerer::lower_depthwise() {
   return Status::ok();
 }
 
+Status Lowerer::naive_conv2d() {
+  const Node &conv = g_.nodes[anchor_];
+  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
+  const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], CG = ws[1], KH = ws[2], KW = ws[3], OG = ws[0] / conv.attrs.i("groups");
+  if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
+  bool padded = pd[0] || pd[1] || pd[2] || pd[3];
+  int64_t PH = H + pd[0] + pd[2], PW = W + pd[1] + pd[3];
+  Buffer src;
+  if (padded) {
+    // for pn, pc, py, px: padded = the input inside the image, 0 in the border (a producer nest: compute_at/inline can move it)
+    src = make_buffer("padded", Type::kF32, N * C * PH * PW, BufferScope::kTemp);
+    k_.buffers.push_back(src);
+    Expr y = var("py") - int_imm(pd[0]), x = var("px") - int_imm(pd[1]);
+    Expr v = value_at(conv.inputs[0], {var("pn"), var("pc"), clamp(y, 0, H - 1), clamp(x, 0, W - 1)});
+    Stmt body = store(src, ((var("pn") * C + var("pc")) * PH + var("py")) * PW + var("px"),
+                      select(both(in_range(y, 0, H), in_range(x, 0, W)), v, float_imm(0)));
+    body = for_loop("px", int_imm(0), int_imm(PW), ForKind::kSerial, body);
+    body = for_loop("py", int_imm(0), int_imm(PH), ForKind::kSerial, body);
+    body = for_loop("pc", int_imm(0), int_imm(C), ForKind::kSerial, body);
+    add_stage("pad", "u", 1, for_loop("pn", int_imm(0), int_imm(N), ForKind::kSerial, body));
+  }
+  Buffer w = params_[conv.inputs[1].index];
+  return naive_reduction(
+      os, {CG, KH, KW}, Combine::kSum,
+      [&](const Index &i) { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {i[1]}) : float_imm(0); },
+      [&](const Index &i, const Index &r) {
+        Expr cin = (i[1] / int_imm(OG)) * CG + r[0];
+        if (OG == ws[0]) cin = r[0];  // one group: affine
+        Expr y = i[2] * st[0] + r[1] * dl[0], x = i[3] * st[1] + r[2] * dl[1];
+        Expr xin = padded ? load(src, ((i[0] * C + cin) * PH + y) * PW + x) : value_at(conv.inputs[0], {i[0], cin, y, x});
+        return xin * load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
+      },
+      [](const Expr &a, const Index &) { return a; }, "conv2d");
+}
+
 Status Lowerer::lower_conv2d() {
   AT_TRY(check_inlinable());
+  if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
   if (s_.pixel_vectors) return lower_pointwise();
   const Node &conv = g_.nodes[anchor_];

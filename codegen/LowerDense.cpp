@@ -10,7 +10,7 @@ Status Lowerer::lower_dense() {
   int64_t M = as[0], K = as[1], N = ws[0];
   int V = s_.vector_width;
   int64_t NB = s_.oc_block;
-  if (d.inputs[1].kind != ValueId::Kind::kInput || NB <= 0) {
+  if (naive_ || d.inputs[1].kind != ValueId::Kind::kInput || NB <= 0) {
     k_.schedule = "direct dense, " + k_.schedule;
     return lower_reduction(
         d.type.shape, {K}, Combine::kSum, [](const Index &) { return float_imm(0); },

@@ -158,6 +158,8 @@ class Lowerer {
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();
+  /** The conv as naive nests: a `pad` producer nest (when padded) and the reduction nest reading it. */
+  Status naive_conv2d();
   Status lower_dense();
   Status lower_softmax();
   Status lower_reduction_op();

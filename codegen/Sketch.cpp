@@ -76,4 +76,110 @@ std::vector<std::vector<Step>> loop_sketches(const LoweredKernel &naive, int lan
   return out;
 }
 
+Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                        const TileSketch &knobs) {
+  const KernelStage &st = naive.stages.back();
+  bool conv = st.name == "conv2d";
+  if (!conv && st.name != "dense") return make_error("the tile sketch needs a conv2d or dense nest, not stage " + st.name);
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);
+  int64_t OC = outs[1].second;
+  if (knobs.oc_block < 2 || knobs.oc_block > 64 || OC % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(OC) + " channels");
+  if (conv && (knobs.px_block < 1 || outs[3].second % knobs.px_block)) return make_error("px_block " + std::to_string(knobs.px_block) + " does not divide the output width " + std::to_string(outs[3].second));
+  std::vector<Step> steps;
+  auto step = [&](const std::string &op, const std::string &loop = "") {
+    Step s;
+    s.op = op, s.stage = st.name, s.loop = loop;
+    steps.push_back(s);
+    return &steps.back();
+  };
+  Step *so = step("split", "i1");
+  so->factor = knobs.oc_block, so->names = {"oo", "oi"};
+  Step *p = step("pack");  // after the split: the weight's first index is then oo * oc_block + oi
+  p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+  if (conv) {
+    Step *sx = step("split", "i3");
+    sx->factor = knobs.px_block, sx->names = {"xo", "xp"};
+    step("reorder")->names = {"oo", "i2", "xo", "xp", "oi"};
+  } else {
+    step("reorder")->names = {"oo", "i0"};
+  }
+  step("distribute", "oi");
+  if (conv) step("distribute", "xp");
+  std::vector<std::string> update = conv ? std::vector<std::string>{"k0", "k1", "k2", "xp_1", "oi_1"} : std::vector<std::string>{"k0", "oi_1"};
+  step("reorder")->names = update;
+  // The padded input: its own stage (root), recomputed at every read (inline), or computed per
+  // row or per tile into a local box (its rows vectorized), before loops are fused: the reads must stay affine.
+  if (conv && naive.stages.size() > 1 && knobs.pad == "root") {
+    // Its own stage: the rows vectorized, (n, c) fused and parallel.
+    auto pad_step = [&](const std::string &op, const std::string &loop) {
+      Step *x = step(op, loop);
+      x->stage = "pad";
+      return x;
+    };
+    pad_step("vectorize", "px");
+    pad_step("fuse", "pn")->names = {"pc", "pnc"};
+    pad_step("parallel", "pnc");
+  }
+  if (conv && naive.stages.size() > 1 && knobs.pad != "root") {
+    if (knobs.pad == "inline") {
+      step("compute_inline")->producer = "pad";
+    } else {
+      step("compute_at", knobs.pad)->producer = "pad";
+      step("vectorize", "px_" + knobs.pad);
+    }
+  }
+  bool by_pixels = conv && knobs.pixel_epilogue && knobs.px_block >= 2;
+  for (const char *v : {"oi", "oi_1", "oi_2"})
+    if (!(by_pixels && std::string(v) == "oi_2")) step("vectorize", v);
+  if (conv)
+    for (const char *v : {"xp", "xp_1", "xp_2"})
+      if (!(by_pixels && std::string(v) == "xp_2")) step("unroll", v);
+  if (by_pixels) {
+    // The epilogue a channel at a time: its columns are contiguous in the output (the template's pixel epilogue).
+    step("reorder")->names = {"oi_2", "xp_2"};
+    step("vectorize", "xp_2");
+    step("unroll", "oi_2");
+  }
+  // The parallel loop: n and the channel tiles (and the rows), fused.
+  std::vector<std::string> par = conv ? std::vector<std::string>{"i0", "oo"} : std::vector<std::string>{"oo"};
+  if (conv && knobs.parallel_rows) par.push_back("i2");
+  std::string top = par[0];
+  for (size_t d = 1; d < par.size(); ++d) {
+    Step *f = step("fuse", top);
+    f->names = {par[d], "f" + std::to_string(d)};
+    top = f->names[1];
+  }
+  step("parallel", top);
+  return steps;
+}
+
+std::vector<std::vector<Step>> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                             int lanes, int registers) {
+  std::vector<std::vector<Step>> out;
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  bool conv = st.name == "conv2d";
+  if (outs.size() != (conv ? 4u : 2u)) return out;
+  int64_t width = conv ? outs[3].second : 1;
+  for (int64_t ob = lanes; ob <= 64; ob += lanes) {
+    if (outs[1].second % ob) continue;
+    int64_t vecs = ob / lanes;
+    for (int64_t px = 1; px <= (conv ? width : 1); ++px) {
+      if (width % px || vecs * px + vecs + 1 > registers) continue;
+      for (const char *pad : {"root", "inline", "i2"})
+        for (bool rows : {false, true})
+          for (bool by_pixels : {true, false}) {
+            if (!conv && (std::string(pad) != "root" || rows || !by_pixels)) continue;
+            if (conv && naive.stages.size() == 1 && std::string(pad) != "root") continue;
+            auto steps = tile_sketch(naive, weight, dims, {ob, px, pad, rows, by_pixels});
+            if (steps && replay(naive, *steps)) out.push_back(*steps);
+          }
+    }
+  }
+  return out;
+}
+
 }  // namespace autotune

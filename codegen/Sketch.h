@@ -31,4 +31,37 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
 /** Every point of the loop sketch for a target of `lanes` float lanes whose steps replay on `naive`. */
 std::vector<std::vector<Step>> loop_sketches(const LoweredKernel &naive, int lanes);
 
+/** The knobs of the register-tile sketch (conv and dense). */
+struct TileSketch {
+  int64_t oc_block = 32;     // output channels per register tile: the vectorized loop, and the weight's packing block
+  int64_t px_block = 14;     // conv: output columns per register tile (must divide the output width)
+  std::string pad = "root";  // conv's padded input: "root" (its own stage), "inline" (recomputed at every read),
+                             // or the loop to compute it at ("i2": per output row, "xo": per tile)
+  bool parallel_rows = false;  // conv: the output rows join the parallel loop (else n and channel tiles only)
+  bool pixel_epilogue = true;  // conv: store the tile a channel at a time with the columns as the vector
+                               // (contiguous in NCHW); else the channels as the vector (a scatter)
+};
+
+/**
+ * The register-tile sketch for the naive nest of a conv (output loops i0 n, i1 o, i2 oy, i3 ox;
+ * reduction k0 c, k1 ky, k2 kx) or a dense layer (i0 m, i1 n; k0 k), Ansor's S-S-R-S tiling on
+ * CPU: pack the weight (`weight`, shape `dims`) by oc_block; split the channels into tiles and
+ * (conv) the columns into px_block; move the channel lane innermost; distribute the tile over its
+ * init, update and epilogue, so the reduction loops move outside the tile; vectorize the channel
+ * lanes and unroll the columns (oc_block x px_block accumulators in registers); fuse the outer
+ * loops into the parallel loop; place the padded input.
+ */
+Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                        const TileSketch &knobs);
+
+/**
+ * Points of the tile sketch for a conv (one group) or dense anchor on a target with `lanes` float
+ * lanes and `registers` vector registers: channel tiles of whole vectors up to 64 channels,
+ * column tiles dividing the output width whose accumulators and weights fit the registers, each
+ * placement of the padded input, with and without rows in the parallel loop, both epilogue
+ * orders; only lists that replay on `naive`.
+ */
+std::vector<std::vector<Step>> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                             int lanes, int registers);
+
 }  // namespace autotune

@@ -15,7 +15,8 @@ std::vector<std::string> fields_of(const std::string &op) {
   if (op == "split") return {"loop", "factor", "outer", "inner"};
   if (op == "reorder") return {"order"};
   if (op == "fuse") return {"loop", "inner", "fused"};
-  if (op == "unroll" || op == "vectorize" || op == "parallel") return {"loop"};
+  if (op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute") return {"loop"};
+  if (op == "pack") return {"buffer", "dims", "factor"};
   if (op == "compute_at") return {"producer", "loop"};
   if (op == "compute_inline") return {"producer"};
   if (op == "cache_write") return {"buffer", "loop"};
@@ -49,6 +50,7 @@ std::string steps_to_json(const std::vector<Step> &steps) {
       else if (f == "order") j[f] = s.names;
       else if (f == "producer") j[f] = s.producer;
       else if (f == "buffer") j[f] = s.buffer;
+      else if (f == "dims") j[f] = s.dims;
     }
     list.push_back(j);
   }
@@ -84,6 +86,12 @@ Expected<std::vector<Step>> steps_from_json(const std::string &text) {
       if (f == "factor") {
         if (!x.contains(f) || !x[f].is_number_integer()) return make_error(where + " needs an integer \"factor\"");
         s.factor = x[f].get<int64_t>();
+      } else if (f == "dims") {
+        if (!x.contains(f) || !x[f].is_array()) return make_error(where + " needs an array \"dims\"");
+        for (const auto &n : x[f]) {
+          if (!n.is_number_integer()) return make_error(where + ": \"dims\" holds a non-integer");
+          s.dims.push_back(n.get<int64_t>());
+        }
       } else if (f == "order") {
         if (!x.contains(f) || !x[f].is_array()) return make_error(where + " needs an array \"order\"");
         for (const auto &n : x[f]) {
@@ -108,7 +116,8 @@ std::string to_string(const Step &s) {
   if (s.op == "split") return "split loop " + s.loop + in + " by " + std::to_string(s.factor) + " into " + joined(s.names);
   if (s.op == "reorder") return "reorder" + in + " to " + joined(s.names);
   if (s.op == "fuse") return "fuse loops " + s.loop + ", " + (s.names.empty() ? "" : s.names[0]) + in + " into " + (s.names.size() > 1 ? s.names[1] : "");
-  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel") return s.op + " loop " + s.loop + in;
+  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel" || s.op == "distribute") return s.op + " loop " + s.loop + in;
+  if (s.op == "pack") return "pack " + s.buffer + " by " + std::to_string(s.factor);
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
   if (s.op == "compute_inline") return "inline " + s.producer + " into stage " + s.stage;
   if (s.op == "cache_write") return "cache_write " + s.buffer + " at loop " + s.loop + in;
@@ -119,6 +128,7 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
   if (fields_of(s.op).empty()) return make_error("unknown op " + s.op);
   if (s.op == "compute_at") return compute_at(k, s.producer, s.stage, s.loop);
   if (s.op == "compute_inline") return compute_inline(k, s.producer, s.stage);
+  if (s.op == "pack") return pack(k, s.buffer, s.dims, s.factor);
   AT_ASSIGN(i, stage_index(k, s.stage));
   LoweredKernel out = k;
   KernelStage &st = out.stages[i];
@@ -142,6 +152,8 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
     body = fuse(st.body, s.loop, s.names[0], s.names[1]);
   } else if (s.op == "unroll") {
     body = unroll(st.body, s.loop);
+  } else if (s.op == "distribute") {
+    body = distribute(st.body, s.loop);
   } else {
     body = vectorize(st.body, s.loop);
   }

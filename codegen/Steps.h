@@ -12,6 +12,8 @@
 //   compute_at     stage (the consumer), producer, loop
 //   compute_inline stage (the consumer), producer
 //   cache_write    stage, buffer, loop
+//   distribute     stage, loop
+//   pack           stage, buffer, dims, factor (the block; the packing is the kernel's, stage names where it is read)
 // A step that cannot apply is refused with its number, what it is and the reason; nothing is
 // partly applied.
 #include <string>
@@ -28,7 +30,8 @@ struct Step {
   int64_t factor = 0;              // split
   std::vector<std::string> names;  // split: {outer, inner}; fuse: {inner, fused}; reorder: the order
   std::string producer;            // compute_at, compute_inline
-  std::string buffer;              // cache_write
+  std::string buffer;              // cache_write, pack
+  std::vector<int64_t> dims;       // pack: the argument's shape
   bool operator==(const Step &o) const = default;
 };
 

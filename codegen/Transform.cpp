@@ -489,6 +489,22 @@ Stmt replace_allocation(const Stmt &s, const BufferNode *from, const Buffer &to)
   return with_body(s, std::move(body));
 }
 
+/**
+ * `body` with buffer `b` widened to a slice per iteration of loop `v` (min `mn`, extent `ex`):
+ * b[i] becomes b'[i * ex + v - mn] (`v` minor: a vectorized loop's lanes are contiguous) or, with
+ * `major`, b'[(v - mn) * size + i] (each iteration's slice contiguous: a tile's accumulators keep
+ * their vector layout when an outer loop of the tile is distributed).
+ */
+std::pair<Stmt, Buffer> expand_buffer(const Stmt &body, const Buffer &b, const std::string &v, int64_t mn, int64_t ex, bool major = false) {
+  Buffer wide = make_buffer(b->name, b->type, b->size * ex, b->scope);
+  Expr lane = mn == 0 ? var(v) : var(v) - int_imm(mn);
+  auto at = [&](const Expr &i) { return major ? lane * int_imm(b->size) + i : i * int_imm(ex) + lane; };
+  auto expanded = map_stmt_loads(
+      body, b.get(), [&](const Expr &e) -> Expected<Expr> { return load(wide, at(e->args[0])); },
+      [&](const Stmt &x) -> Expected<Stmt> { return store(wide, at(x->index), x->value); });
+  return {replace_allocation(*expanded, b.get(), wide), wide};  // the rewrites cannot fail
+}
+
 Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t ex) {
   std::vector<Buffer> owned;
   std::function<void(const Stmt &)> walk = [&](const Stmt &x) {
@@ -498,15 +514,7 @@ Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t 
   };
   walk(body);
   Stmt out = body;
-  Expr lane = mn == 0 ? var(v) : var(v) - int_imm(mn);
-  for (const Buffer &b : owned) {
-    Buffer wide = make_buffer(b->name, b->type, b->size * ex, b->scope);
-    auto at = [&](const Expr &i) { return i * int_imm(ex) + lane; };
-    auto expanded = map_stmt_loads(
-        out, b.get(), [&](const Expr &e) -> Expected<Expr> { return load(wide, at(e->args[0])); },
-        [&](const Stmt &x) -> Expected<Stmt> { return store(wide, at(x->index), x->value); });
-    out = replace_allocation(*expanded, b.get(), wide);  // the rewrites cannot fail
-  }
+  for (const Buffer &b : owned) out = expand_buffer(out, b, v, mn, ex).first;
   return out;
 }
 
@@ -946,6 +954,92 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   KernelStage out = stage;
   AT_ASSIGN(nb, map_loop(stage.body, loop, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, x->for_kind, computed); }));
   out.body = nb;
+  return out;
+}
+
+Expected<Stmt> distribute(const Stmt &s, const std::string &name) {
+  AT_ASSIGN(l, find_loop(s, name));
+  AT_ASSIGN(mn, constant(l->min, name, "start"));
+  AT_ASSIGN(ex, constant(l->extent, name, "extent"));
+  if (l->for_kind != ForKind::kSerial) return make_error("distribute: loop " + name + " is " + for_kind_name(l->for_kind));
+  // Peel the allocations and lets around the statements.
+  Stmt body = l->body[0];
+  std::vector<Buffer> owned;
+  std::vector<std::pair<std::string, Expr>> lets;
+  while (body->kind == StmtKind::kAllocate || body->kind == StmtKind::kLet) {
+    if (body->kind == StmtKind::kAllocate) owned.push_back(body->buffer);
+    else lets.emplace_back(body->var, body->value);
+    body = body->body[0];
+  }
+  if (body->kind != StmtKind::kSeq || body->body.size() < 2)
+    return make_error("distribute: the body of loop " + name + " is not a sequence of statements");
+  // Buffers allocated in the body are private to an iteration (the expansion below keeps them so); any other buffer must not carry a value between iterations.
+  if (std::string why = carried_dependence(l->body[0]); !why.empty()) return make_error("distribute: loop " + name + ": " + why);
+  std::vector<Buffer> wide;
+  for (const Buffer &b : owned) {
+    auto [nb, w] = expand_buffer(body, b, name, mn, ex, true);
+    body = nb;
+    wide.push_back(w);
+  }
+  std::vector<std::string> names{name};
+  for (size_t j = 1; j < body->body.size(); ++j) names.push_back(name + "_" + std::to_string(j));
+  AT_TRY(fresh_names(s, std::vector<std::string>(names.begin() + 1, names.end())));
+  std::vector<Stmt> loops;
+  for (size_t j = 0; j < body->body.size(); ++j) {
+    Stmt piece = body->body[j];
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) piece = let(it->first, it->second, piece);
+    if (j > 0) piece = substitute(piece, name, var(names[j]));
+    loops.push_back(for_loop(names[j], l->min, l->extent, ForKind::kSerial, piece));
+  }
+  Stmt out = seq(loops);
+  for (auto it = wide.rbegin(); it != wide.rend(); ++it) out = allocate(*it, out);
+  return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> { return out; });
+}
+
+Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, const std::vector<int64_t> &dims, int64_t block) {
+  std::string where = "pack " + buffer + ": ";
+  int p = -1;
+  for (int i = 0; i < k.num_params; ++i)
+    if (k.buffers[i]->name == buffer) p = i;
+  if (p < 0) return make_error(where + "there is no argument " + buffer);
+  for (const WeightPacking &w : k.packings)
+    if (w.param == p) return make_error(where + "it is already packed");
+  if (dims.size() != 2 && dims.size() != 4) return make_error(where + "only conv (4-d) and dense (2-d) weights are packed");
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  if (n != k.buffers[p]->size) return make_error(where + "its shape holds " + std::to_string(n) + " elements, the argument " + std::to_string(k.buffers[p]->size));
+  if (block < 1 || dims[0] % block) return make_error(where + "block " + std::to_string(block) + " does not divide " + std::to_string(dims[0]));
+  Space sp;
+  sp.buffer = k.buffers[p];
+  int64_t stride = 1;
+  sp.strides.resize(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) sp.strides[d] = stride, stride *= dims[d], sp.vars.insert(sp.vars.begin(), "d" + std::to_string(d));
+  sp.extents = dims;
+  int64_t rest = n / dims[0];
+  LoweredKernel out = k;
+  for (KernelStage &st : out.stages) {
+    std::vector<Expr> loads, stores;
+    accesses_of(st.body, sp.buffer.get(), loads, stores);
+    if (!stores.empty()) return make_error(where + "stage " + st.name + " writes it");
+    Ranges ranges = stage_ranges(st);
+    auto body = map_stmt_loads(st.body, sp.buffer.get(), [&](const Expr &ld) -> Expected<Expr> {
+      AT_ASSIGN(d, digits_of(ld->args[0], sp, ranges));
+      // The first index as block * outer + inner, inner in [0, block).
+      Affine outer, inner;
+      for (const auto &[v, c] : d[0].coeff) (c % block == 0 ? outer.coeff[v] : inner.coeff[v]) = c % block == 0 ? c / block : c;
+      outer.constant = d[0].constant >= 0 ? d[0].constant / block : -((-d[0].constant + block - 1) / block);
+      inner.constant = d[0].constant - outer.constant * block;
+      AT_ASSIGN(r, range_of(inner, ranges));
+      if (r.lo < 0 || r.hi >= block)
+        return make_error("the read " + buffer + "[" + to_string(ld->args[0]) + "]: its first index is not a multiple of " + std::to_string(block) + " plus a part in [0, " + std::to_string(block) + ")");
+      Expr flat = int_imm(0);
+      for (size_t x = 1; x < d.size(); ++x) flat = flat + to_expr(d[x]) * sp.strides[x];
+      return load(sp.buffer, ((to_expr(outer) * rest + flat) * block) + to_expr(inner));
+    });
+    if (!body) return make_error(where + body.error().message);
+    st.body = *body;
+  }
+  out.packings.push_back({p, dims.size() == 4 ? WeightPacking::kOIHWToOIHWo : WeightPacking::kNKToNKn, block});
   return out;
 }
 

@@ -49,6 +49,16 @@ Expected<loop::Stmt> reorder(const loop::Stmt &s, const std::vector<std::string>
 /** Fuses loop `outer` and the loop `inner` that is its whole body into one loop `fused`. */
 Expected<loop::Stmt> fuse(const loop::Stmt &s, const std::string &outer, const std::string &inner, const std::string &fused);
 
+/**
+ * Distributes loop `name` over the statements of its body (loop fission): `for v { S1; S2; S3 }`
+ * becomes `for v { S1 } for v_1 { S2 } for v_2 { S3 }`. Buffers allocated around the statements
+ * are expanded across the loop first (a slice per iteration, allocated around the new loops) and
+ * lets around them are repeated in each copy. Refused when one iteration reads what another
+ * writes. This is how a reduction's init, update and epilogue, nested in a register tile, become
+ * three nests, so the reduction loops can move outside the tile.
+ */
+Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
+
 /** Marks loop `name` unrolled (constant extent up to 64). */
 Expected<loop::Stmt> unroll(const loop::Stmt &s, const std::string &name);
 
@@ -95,5 +105,14 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
  * must cover the whole box, so no element another iteration owns is written back.
  */
 Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop);
+
+/**
+ * Packs weight argument `buffer`, of row-major shape `dims`, as w[d0 / block][d1]...[dm][d0 % block]
+ * (a conv's OIHW weight as [O/B][C][KH][KW][B], a dense weight [N][K] as [N/B][K][B]): every read
+ * is rewritten, and the kernel asks the runtime to pack the argument once when the model is
+ * loaded. A read whose first index is not block * outer + inner with inner provably in [0, block)
+ * is refused.
+ */
+Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, const std::vector<int64_t> &dims, int64_t block);
 
 }  // namespace autotune

@@ -26,8 +26,16 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   sp.pixel_vectors = {false};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
-  if (auto naive = lower_naive(body, "naive", base)) sp.sketches = loop_sketches(*naive, target.lanes);
-  sp.sketch_knobs = base;
+  if (auto naive = lower_naive(body, "naive", base)) {
+    if (!anchor) {
+      sp.sketches = loop_sketches(*naive, target.lanes);
+    } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {
+      sp.sketches = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,
+                                  target.lanes, target.vector_registers);
+    }
+  }
+  sp.sketch_knobs = KernelSchedule{};  // the template's knobs do not apply to a step list
+  sp.sketch_knobs.vector_width = target.lanes;
   if (!anchor) {
     sp.vector_width = widths;
     sp.vector_width.push_back(1);
@@ -103,7 +111,10 @@ bool ScheduleSpace::legalize(KernelSchedule &s) {
 }
 
 KernelSchedule ScheduleSpace::sample(Rng &rng) const {
-  if (!sketches.empty() && rng.unit() * static_cast<double>(size()) < static_cast<double>(sketches.size()))
+  // Step lists are a family of their own (Ansor samples a sketch, then its knobs): a quarter of the
+  // samples at least, whatever the size of the template's knob space.
+  double share = sketches.empty() ? 0.0 : std::clamp(static_cast<double>(sketches.size()) / static_cast<double>(size()), 0.25, 0.75);
+  if (rng.unit() < share)
     return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
   for (int attempt = 0;; ++attempt) {
     KernelSchedule s;

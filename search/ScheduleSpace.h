@@ -4,7 +4,7 @@
 // budget (accumulators + weight vectors + a broadcast within the target's vector registers: 16
 // on AVX2, 32 on AVX-512) shapes where sampling looks, the way Ansor's sketch rules do; it is a
 // prior, not a legality rule. Where the group has naive nests, the step lists of the sketch
-// rules are points of the space too, sampled in proportion to their number.
+// rules are points of the space too: a quarter to three quarters of the samples.
 #include <cstdint>
 #include <vector>
 
@@ -34,7 +34,7 @@ struct ScheduleSpace {
   // the space that are loop transformations instead of template knobs (elementwise groups and
   // generic reductions so far). A schedule with steps keeps the other knobs at the default's.
   std::vector<std::vector<Step>> sketches;
-  KernelSchedule sketch_knobs;  // the knobs a sketch point carries (the group's default)
+  KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering)
 
   static ScheduleSpace of(const Graph &body, const Target &target = host_target());
   /** Number of points (before the register prior). */

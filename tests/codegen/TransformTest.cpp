@@ -339,15 +339,46 @@ TEST(Transform, CacheWriteMakesARegisterTile) {
   EXPECT_LT(pc.run(t), 1e-5) << t.to_string();
 }
 
+TEST(Transform, DistributeAndPackKeepTheAnswer) {
+  PaddedConv pc;
+  // Fission of the output pixel: the bias for every pixel first, then every pixel's reduction.
+  LoweredKernel k = pc.kernel();
+  k.stages[1].body = ok(distribute(k.stages[1].body, "ox"));
+  EXPECT_TRUE(static_cast<bool>(find_loop(k.stages[1].body, "ox_1")));
+  EXPECT_LT(pc.run(k), 1e-5) << k.to_string();
+  // A local accumulator allocated in the body gets a slice per iteration, allocated around the copies.
+  LoweredKernel acc = pc.kernel();
+  acc.stages[1] = ok(cache_write(acc.stages[1], "out", "ox"));
+  acc.stages[1].body = ok(distribute(acc.stages[1].body, "ox"));
+  std::string ir = acc.to_string();
+  EXPECT_NE(ir.find("allocate out_ox[9]"), std::string::npos) << ir;
+  EXPECT_LT(pc.run(acc), 1e-5) << ir;
+  EXPECT_EQ(refusal(distribute(pc.conv().body, "ky")), "distribute: the body of loop ky is not a sequence of statements");
+  Buffer o = pc.out;
+  Stmt scan = for_loop("s", int_imm(1), int_imm(8), ForKind::kSerial,
+                       seq({store(o, var("s"), load(o, var("s") - int_imm(1)) + float_imm(1)), store(o, var("s") + int_imm(100), float_imm(0))}));
+  EXPECT_EQ(refusal(distribute(scan, "s")), "distribute: loop s: out is written and read at another index (out[(s - 1)])");
+  // Packing the weight by its output channels: [5][4][3][3] as [1][4][3][3][5], and as [20][9] by 4 (channel pairs of input channels).
+  LoweredKernel packed = ok(pack(pc.kernel(), "w", {5, 4, 3, 3}, 5));
+  ASSERT_EQ(packed.packings.size(), 1u);
+  EXPECT_EQ(packed.packings[0].kind, WeightPacking::kOIHWToOIHWo);
+  EXPECT_LT(pc.run(packed), 1e-5) << packed.to_string();
+  EXPECT_EQ(refusal(pack(pc.kernel(), "w", {5, 4, 3, 3}, 2)), "pack w: block 2 does not divide 5");
+  EXPECT_EQ(refusal(pack(pc.kernel(), "w", {20, 9}, 2)),
+            "pack w: the read w[((((((o * 4) + ci) * 3) + ky) * 3) + kx)]: its first index is not a multiple of 2 plus a part in [0, 2)");
+  EXPECT_EQ(refusal(pack(pc.kernel(), "padded", {4, 11, 11}, 2)), "pack padded: there is no argument padded");
+  EXPECT_EQ(refusal(pack(packed, "w", {5, 4, 3, 3}, 5)), "pack w: it is already packed");
+}
+
 TEST(Transform, AStepListReplaysFromJson) {
   PaddedConv pc;
   std::vector<Step> steps{
-      {"vectorize", "pad", "px", 0, {}, "", ""},
-      {"split", "conv", "ox", 3, {"xo", "xi"}, "", ""},
-      {"reorder", "conv", "", 0, {"xo", "xi"}, "", ""},
-      {"compute_at", "conv", "oy", 0, {}, "pad", ""},
-      {"cache_write", "conv", "xo", 0, {}, "", "out"},
-      {"parallel", "conv", "o", 0, {}, "", ""},
+      {"vectorize", "pad", "px", 0, {}, "", "", {}},
+      {"split", "conv", "ox", 3, {"xo", "xi"}, "", "", {}},
+      {"reorder", "conv", "", 0, {"xo", "xi"}, "", "", {}},
+      {"compute_at", "conv", "oy", 0, {}, "pad", "", {}},
+      {"cache_write", "conv", "xo", 0, {}, "", "out", {}},
+      {"parallel", "conv", "o", 0, {}, "", "", {}},
   };
   std::string json = steps_to_json(steps);
   EXPECT_NE(json.find(R"("op":"compute_at")"), std::string::npos) << json;
@@ -358,8 +389,8 @@ TEST(Transform, AStepListReplaysFromJson) {
   EXPECT_EQ(k.stages[0].parallel_extent, PaddedConv::O);
   EXPECT_LT(pc.run(k), 1e-5) << k.to_string();
   // A step that cannot apply names itself; nothing after it runs.
-  steps.insert(steps.begin() + 1, Step{"unroll", "conv", "ox", 0, {}, "", ""});
-  steps.insert(steps.begin() + 2, Step{"vectorize", "conv", "ci", 0, {}, "", ""});
+  steps.insert(steps.begin() + 1, Step{"unroll", "conv", "ox", 0, {}, "", "", {}});
+  steps.insert(steps.begin() + 2, Step{"vectorize", "conv", "ci", 0, {}, "", "", {}});
   auto bad = replay(pc.kernel(), steps);
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_EQ(bad.error().message,
