@@ -9,7 +9,7 @@ namespace autotune {
 
 uint64_t Rng::next() { return splitmix64(state_); }
 
-ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
+ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool steps) {
   ScheduleSpace sp;
   sp.register_budget = target.vector_registers - 1;
   const Node *anchor = nullptr;
@@ -26,7 +26,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target) {
   sp.pixel_vectors = {false};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
-  if (auto naive = lower_naive(body, "naive", base)) {
+  if (auto naive = steps ? lower_naive(body, "naive", base) : Expected<LoweredKernel>(make_error("knobs only"))) {
     if (!anchor) {
       sp.sketches = loop_sketches(*naive, target.lanes);
     } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {

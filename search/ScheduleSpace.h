@@ -36,7 +36,8 @@ struct ScheduleSpace {
   std::vector<std::vector<Step>> sketches;
   KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering)
 
-  static ScheduleSpace of(const Graph &body, const Target &target = host_target());
+  /** The space of `body` on `target`; without `steps`, the template knobs only (the space before issue 10). */
+  static ScheduleSpace of(const Graph &body, const Target &target = host_target(), bool steps = true);
   /** Number of points (before the register prior). */
   int64_t size() const;
   KernelSchedule sample(Rng &rng) const;

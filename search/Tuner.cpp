@@ -81,6 +81,7 @@ Status TuneOptions::validate() const {
   if (batch < 1 || batch > 1024) return make_error("batch must be between 1 and 1024, got " + std::to_string(batch));
   if (confirm_top < 0 || confirm_top > 64) return make_error("confirm_top must be between 0 and 64, got " + std::to_string(confirm_top));
   if (search != "evolutionary" && search != "random") return make_error("search must be evolutionary or random, got '" + search + "'");
+  if (space != "all" && space != "knobs") return make_error("space must be all or knobs, got '" + space + "'");
   return measure.validate();
 }
 
@@ -121,7 +122,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body, target), {}, std::nullopt, {}};
+    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}};
     TaskProgress pr;
     pr.uses = static_cast<double>(t.groups.size()), pr.flops = t.flops, pr.kind = t.ops;
     AT_ASSIGN(recs, db->records(t.hash, rep.target));

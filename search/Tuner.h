@@ -31,6 +31,7 @@ struct TuneOptions {
   int batch = 8;                      // candidates compiled together
   int confirm_top = 4;                // leading schedules per task re-measured at the end (0: no confirmation)
   std::string search = "evolutionary";  // "evolutionary": the cost model ranks candidates (search/ModelSearch); "random"
+  std::string space = "all";          // "all": template knobs and sketch step lists; "knobs": the template knobs only
   MeasureOptions measure;
   std::string cache_dir;              // kernel object cache ("" for none)
   Target target = host_target();      // what to tune for: compiled, scheduled and keyed for it

@@ -402,7 +402,7 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
-           [--warm-weights] [--search evolutionary|random]
+           [--warm-weights] [--search evolutionary|random] [--space all|knobs]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
@@ -428,6 +428,8 @@ Options:
   --search S        evolutionary (default): a cost model trained on the database's records ranks
                     mutations and crossovers of the best schedules, and the best predictions (and
                     one random point in eight) are measured; random: random points of the space
+  --space S         all (default): each template's knobs and the sketch rules' step lists (loop
+                    transformations of the group's naive nests); knobs: the template knobs only
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
@@ -441,7 +443,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search"}, {"help", "flush-cache", "warm-weights"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search", "space"}, {"help", "flush-cache", "warm-weights"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -470,6 +472,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "threads") o.measure.threads = v.get<int>();
         else if (k == "db") o.db_path = v.get<std::string>();
         else if (k == "search") o.search = v.get<std::string>();
+        else if (k == "space") o.space = v.get<std::string>();
         else return fail(make_error(args->get("config") + ": unknown key '" + k + "'"));
       }
     } catch (const std::exception &e) {
@@ -503,6 +506,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   if (args->has("warm-weights")) o.measure.cold_weights = false;
   if (args->has("db")) o.db_path = args->get("db");
   if (args->has("search")) o.search = args->get("search");
+  if (args->has("space")) o.space = args->get("space");
   if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));
 
   auto fused = load_graph(*args, "fused");

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Issue 10's side-by-side: the template knobs alone against knobs plus the sketch rules' step lists.
+
+Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
+database and its own kernel cache, records their wall times, then times both plans end to end with
+alternating `autotune bench --db` runs (medians), and says what the winning schedules of the
+`all` run use: how many tasks chose a step list, which sketch (register tile or loop), and where
+the tile lists put the padded input (root, inline, or computed at a loop).
+
+Example:
+  python3 bench/space_comparison.py --model build/torchvision/resnet50.onnx --trials 2000 --out /tmp/space50
+"""
+import argparse
+import collections
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def tune(autotune, model, trials, seed, space, out, search):
+    db = os.path.join(out, f"{space}.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(out, f"cache-{space}"))
+    t0 = time.time()
+    log = open(os.path.join(out, f"{space}.log"), "w")
+    subprocess.run([autotune, "--model", model, "--trials", str(trials), "--seed", str(seed), "--db", db,
+                    "--space", space, "--search", search], env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
+    return db, time.time() - t0
+
+
+def bench_ms(autotune, model, db):
+    out = subprocess.run([autotune, "bench", "--model", model, "--runs", "20", "--json", "--db", db],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["median_ms"]
+
+
+def winners(autotune, model, db):
+    """What the best schedule of each group's task uses, from `autotune db best --model`."""
+    out = subprocess.run([autotune, "db", "best", "--db", db, "--model", model], capture_output=True, text=True, check=True).stdout
+    kinds = collections.Counter()
+    for line in out.splitlines():
+        if "{" not in line:
+            continue
+        s = json.loads(line[line.index("{"):])
+        steps = s.get("steps", {}).get("steps", [])
+        if not steps:
+            kinds["template knobs"] += 1
+            continue
+        ops = [st["op"] for st in steps]
+        if "pack" in ops:
+            kinds["register-tile step list"] += 1
+            if "compute_inline" in ops:
+                kinds["  padded input inline"] += 1
+            elif "compute_at" in ops:
+                at = next(st["loop"] for st in steps if st["op"] == "compute_at")
+                kinds[f"  padded input computed at {at}"] += 1
+            elif any(st["stage"] == "pad" for st in steps):
+                kinds["  padded input at root"] += 1
+            else:
+                kinds["  no padding"] += 1
+        else:
+            kinds["loop step list"] += 1
+    return kinds
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True)
+    p.add_argument("--trials", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--search", default="evolutionary")
+    p.add_argument("--out", required=True, help="directory for the databases, logs and kernel caches")
+    p.add_argument("--bench-rounds", type=int, default=5)
+    p.add_argument("--autotune", default="build/tools/autotune")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    result = {"model": a.model, "trials": a.trials, "seed": a.seed, "search": a.search}
+    for space in ("knobs", "all"):
+        db, wall = tune(a.autotune, a.model, a.trials, a.seed, space, a.out, a.search)
+        result[space] = {"db": db, "wall_s": wall}
+        print(f"{space}: tuned in {wall:.0f} s", file=sys.stderr)
+    times = {"knobs": [], "all": []}
+    for r in range(a.bench_rounds):
+        for space in (("knobs", "all") if r % 2 == 0 else ("all", "knobs")):
+            times[space].append(bench_ms(a.autotune, a.model, result[space]["db"]))
+    for space in times:
+        result[space]["end_to_end_ms"] = statistics.median(times[space])
+        result[space]["rounds_ms"] = times[space]
+    result["ratio_all_over_knobs"] = result["all"]["end_to_end_ms"] / result["knobs"]["end_to_end_ms"]
+    result["all"]["winners"] = dict(winners(a.autotune, a.model, result["all"]["db"]))
+    json.dump(result, open(os.path.join(a.out, "result.json"), "w"), indent=2)
+    print(f"end to end, median of {a.bench_rounds} alternating rounds: knobs {result['knobs']['end_to_end_ms']:.3f} ms, "
+          f"knobs + step lists {result['all']['end_to_end_ms']:.3f} ms ({result['ratio_all_over_knobs']:.3f}); "
+          f"wall {result['knobs']['wall_s']:.0f} s vs {result['all']['wall_s']:.0f} s")
+    for k, v in sorted(result["all"]["winners"].items()):
+        print(f"  {k}: {v}")
+
+
+if __name__ == "__main__":
+    main()
