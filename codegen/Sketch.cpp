@@ -61,8 +61,8 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
   return steps;
 }
 
-std::vector<std::vector<Step>> loop_sketches(const LoweredKernel &naive, int lanes) {
-  std::vector<std::vector<Step>> out;
+std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
+  std::vector<SketchPoint> out;
   std::vector<int> widths;
   for (int v = lanes; v >= 4; v /= 2) widths.push_back(v);
   widths.push_back(1);
@@ -70,8 +70,8 @@ std::vector<std::vector<Step>> loop_sketches(const LoweredKernel &naive, int lan
     for (bool unroll : {false, true})
       for (int par : {-1, 1}) {
         auto steps = loop_sketch(naive, {v, unroll, par});
-        if (!steps || std::find(out.begin(), out.end(), *steps) != out.end()) continue;
-        if (replay(naive, *steps)) out.push_back(*steps);  // a point the nest refuses is not in the space
+        if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
+        if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par}});  // a point the nest refuses is not in the space
       }
   return out;
 }
@@ -109,6 +109,9 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   if (conv) step("distribute", "xp");
   std::vector<std::string> update = conv ? std::vector<std::string>{"k0", "k1", "k2", "xp_1", "oi_1"} : std::vector<std::string>{"k0", "oi_1"};
   step("reorder")->names = update;
+  // The weight stream prefetched 2048 elements (8 KiB) ahead, as the templates do: the innermost reduction loop around the tile.
+  Step *pf = step("prefetch", conv ? "k2" : "k0");
+  pf->buffer = weight, pf->factor = 2048;
   // The padded input: its own stage (root), recomputed at every read (inline), or computed per
   // row or per tile into a local box (its rows vectorized), before loops are fused: the reads must stay affine.
   if (conv && naive.stages.size() > 1 && knobs.pad == "root") {
@@ -155,9 +158,9 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   return steps;
 }
 
-std::vector<std::vector<Step>> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                             int lanes, int registers) {
-  std::vector<std::vector<Step>> out;
+std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                       int lanes, int registers) {
+  std::vector<SketchPoint> out;
   const KernelStage &st = naive.stages.back();
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
@@ -169,13 +172,14 @@ std::vector<std::vector<Step>> tile_sketches(const LoweredKernel &naive, const s
     int64_t vecs = ob / lanes;
     for (int64_t px = 1; px <= (conv ? width : 1); ++px) {
       if (width % px || vecs * px + vecs + 1 > registers) continue;
-      for (const char *pad : {"root", "inline", "i2"})
+      for (int pad = 0; pad < 3; ++pad)
         for (bool rows : {false, true})
           for (bool by_pixels : {true, false}) {
-            if (!conv && (std::string(pad) != "root" || rows || !by_pixels)) continue;
-            if (conv && naive.stages.size() == 1 && std::string(pad) != "root") continue;
-            auto steps = tile_sketch(naive, weight, dims, {ob, px, pad, rows, by_pixels});
-            if (steps && replay(naive, *steps)) out.push_back(*steps);
+            const char *where = pad == 0 ? "root" : pad == 1 ? "inline" : "i2";
+            if (!conv && (pad || rows || !by_pixels)) continue;
+            if (conv && naive.stages.size() == 1 && pad) continue;
+            auto steps = tile_sketch(naive, weight, dims, {ob, px, where, rows, by_pixels});
+            if (steps && replay(naive, *steps)) out.push_back({*steps, {static_cast<int>(ob), static_cast<int>(px), pad, rows, by_pixels}});
           }
     }
   }

@@ -28,8 +28,14 @@ struct LoopSketch {
  */
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs);
 
+/** A point of a sketch: its step list and its knobs as coordinates (neighbours differ in one). */
+struct SketchPoint {
+  std::vector<Step> steps;
+  std::vector<int> coords;
+};
+
 /** Every point of the loop sketch for a target of `lanes` float lanes whose steps replay on `naive`. */
-std::vector<std::vector<Step>> loop_sketches(const LoweredKernel &naive, int lanes);
+std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes);
 
 /** The knobs of the register-tile sketch (conv and dense). */
 struct TileSketch {
@@ -61,7 +67,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
  * placement of the padded input, with and without rows in the parallel loop, both epilogue
  * orders; only lists that replay on `naive`.
  */
-std::vector<std::vector<Step>> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                             int lanes, int registers);
+std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                       int lanes, int registers);
 
 }  // namespace autotune

@@ -1,5 +1,7 @@
 #include "codegen/Steps.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "codegen/Transform.h"
@@ -17,6 +19,7 @@ std::vector<std::string> fields_of(const std::string &op) {
   if (op == "fuse") return {"loop", "inner", "fused"};
   if (op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute") return {"loop"};
   if (op == "pack") return {"buffer", "dims", "factor"};
+  if (op == "prefetch") return {"buffer", "loop", "factor"};
   if (op == "compute_at") return {"producer", "loop"};
   if (op == "compute_inline") return {"producer"};
   if (op == "cache_write") return {"buffer", "loop"};
@@ -118,6 +121,7 @@ std::string to_string(const Step &s) {
   if (s.op == "fuse") return "fuse loops " + s.loop + ", " + (s.names.empty() ? "" : s.names[0]) + in + " into " + (s.names.size() > 1 ? s.names[1] : "");
   if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel" || s.op == "distribute") return s.op + " loop " + s.loop + in;
   if (s.op == "pack") return "pack " + s.buffer + " by " + std::to_string(s.factor);
+  if (s.op == "prefetch") return "prefetch " + s.buffer + " " + std::to_string(s.factor) + " ahead in loop " + s.loop + in;
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
   if (s.op == "compute_inline") return "inline " + s.producer + " into stage " + s.stage;
   if (s.op == "cache_write") return "cache_write " + s.buffer + " at loop " + s.loop + in;
@@ -154,6 +158,10 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
     body = unroll(st.body, s.loop);
   } else if (s.op == "distribute") {
     body = distribute(st.body, s.loop);
+  } else if (s.op == "prefetch") {
+    auto b = std::find_if(k.buffers.begin(), k.buffers.end(), [&](const loop::Buffer &x) { return x->name == s.buffer; });
+    if (b == k.buffers.end()) return make_error("prefetch: there is no buffer " + s.buffer);
+    body = prefetch_stream(st.body, s.loop, *b, s.factor);
   } else {
     body = vectorize(st.body, s.loop);
   }

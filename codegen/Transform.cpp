@@ -1043,4 +1043,27 @@ Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, 
   return out;
 }
 
+Expected<Stmt> prefetch_stream(const Stmt &s, const std::string &name, const Buffer &buffer, int64_t distance) {
+  AT_ASSIGN(l, find_loop(s, name));
+  std::vector<Expr> loads, stores;
+  accesses_of(l->body[0], buffer.get(), loads, stores);
+  if (loads.empty()) return make_error("prefetch: loop " + name + " does not read " + buffer->name);
+  // The first read's index with the loops inside at their start, and the span the body reads.
+  Ranges inner;
+  loop_ranges(l->body[0], inner);
+  auto a = affine_form(loads[0]);
+  if (!a) return make_error("prefetch: the read " + buffer->name + "[" + to_string(loads[0]) + "] is not affine");
+  Affine base = *a, span;
+  for (const auto &[v, c] : a->coeff)
+    if (inner.count(v)) span.coeff[v] = c, base.coeff.erase(v), base.constant += c * inner[v].lo;
+  for (auto &[v, c] : span.coeff) span.constant -= c * inner[v].lo;
+  Ranges zero = inner;
+  AT_ASSIGN(r, range_of(span, zero));
+  if (r.lo < 0 || r.hi >= 4096) return make_error("prefetch: loop " + name + " reads " + buffer->name + " over more than 4096 elements");
+  std::vector<Stmt> body{l->body[0]};
+  for (int64_t at = 0; at <= r.hi; at += 16) body.push_back(prefetch(buffer, to_expr(base) + int_imm(distance + at)));
+  Stmt with = seq(body);
+  return map_loop(s, name, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, x->for_kind, with); });
+}
+
 }  // namespace autotune

@@ -59,6 +59,14 @@ Expected<loop::Stmt> fuse(const loop::Stmt &s, const std::string &outer, const s
  */
 Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
 
+/**
+ * Prefetches the stream `buffer` is read in by loop `name`: at the end of each iteration, one
+ * prefetch per 64-byte line of what the body reads, `distance` elements ahead (the templates'
+ * weight prefetch: a conv reads its weights from memory once per inference, and the hardware
+ * prefetchers stop at every 4 KiB page).
+ */
+Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &name, const loop::Buffer &buffer, int64_t distance);
+
 /** Marks loop `name` unrolled (constant extent up to 64). */
 Expected<loop::Stmt> unroll(const loop::Stmt &s, const std::string &name);
 

@@ -27,12 +27,14 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
   if (auto naive = steps ? lower_naive(body, "naive", base) : Expected<LoweredKernel>(make_error("knobs only"))) {
+    std::vector<SketchPoint> points;
     if (!anchor) {
-      sp.sketches = loop_sketches(*naive, target.lanes);
+      points = loop_sketches(*naive, target.lanes);
     } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {
-      sp.sketches = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,
-                                  target.lanes, target.vector_registers);
+      points = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,
+                             target.lanes, target.vector_registers);
     }
+    for (SketchPoint &p : points) sp.sketches.push_back(std::move(p.steps)), sp.sketch_coords.push_back(std::move(p.coords));
   }
   sp.sketch_knobs = KernelSchedule{};  // the template's knobs do not apply to a step list
   sp.sketch_knobs.vector_width = target.lanes;
@@ -140,7 +142,21 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
 KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
   // A sketch point moves to another sketch point or to a template point; a template point
   // sometimes to a sketch point (one more knob: which of the two).
-  if (!base.steps.empty() || (!sketches.empty() && rng.uniform(11) == 0)) {
+  if (!base.steps.empty() || (!sketches.empty() && rng.uniform(6) == 0)) {
+    if (!base.steps.empty() && rng.uniform(4) != 0) {
+      // A neighbour: the list whose sketch knobs differ from this one's in exactly one.
+      auto at = std::find(sketches.begin(), sketches.end(), base.steps);
+      if (at != sketches.end()) {
+        const std::vector<int> &c = sketch_coords[static_cast<size_t>(at - sketches.begin())];
+        std::vector<size_t> near;
+        for (size_t i = 0; i < sketches.size(); ++i) {
+          int diff = 0;
+          for (size_t d = 0; d < c.size() && d < sketch_coords[i].size(); ++d) diff += sketch_coords[i][d] != c[d];
+          if (diff == 1) near.push_back(i);
+        }
+        if (!near.empty()) return with_steps(sketch_knobs, sketches[near[static_cast<size_t>(rng.uniform(static_cast<int>(near.size())))]]);
+      }
+    }
     if (sketches.size() > 1 && rng.uniform(2) == 0) {
       for (int attempt = 0; attempt < 10; ++attempt) {
         const auto &st = sketches[rng.uniform(static_cast<int>(sketches.size()))];

@@ -34,6 +34,7 @@ struct ScheduleSpace {
   // the space that are loop transformations instead of template knobs (elementwise groups and
   // generic reductions so far). A schedule with steps keeps the other knobs at the default's.
   std::vector<std::vector<Step>> sketches;
+  std::vector<std::vector<int>> sketch_coords;  // each list's sketch knobs: a mutation moves to a list differing in one
   KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering)
 
   /** The space of `body` on `target`; without `steps`, the template knobs only (the space before issue 10). */
