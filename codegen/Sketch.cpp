@@ -1,6 +1,7 @@
 #include "codegen/Sketch.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace autotune {
 
@@ -121,7 +122,21 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
       x->stage = "pad";
       return x;
     };
-    pad_step("vectorize", "px");
+    int64_t width = 0;
+    std::function<void(const loop::Stmt &)> find_px = [&](const loop::Stmt &x) {
+      if (!x) return;
+      if (x->kind == loop::StmtKind::kFor && x->var == "px") width = loop::as_int(x->extent).value_or(0);
+      for (const loop::Stmt &b : x->body) find_px(b);
+    };
+    find_px(naive.stages[0].body);
+    if (width > 64) {  // rows wider than a vector's 64 lanes: vectors of 16, the rest one masked vector
+      Step *sp = pad_step("split", "px");
+      sp->factor = 16, sp->names = {"pxo", "pxi"};
+      pad_step("vectorize", "pxi");
+      if (width % 16 >= 2) pad_step("vectorize", "pxi_tail");
+    } else {
+      pad_step("vectorize", "px");
+    }
     pad_step("fuse", "pn")->names = {"pc", "pnc"};
     pad_step("parallel", "pnc");
   }

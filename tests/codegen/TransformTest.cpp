@@ -76,6 +76,17 @@ struct Matmul {
   }
   double run(const KernelStage &init_stage, const KernelStage &update_stage) const { return run_kernel(kernel(init_stage, update_stage), args, expected); }
   static KernelStage stage(const std::string &name, Stmt body) { return {name, "u", 1, std::move(body)}; }
+  /** The update tiled S S R S S: rows by 4 (io, ii), columns by 16 (jo, ji), the reduction between the tiles and the 4 x 16 block. */
+  Stmt tiled_update() const {
+    Stmt u = update();
+    u = ok_or_die(split(u, "i2", 4, "io", "ii"));
+    u = ok_or_die(split(u, "j2", 16, "jo", "ji"));
+    return ok_or_die(reorder(u, {"io", "jo", "k", "ii", "ji"}));
+  }
+  static Stmt ok_or_die(Expected<Stmt> e) {
+    EXPECT_TRUE(static_cast<bool>(e)) << (e ? "" : e.error().message);
+    return e ? e.take() : seq({});
+  }
 };
 
 template <typename T>
@@ -111,10 +122,7 @@ TEST(Transform, ARegisterTiledMatmulMatchesTheReference) {
   // 48 columns: the tiles divide the nest, so it stays one band (a tail would be a second nest
   // beside the tiles, and the band could not be reordered across it).
   Matmul m(48);
-  Stmt u = m.update();
-  u = ok(split(u, "i2", 4, "io", "ii"));
-  u = ok(split(u, "j2", 16, "jo", "ji"));
-  u = ok(reorder(u, {"io", "jo", "k", "ii", "ji"}));
+  Stmt u = m.tiled_update();
   u = ok(vectorize(u, "ji"));
   u = ok(unroll(u, "ii"));
   KernelStage update = ok(parallelize(Matmul::stage("update", u), "io"));
@@ -313,11 +321,7 @@ TEST(Transform, CacheWriteMakesARegisterTile) {
   // The matmul's S S R S S tiling with the 4 x 16 tile accumulated in a local buffer at jo:
   // read in once, updated K times in registers, written back once.
   Matmul m(48);
-  Stmt u = m.update();
-  u = ok(split(u, "i2", 4, "io", "ii"));
-  u = ok(split(u, "j2", 16, "jo", "ji"));
-  u = ok(reorder(u, {"io", "jo", "k", "ii", "ji"}));
-  KernelStage update = ok(cache_write(Matmul::stage("update", u), "out", "jo"));
+  KernelStage update = ok(cache_write(Matmul::stage("update", m.tiled_update()), "out", "jo"));
   std::string ir = to_string(update.body);
   EXPECT_NE(ir.find("allocate out_jo[64]"), std::string::npos) << ir;
   update.body = ok(vectorize(update.body, "ji"));
