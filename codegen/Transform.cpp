@@ -339,8 +339,22 @@ Expected<Stmt> vectorize(const Stmt &s, const std::string &name) {
   return map_loop(s, name, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, ForKind::kVectorized, body); });
 }
 
+namespace {
+/** Does any expression of `s` mention variable `v`? */
+bool stmt_uses_var(const Stmt &s, const std::string &v) {
+  if (!s) return false;
+  for (const Expr &e : {s->min, s->extent, s->index, s->value})
+    if (e && uses_var(e, v)) return true;
+  for (const Stmt &b : s->body)
+    if (stmt_uses_var(b, v)) return true;
+  return false;
+}
+}  // namespace
+
 Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &name) {
-  if (stage.parallel_extent != 1) return make_error("parallel: stage " + stage.name + " is already parallel over " + stage.parallel_var);
+  // Already parallel: over more than one iteration, or over a loop of one the body still reads.
+  if (stage.parallel_extent != 1 || (!stage.parallel_var.empty() && stmt_uses_var(stage.body, stage.parallel_var)))
+    return make_error("parallel: stage " + stage.name + " is already parallel over " + stage.parallel_var);
   const Stmt &l = stage.body;
   if (l->kind != StmtKind::kFor || l->var != name) return make_error("parallel: loop " + name + " is not the whole body of stage " + stage.name);
   AT_ASSIGN(mn, constant(l->min, name, "start"));

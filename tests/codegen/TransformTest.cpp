@@ -10,6 +10,7 @@
 #include "ir/Parser.h"
 #include "ir/Reference.h"
 #include "runtime/BoundKernel.h"
+#include "tests/codegen/RandomSteps.h"
 
 namespace autotune {
 namespace {
@@ -408,57 +409,18 @@ TEST(Transform, AStepListReplaysFromJson) {
             "step 1 (unroll) has an unknown field \"by\"");
 }
 
-/** The loops of a statement, outermost first, with their extents (0 when not constant). */
-void loops_of(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) {
-  if (!s) return;
-  if (s->kind == StmtKind::kFor) out.emplace_back(s->var, as_int(s->extent).value_or(0));
-  for (const Stmt &b : s->body) loops_of(b, out);
-}
-
 TEST(Transform, RandomStepListsGiveACorrectKernelOrARefusal) {
   // Random sequences of every kind of step on the padded conv: each step is applied or refused
   // with a reason, and every sequence's kernel is compiled and checked against the reference.
   PaddedConv pc;
   std::mt19937 rng(20261122);
-  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-  const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel", "compute_at", "compute_inline", "cache_write"};
   std::map<std::string, int> accepted;
   int checked = 0, long_ones = 0;
   for (int seqno = 0; seqno < 40; ++seqno) {
     LoweredKernel k = pc.kernel();
     std::vector<Step> done;
     for (int t = 0; t < 7; ++t) {
-      Step s;
-      s.op = ops[pick(ops.size())];
-      const KernelStage &st = k.stages[pick(k.stages.size())];
-      s.stage = st.name;
-      std::vector<std::pair<std::string, int64_t>> loops;
-      loops_of(st.body, loops);
-      if (loops.empty()) continue;
-      auto [name, extent] = loops[pick(loops.size())];
-      s.loop = name;
-      std::string fresh = "t" + std::to_string(t);
-      if (s.op == "split") s.factor = 1 + static_cast<int64_t>(pick(std::max<int64_t>(extent, 1))), s.names = {fresh + "o", fresh + "i"};
-      if (s.op == "fuse") {
-        auto l = find_loop(st.body, name);
-        s.names = {l && (*l)->body[0]->kind == StmtKind::kFor ? (*l)->body[0]->var : name, fresh};
-      }
-      if (s.op == "reorder") {
-        size_t i = pick(loops.size());
-        s.names = {loops[i].first};
-        for (size_t j = i + 1; j < loops.size() && s.names.size() < 3; ++j) s.names.push_back(loops[j].first);
-        std::shuffle(s.names.begin(), s.names.end(), rng);
-      }
-      if (s.op == "parallel") s.loop = loops[0].first;
-      if (s.op == "compute_at" || s.op == "compute_inline") s.stage = "conv", s.producer = "pad";
-      if (s.op == "compute_at" && pick(4) == 0) s.loop = "u";  // at the stage's parallel loop, whether or not it is one
-      if (s.op == "cache_write") s.stage = "conv", s.buffer = "out";
-      if (s.op == "compute_at" || s.op == "cache_write") {
-        auto it = std::find_if(k.stages.begin(), k.stages.end(), [](const KernelStage &x) { return x.name == "conv"; });
-        std::vector<std::pair<std::string, int64_t>> cl;
-        loops_of(it->body, cl);
-        if (!cl.empty() && s.loop != "u") s.loop = cl[pick(cl.size())].first;
-      }
+      Step s = testing::random_step(k, rng, t);
       auto next = apply_step(k, s);
       if (!next) {
         EXPECT_FALSE(next.error().message.empty()) << to_string(s);
@@ -477,7 +439,7 @@ TEST(Transform, RandomStepListsGiveACorrectKernelOrARefusal) {
   }
   EXPECT_EQ(checked, 40);
   EXPECT_GE(long_ones, 10);
-  for (const std::string &op : ops) EXPECT_GT(accepted[op], 0) << op << " was never applied";
+  for (const std::string &op : testing::random_step_ops()) EXPECT_GT(accepted[op], 0) << op << " was never applied";
 }
 
 }  // namespace
