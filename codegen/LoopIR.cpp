@@ -15,12 +15,17 @@ Expr make(ExprKind kind, Type type) {
   return e;
 }
 
+}  // namespace
+
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
 
-}  // namespace
+Stmt loop_nest(const std::vector<std::string> &names, const std::vector<int64_t> &extents, Stmt body) {
+  for (size_t d = names.size(); d-- > 0;) body = for_loop(names[d], int_imm(0), int_imm(extents[d]), ForKind::kSerial, body);
+  return body;
+}
 
 Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope) {
   return std::make_shared<BufferNode>(BufferNode{std::move(name), type, size, scope});

@@ -77,6 +77,9 @@ Expr operator==(Expr a, Expr b);
 Expr operator+(Expr a, int64_t b);
 Expr operator*(Expr a, int64_t b);
 
+/** a / b rounded toward negative infinity (what kDiv computes on integers). */
+int64_t floor_div(int64_t a, int64_t b);
+
 /** Constant value of an int expression, if it is one. */
 std::optional<int64_t> as_int(const Expr &e);
 /** Does `e` mention variable `v`? */
@@ -118,6 +121,8 @@ struct StmtNode {
 };
 
 Stmt for_loop(const std::string &var, Expr min, Expr extent, ForKind kind, Stmt body);
+/** Serial loops `names` (outermost first) from 0 to `extents` around `body`. */
+Stmt loop_nest(const std::vector<std::string> &names, const std::vector<int64_t> &extents, Stmt body);
 Stmt store(Buffer b, Expr index, Expr value);
 Stmt allocate(Buffer b, Stmt body);
 Stmt seq(std::vector<Stmt> stmts);

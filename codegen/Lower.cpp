@@ -194,17 +194,22 @@ Stmt Lowerer::row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes,
   return seq(parts);
 }
 
+std::vector<std::string> Lowerer::numbered(const std::string &prefix, size_t n) {
+  std::vector<std::string> out;
+  for (size_t d = 0; d < n; ++d) out.push_back(prefix + std::to_string(d));
+  return out;
+}
+
 Expected<LoweredKernel> Lowerer::run_naive() {
-  AT_TRY(check_inlinable());
   if (anchor_ < 0) {
     // A loop per output dimension around the output's store.
+    AT_TRY(check_inlinable());
     const Shape &s = g_.type_of(g_.outputs[0]).shape;
+    std::vector<std::string> i = numbered("i", s.size());
     Index idx;
-    for (size_t d = 0; d < s.size(); ++d) idx.push_back(var("i" + std::to_string(d)));
-    Stmt body = store_output(idx, nullptr);
-    for (size_t d = s.size(); d-- > 0;) body = for_loop("i" + std::to_string(d), int_imm(0), int_imm(s[d]), ForKind::kSerial, body);
+    for (const std::string &v : i) idx.push_back(var(v));
     k_.schedule = "naive nest";
-    add_stage("elementwise", "u", 1, body);
+    add_stage("elementwise", "u", 1, loop_nest(i, s, store_output(idx, nullptr)));
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;

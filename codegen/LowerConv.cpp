@@ -137,10 +137,7 @@ Status Lowerer::naive_conv2d() {
     Expr v = value_at(conv.inputs[0], {var("pn"), var("pc"), clamp(y, 0, H - 1), clamp(x, 0, W - 1)});
     Stmt body = store(src, ((var("pn") * C + var("pc")) * PH + var("py")) * PW + var("px"),
                       select(both(in_range(y, 0, H), in_range(x, 0, W)), v, float_imm(0)));
-    body = for_loop("px", int_imm(0), int_imm(PW), ForKind::kSerial, body);
-    body = for_loop("py", int_imm(0), int_imm(PH), ForKind::kSerial, body);
-    body = for_loop("pc", int_imm(0), int_imm(C), ForKind::kSerial, body);
-    add_stage("pad", "u", 1, for_loop("pn", int_imm(0), int_imm(N), ForKind::kSerial, body));
+    add_stage("pad", "u", 1, loop_nest({"pn", "pc", "py", "px"}, {N, C, PH, PW}, body));
   }
   Buffer w = params_[conv.inputs[1].index];
   return naive_reduction(

@@ -15,16 +15,15 @@ Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_
                                 const std::function<Expr(const Index &, const Index &)> &term,
                                 const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
   Buffer acc = make_buffer("acc", Type::kF32, 1, BufferScope::kLocal);
+  std::vector<std::string> i = numbered("i", out_shape.size()), k = numbered("k", domain.size());
   Index idx, r;
-  for (size_t d = 0; d < out_shape.size(); ++d) idx.push_back(var("i" + std::to_string(d)));
-  for (size_t d = 0; d < domain.size(); ++d) r.push_back(var("k" + std::to_string(d)));
+  for (const std::string &v : i) idx.push_back(var(v));
+  for (const std::string &v : k) r.push_back(var(v));
   Expr at = int_imm(0);
-  Stmt red = store(acc, at, combine_step(combine, load(acc, at), term(idx, r)));
-  for (size_t d = domain.size(); d-- > 0;) red = for_loop("k" + std::to_string(d), int_imm(0), int_imm(domain[d]), ForKind::kSerial, red);
+  Stmt red = loop_nest(k, domain, store(acc, at, combine_step(combine, load(acc, at), term(idx, r))));
   Stmt body = allocate(acc, seq({store(acc, at, init(idx)), red, store_output(idx, finalize(load(acc, at), idx))}));
-  for (size_t d = out_shape.size(); d-- > 0;) body = for_loop("i" + std::to_string(d), int_imm(0), int_imm(out_shape[d]), ForKind::kSerial, body);
   k_.schedule = "naive nest";
-  add_stage(stage_name, "u", 1, body);
+  add_stage(stage_name, "u", 1, loop_nest(i, out_shape, body));
   return Status::ok();
 }
 

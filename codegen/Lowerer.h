@@ -63,6 +63,8 @@ class Lowerer {
  private:
   /** The naive nests of lower_naive: elementwise groups and generic reductions. */
   Expected<LoweredKernel> run_naive();
+  /** prefix0, prefix1, ...: the loop names of a naive nest. */
+  static std::vector<std::string> numbered(const std::string &prefix, size_t n);
   enum class Combine { kSum, kMax };
   /** One step of a reduction: max(a, t), or a + t (a fused multiply-add when t is a product). */
   static Expr combine_step(Combine c, const Expr &a, const Expr &t);

@@ -1,7 +1,8 @@
 #include "codegen/Sketch.h"
 
 #include <algorithm>
-#include <functional>
+
+#include "codegen/Transform.h"
 
 namespace autotune {
 
@@ -18,6 +19,23 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
     if (s->var.size() > 1 && s->var[0] == 'k' && std::all_of(s->var.begin() + 1, s->var.end(), ::isdigit)) reds.emplace_back(s->var, ex);
   }
   for (const Stmt &b : s->body) naive_loops(b, outs, reds);
+}
+
+/** Steps fusing `loops` (outermost first, perfectly nested) of stage `stage` into one loop and making it the parallel loop. */
+std::vector<Step> parallel_over(const std::string &stage, const std::vector<std::string> &loops) {
+  std::vector<Step> out;
+  if (loops.empty()) return out;
+  std::string top = loops[0];
+  for (size_t d = 1; d < loops.size(); ++d) {
+    Step f;
+    f.op = "fuse", f.stage = stage, f.loop = top, f.names = {loops[d], "f" + std::to_string(d)};
+    out.push_back(f);
+    top = f.names[1];
+  }
+  Step p;
+  p.op = "parallel", p.stage = stage, p.loop = top;
+  out.push_back(p);
+  return out;
 }
 
 }  // namespace
@@ -51,14 +69,9 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
         if (lanes >= 2 && len % lanes) steps.push_back(step("unroll", k + "_tail"));
       }
   int fused = knobs.parallel_loops < 0 ? static_cast<int>(outs.size()) - 1 : std::min<int>(knobs.parallel_loops, static_cast<int>(outs.size()) - 1);
-  std::string top = fused > 0 ? outs[0].first : "";
-  for (int d = 1; d < fused; ++d) {
-    Step f = step("fuse", top);
-    f.names = {outs[d].first, "f" + std::to_string(d)};
-    steps.push_back(f);
-    top = f.names[1];
-  }
-  if (!top.empty()) steps.push_back(step("parallel", top));
+  std::vector<std::string> par;
+  for (int d = 0; d < fused; ++d) par.push_back(outs[d].first);
+  for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
   return steps;
 }
 
@@ -122,13 +135,8 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
       x->stage = "pad";
       return x;
     };
-    int64_t width = 0;
-    std::function<void(const loop::Stmt &)> find_px = [&](const loop::Stmt &x) {
-      if (!x) return;
-      if (x->kind == loop::StmtKind::kFor && x->var == "px") width = loop::as_int(x->extent).value_or(0);
-      for (const loop::Stmt &b : x->body) find_px(b);
-    };
-    find_px(naive.stages[0].body);
+    auto px = find_loop(naive.stages[0].body, "px");
+    int64_t width = px ? as_int((*px)->extent).value_or(0) : 0;
     if (width > 64) {  // rows wider than a vector's 64 lanes: vectors of 16, the rest one masked vector
       Step *sp = pad_step("split", "px");
       sp->factor = 16, sp->names = {"pxo", "pxi"};
@@ -163,13 +171,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   // The parallel loop: n and the channel tiles (and the rows), fused.
   std::vector<std::string> par = conv ? std::vector<std::string>{"i0", "oo"} : std::vector<std::string>{"oo"};
   if (conv && knobs.parallel_rows) par.push_back("i2");
-  std::string top = par[0];
-  for (size_t d = 1; d < par.size(); ++d) {
-    Step *f = step("fuse", top);
-    f->names = {par[d], "f" + std::to_string(d)};
-    top = f->names[1];
-  }
-  step("parallel", top);
+  for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
   return steps;
 }
 

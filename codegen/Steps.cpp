@@ -26,12 +26,6 @@ std::vector<std::string> fields_of(const std::string &op) {
   return {};
 }
 
-Expected<size_t> stage_index(const LoweredKernel &k, const std::string &name) {
-  for (size_t i = 0; i < k.stages.size(); ++i)
-    if (k.stages[i].name == name) return i;
-  return make_error("there is no stage " + name);
-}
-
 std::string joined(const std::vector<std::string> &v) {
   std::string out;
   for (const std::string &s : v) out += (out.empty() ? "" : ", ") + s;

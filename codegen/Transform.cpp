@@ -372,6 +372,12 @@ Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &n
 
 // --- producers, consumers and local buffers ---------------------------------------------------
 
+Expected<size_t> stage_index(const LoweredKernel &k, const std::string &name) {
+  for (size_t i = 0; i < k.stages.size(); ++i)
+    if (k.stages[i].name == name) return i;
+  return make_error("there is no stage " + name);
+}
+
 namespace {
 
 struct Range {
@@ -626,7 +632,7 @@ Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, cons
   }
   int64_t rest = h->constant - sp.offset;
   for (size_t k = 0; k < sp.strides.size(); ++k) {
-    int64_t q = rest >= 0 ? rest / sp.strides[k] : -((-rest + sp.strides[k] - 1) / sp.strides[k]);
+    int64_t q = floor_div(rest, sp.strides[k]);
     d[k].constant += q;
     rest -= q * sp.strides[k];
   }
@@ -657,13 +663,8 @@ struct ProducerConsumer {
 /** The checks compute_inline and compute_at share: the stages exist in order and the producer may move into the consumer. */
 Expected<ProducerConsumer> producer_consumer(const LoweredKernel &k, const std::string &producer, const std::string &consumer) {
   ProducerConsumer pc;
-  auto index = [&](const std::string &n) -> Expected<size_t> {
-    for (size_t i = 0; i < k.stages.size(); ++i)
-      if (k.stages[i].name == n) return i;
-    return make_error("there is no stage " + n);
-  };
-  AT_ASSIGN(p, index(producer));
-  AT_ASSIGN(c, index(consumer));
+  AT_ASSIGN(p, stage_index(k, producer));
+  AT_ASSIGN(c, stage_index(k, consumer));
   if (p >= c) return make_error("stage " + producer + " does not run before stage " + consumer);
   AT_ASSIGN(sp, producer_space(k.stages[p]));
   const BufferNode *b = sp.buffer.get();
@@ -736,6 +737,19 @@ std::vector<int64_t> box_strides(const std::vector<int64_t> &extents, int64_t &s
 
 constexpr int64_t kMaxLocalBytes = 1 << 20;
 
+/** The body of loop `loop` in `s`, which a local buffer can be placed in: not vectorized, nor inside a vectorized loop (a box per lane). */
+Expected<Stmt> scalar_loop_body(const Stmt &s, const std::string &loop) {
+  AT_ASSIGN(l, find_loop(s, loop));
+  if (l->for_kind == ForKind::kVectorized) return make_error("the loop is vectorized");
+  if (std::string v = vectorized_around(s, loop); !v.empty()) return make_error("the loop is inside the vectorized loop " + v);
+  return l->body[0];
+}
+
+/** `s` with the body of loop `name` replaced by `body`. */
+Expected<Stmt> with_loop_body(const Stmt &s, const std::string &name, const Stmt &body) {
+  return map_loop(s, name, [&](const Stmt &l) -> Expected<Stmt> { return for_loop(l->var, l->min, l->extent, l->for_kind, body); });
+}
+
 }  // namespace
 
 Expected<LoweredKernel> compute_inline(const LoweredKernel &k, const std::string &producer, const std::string &consumer) {
@@ -765,11 +779,9 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   if (at_stage) {
     inside = cs.body;
   } else {
-    auto l = find_loop(cs.body, loop);
-    if (!l) return make_error(where + l.error().message);
-    if ((*l)->for_kind == ForKind::kVectorized) return make_error(where + "the loop is vectorized");
-    if (std::string v = vectorized_around(cs.body, loop); !v.empty()) return make_error(where + "the loop is inside the vectorized loop " + v);
-    inside = (*l)->body[0];
+    auto b = scalar_loop_body(cs.body, loop);
+    if (!b) return make_error(where + b.error().message);
+    inside = *b;
   }
   std::vector<Expr> all_loads, in_loads, stores;
   accesses_of(cs.body, b, all_loads, stores);
@@ -824,7 +836,7 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   if (at_stage) {
     out.body = computed;
   } else {
-    AT_ASSIGN(nb, map_loop(cs.body, loop, [&](const Stmt &l) -> Expected<Stmt> { return for_loop(l->var, l->min, l->extent, l->for_kind, computed); }));
+    AT_ASSIGN(nb, with_loop_body(cs.body, loop, computed));
     out.body = nb;
   }
   return without_producer(k, pc, out);
@@ -832,11 +844,9 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
 
 Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop) {
   std::string where = "cache_write " + buffer + " at " + loop + " in stage " + stage.name + ": ";
-  auto l = find_loop(stage.body, loop);
-  if (!l) return make_error(where + l.error().message);
-  if ((*l)->for_kind == ForKind::kVectorized) return make_error(where + "the loop is vectorized");
-  if (std::string v = vectorized_around(stage.body, loop); !v.empty()) return make_error(where + "the loop is inside the vectorized loop " + v);
-  const Stmt &inside = (*l)->body[0];
+  auto found = scalar_loop_body(stage.body, loop);
+  if (!found) return make_error(where + found.error().message);
+  const Stmt inside = *found;
   // The buffer, by name, among those the loop's body stores to.
   std::vector<Access> st, ld;
   std::set<const BufferNode *> allocated;
@@ -852,8 +862,8 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   std::set<std::string> inner = loops_in(inside);
   // Dimensions: the distinct strides of loops inside, largest first.
   struct Acc {
-    Affine outer;
-    std::map<int64_t, Affine> by_stride;  // stride -> the loops with that stride (coefficient 1 each) and a constant
+    Affine outer, inner;  // the parts of the index from the loops outside and inside
+    int64_t constant;
     bool is_store;
   };
   std::vector<Acc> accs;
@@ -863,32 +873,37 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
     const Expr &e = is_store ? stores[i - loads.size()] : loads[i];
     auto a = affine_form(e);
     if (!a) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] is not affine");
-    Acc acc{part(*a, inner, false), {}, is_store};
+    Acc acc{part(*a, inner, false), part(*a, inner, true), a->constant, is_store};
     acc.outer.constant = 0;
     if (auto r = range_of(acc.outer, ranges); !r) return make_error(where + "the access " + buffer + "[" + to_string(e) + "]: " + r.error().message);
-    for (const auto &[v, c] : part(*a, inner, true).coeff) {
+    for (const auto &[v, c] : acc.inner.coeff) {
       if (c <= 0) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] decreases with loop " + v);
-      acc.by_stride[c].coeff[v] += 1;
       strides.insert(c);
     }
-    acc.by_stride[0].constant = a->constant;  // distributed below, once every stride is known
     accs.push_back(std::move(acc));
   }
   if (strides.empty() || *strides.rbegin() != 1) strides.insert(1);
   std::vector<int64_t> sv(strides.begin(), strides.end());
   size_t D = sv.size();
   std::vector<Range> box(D);
-  std::vector<std::vector<Affine>> digits(accs.size(), std::vector<Affine>(D));
-  for (size_t i = 0; i < accs.size(); ++i) {
-    int64_t rest = accs[i].by_stride[0].constant;
+  // An access's index inside the loop as one digit per stride: the loops of that stride, and the constant split largest stride first.
+  auto digits_by_stride = [&](const Affine &inner_part, int64_t constant) {
+    std::vector<Affine> d(D);
     for (size_t x = 0; x < D; ++x) {
-      Affine d = accs[i].by_stride.count(sv[x]) ? accs[i].by_stride[sv[x]] : Affine{};
-      int64_t q = rest >= 0 ? rest / sv[x] : -((-rest + sv[x] - 1) / sv[x]);
-      d.constant = q;
-      rest -= q * sv[x];
+      for (const auto &[v, c] : inner_part.coeff)
+        if (c == sv[x]) d[x].coeff[v] = 1;
+      d[x].constant = floor_div(constant, sv[x]);
+      constant -= d[x].constant * sv[x];
+    }
+    return d;
+  };
+  std::vector<std::vector<Affine>> digits;
+  for (size_t i = 0; i < accs.size(); ++i) {
+    digits.push_back(digits_by_stride(accs[i].inner, accs[i].constant));
+    for (size_t x = 0; x < D; ++x) {
+      const Affine &d = digits[i][x];
       AT_ASSIGN(r, range_of(d, ranges));
       box[x] = i == 0 ? r : Range{std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
-      digits[i][x] = d;
     }
     if (!(accs[i].outer == accs[0].outer))
       return make_error(where + "accesses of " + buffer + " move differently with the loops outside it");
@@ -923,20 +938,14 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
     return gi;
   };
   auto local_at = [&](const Expr &index) -> Expected<Expr> {
-    // Recompute the digits of this access (the walk below meets accesses in its own order).
+    // The digits of this access again (the walk below meets accesses in its own order).
     auto a = affine_form(index);
     if (!a) return make_error(where + "the access " + buffer + "[" + to_string(index) + "] is not affine");
-    Affine in = part(*a, inner, true);
-    int64_t rest = a->constant;
+    std::vector<Affine> d = digits_by_stride(part(*a, inner, true), a->constant);
     Expr li = int_imm(0);
     for (size_t x = 0; x < D; ++x) {
-      Affine d;
-      for (const auto &[v, c] : in.coeff)
-        if (c == sv[x]) d.coeff[v] = 1;
-      int64_t q = rest >= 0 ? rest / sv[x] : -((-rest + sv[x] - 1) / sv[x]);
-      rest -= q * sv[x];
-      d.constant = q - box[x].lo;
-      li = li + to_expr(d) * ls[x];
+      d[x].constant -= box[x].lo;
+      li = li + to_expr(d[x]) * ls[x];
     }
     return li;
   };
@@ -966,7 +975,7 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   parts.push_back(write_back);
   Stmt computed = allocate(local, seq(parts));
   KernelStage out = stage;
-  AT_ASSIGN(nb, map_loop(stage.body, loop, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, x->for_kind, computed); }));
+  AT_ASSIGN(nb, with_loop_body(stage.body, loop, computed));
   out.body = nb;
   return out;
 }
@@ -1041,7 +1050,7 @@ Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, 
       // The first index as block * outer + inner, inner in [0, block).
       Affine outer, inner;
       for (const auto &[v, c] : d[0].coeff) (c % block == 0 ? outer.coeff[v] : inner.coeff[v]) = c % block == 0 ? c / block : c;
-      outer.constant = d[0].constant >= 0 ? d[0].constant / block : -((-d[0].constant + block - 1) / block);
+      outer.constant = floor_div(d[0].constant, block);
       inner.constant = d[0].constant - outer.constant * block;
       AT_ASSIGN(r, range_of(inner, ranges));
       if (r.lo < 0 || r.hi >= block)
@@ -1071,13 +1080,11 @@ Expected<Stmt> prefetch_stream(const Stmt &s, const std::string &name, const Buf
   for (const auto &[v, c] : a->coeff)
     if (inner.count(v)) span.coeff[v] = c, base.coeff.erase(v), base.constant += c * inner[v].lo;
   for (auto &[v, c] : span.coeff) span.constant -= c * inner[v].lo;
-  Ranges zero = inner;
-  AT_ASSIGN(r, range_of(span, zero));
+  AT_ASSIGN(r, range_of(span, inner));
   if (r.lo < 0 || r.hi >= 4096) return make_error("prefetch: loop " + name + " reads " + buffer->name + " over more than 4096 elements");
   std::vector<Stmt> body{l->body[0]};
   for (int64_t at = 0; at <= r.hi; at += 16) body.push_back(prefetch(buffer, to_expr(base) + int_imm(distance + at)));
-  Stmt with = seq(body);
-  return map_loop(s, name, [&](const Stmt &x) -> Expected<Stmt> { return for_loop(x->var, x->min, x->extent, x->for_kind, with); });
+  return with_loop_body(s, name, seq(body));
 }
 
 }  // namespace autotune

@@ -87,6 +87,9 @@ Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &n
 // exact. compute_root is the initial state: every stage starts as a nest of its own, stored in
 // a temporary.
 
+/** The index of the stage named `name` in `k`, or an error saying there is none. */
+Expected<size_t> stage_index(const LoweredKernel &k, const std::string &name);
+
 /**
  * Recomputes stage `producer` at every read in stage `consumer`: each read of its buffer becomes
  * the producer's value at the read's indices. The producer stage and its buffer go away. The

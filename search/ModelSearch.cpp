@@ -79,7 +79,8 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
       std::vector<KernelSchedule> kept;
       for (const KernelSchedule &s : pts) {
         std::string j = schedule_to_json(s);
-        if (scored.count(j) || !legal(s)) continue;
+        if (scored.count(j)) continue;
+        // Lowering refuses an illegal schedule (its knobs validated, its steps replayed): no features, not scored.
         const std::vector<float> &f = features(task, s);
         if (f.empty()) continue;
         x.push_back(f), kept.push_back(s);
