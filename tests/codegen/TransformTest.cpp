@@ -34,27 +34,37 @@ double run_kernel(const LoweredKernel &k, const std::vector<Tensor> &args, const
   return d ? d->relative() : 1e9;
 }
 
-/** C = A x B as the reference executor computes it, and the naive nests that compute it. */
-struct Matmul {
-  int64_t N;  // 37 by default, prime: every split but 1 and N leaves a tail
+/** A one-op graph, its seeded inputs and the reference executor's output, against which kernels are checked. */
+struct ReferenceCase {
   Graph graph;
   std::vector<Tensor> args;
   Tensor expected;
+
+  void set(const std::string &text, uint64_t seed) {
+    auto g = parse_text(text);
+    EXPECT_TRUE(static_cast<bool>(g)) << (g ? "" : g.error().message);
+    graph = g.take();
+    args = random_inputs(graph, seed);
+    auto r = run_reference(graph, args);
+    EXPECT_TRUE(static_cast<bool>(r));
+    expected = (*r)[0];
+  }
+  double run(const LoweredKernel &k) const { return run_kernel(k, args, expected); }
+};
+
+/** C = A x B as the reference executor computes it, and the naive nests that compute it. */
+struct Matmul : ReferenceCase {
+  int64_t N;  // 37 by default, prime: every split but 1 and N leaves a tail
   Buffer a, b, out;
 
   explicit Matmul(int64_t n = 37) : N(n) {
     a = make_buffer("a", Type::kF32, M * K, BufferScope::kParam);
     b = make_buffer("b", Type::kF32, K * N, BufferScope::kParam);
     out = make_buffer("out", Type::kF32, M * N, BufferScope::kParam);
-    auto g = parse_text("def @main(%a: Tensor[(" + std::to_string(M) + ", " + std::to_string(K) + "), float32], %b: Tensor[(" +
-                        std::to_string(K) + ", " + std::to_string(N) + "), float32]) -> Tensor[(" + std::to_string(M) + ", " +
-                        std::to_string(N) + "), float32] {\n  %0 = nn.matmul(%a, %b);\n  return %0;\n}");
-    EXPECT_TRUE(static_cast<bool>(g)) << (g ? "" : g.error().message);
-    graph = g.take();
-    args = random_inputs(graph, 7);
-    auto r = run_reference(graph, args);
-    EXPECT_TRUE(static_cast<bool>(r));
-    expected = (*r)[0];
+    set("def @main(%a: Tensor[(" + std::to_string(M) + ", " + std::to_string(K) + "), float32], %b: Tensor[(" + std::to_string(K) + ", " +
+            std::to_string(N) + "), float32]) -> Tensor[(" + std::to_string(M) + ", " + std::to_string(N) +
+            "), float32] {\n  %0 = nn.matmul(%a, %b);\n  return %0;\n}",
+        7);
   }
   Expr c_at(const Expr &i, const Expr &j) const { return i * N + j; }
   /** for i: for j: out[i, j] = 0 */
@@ -75,7 +85,8 @@ struct Matmul {
     k.stages = {init_stage, update_stage};
     return k;
   }
-  double run(const KernelStage &init_stage, const KernelStage &update_stage) const { return run_kernel(kernel(init_stage, update_stage), args, expected); }
+  using ReferenceCase::run;
+  double run(const KernelStage &init_stage, const KernelStage &update_stage) const { return run(kernel(init_stage, update_stage)); }
   static KernelStage stage(const std::string &name, Stmt body) { return {name, "u", 1, std::move(body)}; }
   /** The update tiled S S R S S: rows by 4 (io, ii), columns by 16 (jo, ji), the reduction between the tiles and the 4 x 16 block. */
   Stmt tiled_update() const {
@@ -199,11 +210,8 @@ TEST(Transform, AReorderedReductionStillMatches) {
  * A padded 3x3 conv as two naive stages: `pad` writes the zero-padded input to a temporary, and
  * `conv` (one output pixel per iteration: its bias, then the reduction over c, ky, kx) reads it.
  */
-struct PaddedConv {
+struct PaddedConv : ReferenceCase {
   static constexpr int64_t C = 4, H = 9, W = 9, O = 5, PH = H + 2, PW = W + 2;
-  Graph graph;
-  std::vector<Tensor> args;
-  Tensor expected;
   Buffer x, w, b, out, padded;
 
   PaddedConv() {
@@ -212,15 +220,9 @@ struct PaddedConv {
     b = make_buffer("b", Type::kF32, O, BufferScope::kParam);
     out = make_buffer("out", Type::kF32, O * H * W, BufferScope::kParam);
     padded = make_buffer("padded", Type::kF32, C * PH * PW, BufferScope::kTemp);
-    auto g = parse_text(
-        "def @main(%x: Tensor[(1, 4, 9, 9), float32], %w: Tensor[(5, 4, 3, 3), float32], %b: Tensor[(5), float32]) -> Tensor[(1, 5, 9, 9), float32] {\n"
-        "  %0 = nn.conv2d(%x, %w, %b, padding=[1, 1, 1, 1]);\n  return %0;\n}");
-    EXPECT_TRUE(static_cast<bool>(g)) << (g ? "" : g.error().message);
-    graph = g.take();
-    args = random_inputs(graph, 11);
-    auto r = run_reference(graph, args);
-    EXPECT_TRUE(static_cast<bool>(r));
-    expected = (*r)[0];
+    set("def @main(%x: Tensor[(1, 4, 9, 9), float32], %w: Tensor[(5, 4, 3, 3), float32], %b: Tensor[(5), float32]) -> Tensor[(1, 5, 9, 9), float32] {\n"
+        "  %0 = nn.conv2d(%x, %w, %b, padding=[1, 1, 1, 1]);\n  return %0;\n}",
+        11);
   }
   /** for c, y, x: padded[c][y][x] = x[c][y - 1][x - 1] inside the image, else 0 */
   KernelStage pad() const {
@@ -253,7 +255,6 @@ struct PaddedConv {
     k.stages = {pad(), conv()};
     return k;
   }
-  double run(const LoweredKernel &k) const { return run_kernel(k, args, expected); }
 };
 
 TEST(Transform, ThePaddedInputInlinedOrComputedAtEachLevelMatches) {
