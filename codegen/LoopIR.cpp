@@ -195,6 +195,85 @@ Expr to_expr(const Affine &a) {
   return out;
 }
 
+namespace {
+
+/** An integer expression as sum(coeff * term) + constant over terms that are not sums (keyed by their text). */
+struct Linear {
+  std::map<std::string, std::pair<Expr, int64_t>> terms;
+  int64_t constant = 0;
+  void add(const Expr &t, int64_t c) {
+    auto &[term, coeff] = terms.try_emplace(to_string(t), t, 0).first->second;
+    if ((coeff += c) == 0) terms.erase(to_string(t));
+  }
+};
+
+void linearize(const Expr &e, int64_t scale, Linear &out) {
+  if (auto c = as_int(e)) {
+    out.constant += scale * *c;
+    return;
+  }
+  if (e->kind == ExprKind::kBinary && (e->op == BinOp::kAdd || e->op == BinOp::kSub)) {
+    linearize(e->args[0], scale, out);
+    linearize(e->args[1], e->op == BinOp::kAdd ? scale : -scale, out);
+    return;
+  }
+  if (e->kind == ExprKind::kBinary && e->op == BinOp::kMul) {
+    if (auto c = as_int(e->args[1])) return linearize(e->args[0], scale * *c, out);
+    if (auto c = as_int(e->args[0])) return linearize(e->args[1], scale * *c, out);
+  }
+  out.add(e, scale);
+}
+
+/** c * B * (x / B) + c * (x % B) -> c * x, for every such pair in `l`; true when one was folded. */
+bool fold_pairs(Linear &l) {
+  for (auto &[key, dt] : l.terms) {
+    const auto &[d, dc] = dt;
+    if (d->kind != ExprKind::kBinary || d->op != BinOp::kDiv) continue;
+    auto b = as_int(d->args[1]);
+    if (!b || *b <= 0 || dc % *b) continue;
+    std::string mod = to_string(d->args[0] % d->args[1]);
+    auto m = l.terms.find(mod);
+    if (m == l.terms.end() || m->second.second * *b != dc) continue;
+    Expr x = d->args[0];
+    int64_t c = m->second.second;
+    std::string div = key;
+    l.terms.erase(m);
+    l.terms.erase(div);
+    linearize(x, c, l);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Expr fold_div_mod(const Expr &e) {
+  if (!e || e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) args.push_back(fold_div_mod(a)), changed |= args.back().get() != a.get();
+  Expr x = e;
+  if (changed) {
+    switch (e->kind) {
+      case ExprKind::kBinary: x = binary(e->op, args[0], args[1]); break;
+      case ExprKind::kSelect: x = select(args[0], args[1], args[2]); break;
+      case ExprKind::kLoad: x = load(e->buffer, args[0]); break;
+      case ExprKind::kCast: x = cast(e->type, args[0]); break;
+      case ExprKind::kCall: x = call(e->name, args, e->type); break;
+      default: break;
+    }
+  }
+  if (x->type != Type::kI64 || x->kind != ExprKind::kBinary || (x->op != BinOp::kAdd && x->op != BinOp::kSub)) return x;
+  Linear l;
+  linearize(x, 1, l);
+  bool folded = false;
+  while (fold_pairs(l)) folded = true;
+  if (!folded) return x;
+  Expr out = int_imm(l.constant);
+  for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
+  return out;
+}
+
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
   if (!uses_var(e, v)) return e;
   switch (e->kind) {

@@ -92,6 +92,15 @@ std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
 /** `e` with variable `v` replaced by `value`, re-folded. */
 Expr substitute(const Expr &e, const std::string &v, const Expr &value);
 
+/**
+ * `e` with every sum that holds c * B * (x / B) + c * (x % B) rewritten to c * x (floor division
+ * and modulo: the identity holds for every x), in index expressions at any depth; `e` itself
+ * (the same node) when there is nothing to fold. Fusing loops i (extent A) and j (extent B) into f
+ * substitutes i = f / B and j = f % B, and an access i * B + j then reads f again: stride 1 in f,
+ * so vectorizing f reads contiguous lanes instead of gathering.
+ */
+Expr fold_div_mod(const Expr &e);
+
 /** An integer expression as sum(coeff[v] * v) + constant; no zero coefficients are kept. */
 struct Affine {
   std::map<std::string, int64_t> coeff;

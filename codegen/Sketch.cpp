@@ -99,8 +99,8 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   naive_loops(st.body, outs, reds);
   if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);
   int64_t OC = outs[1].second;
-  if (knobs.oc_block < 2 || knobs.oc_block > 64 || OC % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(OC) + " channels");
-  if (conv && (knobs.px_block < 1 || outs[3].second % knobs.px_block)) return make_error("px_block " + std::to_string(knobs.px_block) + " does not divide the output width " + std::to_string(outs[3].second));
+  if (knobs.oc_block < 1 || knobs.oc_block > 64 || OC % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(OC) + " channels");
+  if (conv && knobs.pixel_vectors <= 0 && (knobs.px_block < 1 || outs[3].second % knobs.px_block)) return make_error("px_block " + std::to_string(knobs.px_block) + " does not divide the output width " + std::to_string(outs[3].second));
   std::vector<Step> steps;
   auto step = [&](const std::string &op, const std::string &loop = "") {
     Step s;
@@ -108,6 +108,45 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
     steps.push_back(s);
     return &steps.back();
   };
+  if (knobs.pixel_vectors > 0) {
+    // Pixel lanes (the pointwise template's form): rows and columns fused into the pixel loop,
+    // whose contiguous pixels are the vector; each weight broadcast to every pixel of the tile.
+    // The parallel loop is the pixel tiles (each thread runs every channel tile over its pixels:
+    // the input is read once) or the channel tiles (each thread reads all the input, the weights
+    // once); only the second takes a remainder of pixels, as one tile of at most a vector.
+    int64_t PB = int64_t{knobs.pixel_vectors} * knobs.lanes, P = outs[2].second * outs[3].second, rest = P % PB;
+    if (!conv || naive.stages.size() != 1 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1)
+      return make_error("pixel lanes need a 1x1 conv without padding");
+    if (knobs.lanes < 2 || P < PB || (rest && knobs.pixels_outer) || rest > knobs.lanes)
+      return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(knobs.lanes) + " pixels do not tile " +
+                        std::to_string(P) + " pixels" + (knobs.pixels_outer ? "" : " up to a vector"));
+    step("fuse", "i2")->names = {"i3", "p"};
+    Step *so = step("split", "i1");
+    so->factor = knobs.oc_block, so->names = {"oo", "oi"};
+    Step *p = step("pack");
+    p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+    step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
+    step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
+    step("split", "pi")->factor = knobs.lanes, steps.back().names = {"pv", "pl"};
+    step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
+    // The tile (and the remainder's tile) distributed over init, update and store, the
+    // reduction outside it: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
+    auto tile = [&](const std::vector<std::string> &loops, const std::vector<std::string> &reduction, bool vector = true) {
+      for (auto l = loops.rbegin(); l != loops.rend(); ++l) step("distribute", *l);
+      std::vector<std::string> update = reduction;
+      for (const std::string &l : loops) update.push_back(l + "_1");
+      step("reorder")->names = update;
+      for (size_t i = 0; i < loops.size(); ++i)
+        for (const char *suffix : {"", "_1", "_2"}) step(i + 1 == loops.size() && vector ? "vectorize" : "unroll", loops[i] + suffix);
+    };
+    tile({"oi", "pv", "pl"}, {"k0", "k1", "k2"});
+    if (rest) {
+      step("reorder")->names = {"oi_tail", "pi_tail"};
+      tile({"oi_tail", "pi_tail"}, {"k0_tail", "k1_tail", "k2_tail"}, rest >= 2);  // one pixel left: a scalar
+    }
+    for (Step &f : parallel_over(st.name, {"i0", knobs.pixels_outer ? "po" : "oo"})) steps.push_back(f);
+    return steps;
+  }
   Step *so = step("split", "i1");
   so->factor = knobs.oc_block, so->names = {"oo", "oi"};
   Step *p = step("pack");  // after the split: the weight's first index is then oo * oc_block + oi
@@ -176,7 +215,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
 }
 
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                       int lanes, int registers) {
+                                       int lanes, int registers, bool pointwise) {
   std::vector<SketchPoint> out;
   const KernelStage &st = naive.stages.back();
   std::vector<std::pair<std::string, int64_t>> outs, reds;
@@ -196,10 +235,21 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
             if (!conv && (pad || rows || !by_pixels)) continue;
             if (conv && naive.stages.size() == 1 && pad) continue;
             auto steps = tile_sketch(naive, weight, dims, {ob, px, where, rows, by_pixels});
-            if (steps && replay(naive, *steps)) out.push_back({*steps, {static_cast<int>(ob), static_cast<int>(px), pad, rows, by_pixels}});
+            if (steps && replay(naive, *steps)) out.push_back({*steps, {static_cast<int>(ob), static_cast<int>(px), pad, rows, by_pixels, 0}});
           }
     }
   }
+  if (pointwise && conv)
+    for (int ob : {1, 2, 3, 4, 6, 8, 12, 16})
+      for (int pv : {1, 2, 3, 4, 6, 7}) {
+        if (outs[1].second % ob || ob * pv + pv + 1 > registers) continue;
+        for (bool outer : {true, false}) {
+          TileSketch t;
+          t.oc_block = ob, t.pixel_vectors = pv, t.lanes = lanes, t.pixels_outer = outer;
+          auto steps = tile_sketch(naive, weight, dims, t);
+          if (steps && replay(naive, *steps)) out.push_back({*steps, {ob, pv, 0, outer, 1, 1}});
+        }
+      }
   return out;
 }
 

@@ -46,6 +46,10 @@ struct TileSketch {
   bool parallel_rows = false;  // conv: the output rows join the parallel loop (else n and channel tiles only)
   bool pixel_epilogue = true;  // conv: store the tile a channel at a time with the columns as the vector
                                // (contiguous in NCHW); else the channels as the vector (a scatter)
+  int pixel_vectors = 0;  // 1x1 conv of stride 1: > 0 makes the tile oc_block channels x this many vectors of
+                          // `lanes` pixels (rows and columns fused), the pixels as the vector lanes; 0: channel lanes
+  int lanes = 16;         // pixel lanes: the vector width
+  bool pixels_outer = true;  // pixel lanes: the pixel tiles are the parallel loop (else the channel tiles)
 };
 
 /**
@@ -65,9 +69,10 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
  * lanes and `registers` vector registers: channel tiles of whole vectors up to 64 channels,
  * column tiles dividing the output width whose accumulators and weights fit the registers, each
  * placement of the padded input, with and without rows in the parallel loop, both epilogue
- * orders; only lists that replay on `naive`.
+ * orders; for a `pointwise` conv (1x1, stride 1, no padding) also the pixel-lane tiles (1 to 16
+ * channels x vectors of pixels that divide the output's pixels); only lists that replay on `naive`.
  */
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                       int lanes, int registers);
+                                       int lanes, int registers, bool pointwise = false);
 
 }  // namespace autotune

@@ -163,29 +163,31 @@ std::string vectorized_around(const Stmt &s, const std::string &name) {
 
 }  // namespace
 
-Stmt substitute(const Stmt &s, const std::string &v, const Expr &value) {
+/**
+ * `s` with `fn` applied to every expression in it (loop bounds, indices, values, conditions);
+ * below a loop or let that binds `bound`, only that binding's own bounds or value.
+ */
+Stmt map_exprs(const Stmt &s, const std::function<Expr(const Expr &)> &fn, const std::string &bound = "") {
   if (!s) return s;
+  auto inner = [&](const Stmt &b) { return map_exprs(b, fn, bound); };
   switch (s->kind) {
-    case StmtKind::kFor: {
-      Expr mn = loop::substitute(s->min, v, value), ex = loop::substitute(s->extent, v, value);
-      Stmt body = s->var == v ? s->body[0] : substitute(s->body[0], v, value);
-      return for_loop(s->var, mn, ex, s->for_kind, body);
-    }
-    case StmtKind::kStore: return store(s->buffer, loop::substitute(s->index, v, value), loop::substitute(s->value, v, value));
-    case StmtKind::kPrefetch: return prefetch(s->buffer, loop::substitute(s->index, v, value));
-    case StmtKind::kAllocate: return allocate(s->buffer, substitute(s->body[0], v, value));
+    case StmtKind::kFor: return for_loop(s->var, fn(s->min), fn(s->extent), s->for_kind, !bound.empty() && s->var == bound ? s->body[0] : inner(s->body[0]));
+    case StmtKind::kStore: return store(s->buffer, fn(s->index), fn(s->value));
+    case StmtKind::kPrefetch: return prefetch(s->buffer, fn(s->index));
+    case StmtKind::kAllocate: return allocate(s->buffer, inner(s->body[0]));
     case StmtKind::kSeq: {
       std::vector<Stmt> body;
-      for (const Stmt &b : s->body) body.push_back(substitute(b, v, value));
+      for (const Stmt &b : s->body) body.push_back(inner(b));
       return seq(std::move(body));
     }
-    case StmtKind::kIf:
-      return if_then(loop::substitute(s->index, v, value), substitute(s->body[0], v, value),
-                     s->body.size() > 1 ? substitute(s->body[1], v, value) : nullptr);
-    case StmtKind::kLet:
-      return let(s->var, loop::substitute(s->value, v, value), s->var == v ? s->body[0] : substitute(s->body[0], v, value));
+    case StmtKind::kIf: return if_then(fn(s->index), inner(s->body[0]), s->body.size() > 1 ? inner(s->body[1]) : nullptr);
+    case StmtKind::kLet: return let(s->var, fn(s->value), !bound.empty() && s->var == bound ? s->body[0] : inner(s->body[0]));
   }
   return s;
+}
+
+Stmt substitute(const Stmt &s, const std::string &v, const Expr &value) {
+  return map_exprs(s, [&](const Expr &e) { return loop::substitute(e, v, value); }, v);
 }
 
 namespace {
@@ -303,6 +305,7 @@ Expected<Stmt> fuse(const Stmt &s, const std::string &outer, const std::string &
   return map_loop(s, outer, [&](const Stmt &) -> Expected<Stmt> {
     Stmt body = substitute(i->body[0], inner, int_imm(imin) + var(fused) % int_imm(iext));
     body = substitute(body, outer, int_imm(omin) + var(fused) / int_imm(iext));
+    body = map_exprs(body, fold_div_mod);  // outer * iext + inner reads the fused loop again
     return for_loop(fused, int_imm(0), int_imm(oext * iext), ForKind::kSerial, body);
   });
 }

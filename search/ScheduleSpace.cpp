@@ -31,8 +31,9 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
     if (!anchor) {
       points = loop_sketches(*naive, target.lanes);
     } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {
+      bool pixel_lanes = pointwise_eligible(body, *anchor) && anchor->attrs.ints("strides") == std::vector<int64_t>{1, 1};
       points = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,
-                             target.lanes, target.vector_registers);
+                             target.lanes, target.vector_registers, pixel_lanes);
     }
     for (SketchPoint &p : points) sp.sketches.push_back(std::move(p.steps)), sp.sketch_coords.push_back(std::move(p.coords));
   }
@@ -118,6 +119,10 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
   double share = sketches.empty() ? 0.0 : std::clamp(static_cast<double>(sketches.size()) / static_cast<double>(size()), 0.25, 0.75);
   if (rng.unit() < share)
     return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
+  return sample_knobs(rng);
+}
+
+KernelSchedule ScheduleSpace::sample_knobs(Rng &rng) const {
   for (int attempt = 0;; ++attempt) {
     KernelSchedule s;
     s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))];
@@ -163,13 +168,7 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
         if (st != base.steps) return with_steps(sketch_knobs, st);
       }
     }
-    if (!base.steps.empty()) {
-      KernelSchedule s = base;
-      s.steps.clear();
-      s.vector_width = vector_width[rng.uniform(static_cast<int>(vector_width.size()))];
-      if (legalize(s) && within_budget(s)) return s;
-      return sample(rng);
-    }
+    if (!base.steps.empty()) return sample_knobs(rng);  // a step list's knobs are not the templates': any template point
     return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
   }
   for (int attempt = 0; attempt < 100; ++attempt) {

@@ -42,6 +42,8 @@ struct ScheduleSpace {
   /** Number of points (before the register prior). */
   int64_t size() const;
   KernelSchedule sample(Rng &rng) const;
+  /** A point of the template knobs only (no step list). */
+  KernelSchedule sample_knobs(Rng &rng) const;
   /** Changes one knob to another legal value. */
   KernelSchedule mutate(const KernelSchedule &s, Rng &rng) const;
   /**

@@ -28,6 +28,32 @@ TEST(LoopIR, SubstituteRefolds) {
   EXPECT_EQ(to_string(substitute(var("x") * 4 + var("y"), "x", int_imm(2))), "(8 + y)");
 }
 
+TEST(LoopIR, FoldsDivisionAndModuloPairsBackIntoTheirDividend) {
+  // Fusing y (extent 4) and x (extent 56) into f: y = f / 56, x = f % 56.
+  Expr f = var("f"), k = var("k"), y = f / int_imm(56), x = f % int_imm(56);
+  Expr index = (y + k) * 56 + x;
+  EXPECT_EQ(stride_of(index, "f"), std::nullopt);
+  Expr folded = fold_div_mod(index);
+  EXPECT_EQ(stride_of(folded, "f"), 1);
+  EXPECT_EQ(stride_of(folded, "k"), 56);
+  // Scaled pairs (a channel plane of 3136 above the pixel), inside a load, and a dividend that is a sum.
+  Buffer in = make_buffer("in", Type::kF32, 1 << 20, BufferScope::kParam);
+  Expr g = var("c") * 7 + var("p");
+  Expr read = load(in, (g / int_imm(7)) * 3136 * 7 + (g % int_imm(7)) * 3136 + var("q"));
+  Expr back = fold_div_mod(read);
+  ASSERT_EQ(back->kind, ExprKind::kLoad);
+  EXPECT_EQ(affine_form(back->args[0]), affine_form(var("c") * 21952 + var("p") * 3136 + var("q"))) << to_string(back);
+  // Nothing to fold: coefficients that do not pair, different dividends, a modulo alone. The same node comes back.
+  for (Expr e : {y * 55 + x, (f + int_imm(1)) / int_imm(56) * 56 + x, x * 2 + k, y * 56 - x}) {
+    EXPECT_EQ(fold_div_mod(e).get(), e.get()) << to_string(e);
+  }
+  // The identity holds for every value, negative ones included (floor division and modulo).
+  for (int64_t v = -200; v <= 200; v += 7) {
+    Expr e = fold_div_mod(substitute((f / int_imm(9)) * 18 + (f % int_imm(9)) * 2 + int_imm(3), "f", var("v")));
+    EXPECT_EQ(as_int(substitute(e, "v", int_imm(v))), 2 * v + 3) << v;
+  }
+}
+
 TEST(LoopIR, PrintsLoopNests) {
   Buffer b = make_buffer("out", Type::kF32, 16, BufferScope::kParam);
   Stmt s = for_loop("i", int_imm(0), int_imm(2), ForKind::kParallel,

@@ -151,7 +151,7 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   // groups, pools, global pools, means, matmul) and every seventh tile-sketch point (convs with one
   // group, dense) of seven generated models round-trips through the schedule's JSON and computes
   // what the reference executor does.
-  int tasks_with_sketches = 0, points = 0, tiles = 0;
+  int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0;
   std::set<std::string> ops;
   for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
@@ -162,7 +162,11 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
       for (size_t i = 0; i < sp.sketches.size(); ++i) {
         const auto &steps = sp.sketches[i];
         bool tile = std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "pack"; });
+        // Pixel lanes (1x1 convs: rows and columns fused, pixels as the vector), with or without a remainder tile.
+        bool lanes = tile && steps[0].op == "fuse" && steps[0].loop == "i2";
+        bool tail = std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.loop == "pi_tail"; });
         if (tile && i % 7 != 0) continue;
+        pixel_lanes += lanes, pixel_tails += tail;
         KernelSchedule s = sp.sketch_knobs;
         s.steps = steps;
         auto back = schedule_from_json(schedule_to_json(s));
@@ -175,9 +179,12 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   }
   std::string kinds;
   for (const std::string &o : ops) kinds += o + " ";
-  std::printf("%d sketch points (%d register tiles) of %d tasks checked: %s\n", points, tiles, tasks_with_sketches, kinds.c_str());
+  std::printf("%d sketch points (%d register tiles, %d of them pixel lanes, %d with a remainder) of %d tasks checked: %s\n", points, tiles,
+              pixel_lanes, pixel_tails, tasks_with_sketches, kinds.c_str());
   EXPECT_GE(tasks_with_sketches, 20);
   EXPECT_GE(tiles, 30);
+  EXPECT_GE(pixel_lanes, 10);
+  EXPECT_GE(pixel_tails, 3);
   EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean") && ops.count("nn.conv2d+nn.relu")) << kinds;
 }
 
