@@ -38,15 +38,78 @@ std::vector<Step> parallel_over(const std::string &stage, const std::vector<std:
   return out;
 }
 
+/**
+ * Steps placing a conv's padded input (the naive nest's "pad" stage) for consumer stage `stage`:
+ * "root" keeps its own stage ((n, c) fused and parallel), "inline" recomputes it at every read,
+ * any other value is the consumer's loop to compute it at, into a local box. A stored copy's rows
+ * and columns are partitioned into the border and the inside, where the reads are plain (no clamp,
+ * no select), and every column loop is vectorized (in 16-lane pieces when wider than 64).
+ */
+void place_pad(const LoweredKernel &naive, const std::string &stage, const std::string &where, std::vector<Step> &steps) {
+  auto make = [](const std::string &op, const std::string &loop, const std::string &in) {
+    Step x;
+    x.op = op, x.stage = in, x.loop = loop;
+    return x;
+  };
+  if (where == "inline") {
+    Step x = make("compute_inline", "", stage);
+    x.producer = "pad";
+    steps.push_back(x);
+    return;
+  }
+  bool root = where == "root";
+  std::string in = root ? "pad" : stage, suffix = root ? "" : "_" + where;
+  // The placement and the partitions tried on the naive nest alone: they touch only the copy's
+  // own loops, so the names they give are the names in the full list.
+  std::vector<Step> mine;
+  if (!root) {
+    Step x = make("compute_at", where, stage);
+    x.producer = "pad";
+    mine.push_back(x);
+  }
+  auto scratch = replay(naive, mine);
+  if (!scratch) return steps.push_back(mine[0]);  // refused: the replay of the whole list says why
+  for (const char *dim : {"py", "px"}) {
+    Step part = make("partition", dim + suffix, in);
+    if (auto next = apply_step(*scratch, part)) scratch = next.take(), mine.push_back(part);
+  }
+  auto at = stage_index(*scratch, in);
+  std::vector<std::pair<std::string, int64_t>> loops;
+  if (at) loops_of(scratch->stages[*at].body, loops);
+  for (const auto &[name, ex] : loops) {
+    if (name.rfind("px" + suffix, 0) != 0) continue;
+    if (ex > 64) {  // rows wider than a vector's 64 lanes: vectors of 16, the rest one masked vector
+      Step sp = make("split", name, in);
+      sp.factor = 16, sp.names = {name + "o", name + "i"};
+      mine.push_back(sp);
+      mine.push_back(make("vectorize", name + "i", in));
+      if (ex % 16 >= 2) mine.push_back(make("vectorize", name + "i_tail", in));
+    } else if (ex >= 2) {
+      mine.push_back(make("vectorize", name, in));
+    }
+  }
+  if (root) {
+    Step f = make("fuse", "pn", in);
+    f.names = {"pc", "pnc"};
+    mine.push_back(f);
+    mine.push_back(make("parallel", "pnc", in));
+  }
+  steps.insert(steps.end(), mine.begin(), mine.end());
+}
+
 }  // namespace
 
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs) {
-  if (naive.stages.size() != 1) return make_error("the loop sketch needs a one-stage naive nest, not " + std::to_string(naive.stages.size()) + " stages");
-  const KernelStage &st = naive.stages[0];
+  bool padded = naive.stages.size() == 2 && naive.stages[0].name == "pad";
+  if (naive.stages.size() != 1 && !padded)
+    return make_error("the loop sketch needs a one-stage naive nest or a conv's padded one, not " + std::to_string(naive.stages.size()) + " stages");
+  const KernelStage &st = naive.stages.back();
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
   if (outs.empty()) return make_error("the nest of stage " + st.name + " has no output loops");
   std::vector<Step> steps;
+  // The padded input is placed first, while the conv's reads of it are still affine in its loops.
+  if (padded) place_pad(naive, st.name, knobs.pad, steps);
   auto step = [&](const std::string &op, const std::string &loop) {
     Step s;
     s.op = op, s.stage = st.name, s.loop = loop;
@@ -80,13 +143,16 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
   std::vector<int> widths;
   for (int v = lanes; v >= 4; v /= 2) widths.push_back(v);
   widths.push_back(1);
+  // A conv's padded input at root, inline, per channel plane (i1) or per output row (i2).
+  std::vector<std::string> pads = naive.stages.size() == 2 ? std::vector<std::string>{"root", "inline", "i1", "i2"} : std::vector<std::string>{"root"};
   for (int v : widths)
     for (bool unroll : {false, true})
-      for (int par : {-1, 1}) {
-        auto steps = loop_sketch(naive, {v, unroll, par});
-        if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
-        if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par}});  // a point the nest refuses is not in the space
-      }
+      for (int par : {-1, 2})
+        for (size_t pad = 0; pad < pads.size(); ++pad) {
+          auto steps = loop_sketch(naive, {v, unroll, par, pads[pad]});
+          if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
+          if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad)}});  // a point the nest refuses is not in the space
+        }
   return out;
 }
 
@@ -167,34 +233,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   pf->buffer = weight, pf->factor = 2048;
   // The padded input: its own stage (root), recomputed at every read (inline), or computed per
   // row or per tile into a local box (its rows vectorized), before loops are fused: the reads must stay affine.
-  if (conv && naive.stages.size() > 1 && knobs.pad == "root") {
-    // Its own stage: the rows vectorized, (n, c) fused and parallel.
-    auto pad_step = [&](const std::string &op, const std::string &loop) {
-      Step *x = step(op, loop);
-      x->stage = "pad";
-      return x;
-    };
-    auto px = find_loop(naive.stages[0].body, "px");
-    int64_t width = px ? as_int((*px)->extent).value_or(0) : 0;
-    if (width > 64) {  // rows wider than a vector's 64 lanes: vectors of 16, the rest one masked vector
-      Step *sp = pad_step("split", "px");
-      sp->factor = 16, sp->names = {"pxo", "pxi"};
-      pad_step("vectorize", "pxi");
-      if (width % 16 >= 2) pad_step("vectorize", "pxi_tail");
-    } else {
-      pad_step("vectorize", "px");
-    }
-    pad_step("fuse", "pn")->names = {"pc", "pnc"};
-    pad_step("parallel", "pnc");
-  }
-  if (conv && naive.stages.size() > 1 && knobs.pad != "root") {
-    if (knobs.pad == "inline") {
-      step("compute_inline")->producer = "pad";
-    } else {
-      step("compute_at", knobs.pad)->producer = "pad";
-      step("vectorize", "px_" + knobs.pad);
-    }
-  }
+  if (conv && naive.stages.size() > 1) place_pad(naive, st.name, knobs.pad, steps);
   bool by_pixels = conv && knobs.pixel_epilogue && knobs.px_block >= 2;
   for (const char *v : {"oi", "oi_1", "oi_2"})
     if (!(by_pixels && std::string(v) == "oi_2")) step("vectorize", v);

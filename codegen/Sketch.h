@@ -17,6 +17,7 @@ struct LoopSketch {
   int lanes = 16;                // the innermost output loop split by this and vectorized (1: scalar)
   bool unroll_reduction = false; // unroll each reduction loop (k0, k1, ...) of at most 16 iterations
   int parallel_loops = -1;       // outer output loops fused into the parallel loop (-1: all but the innermost)
+  std::string pad = "root";      // a conv's padded input: "root", "inline", or the conv's loop to compute it at
 };
 
 /**
@@ -24,7 +25,8 @@ struct LoopSketch {
  * k0.. inside them), the shape of the elementwise and generic reduction templates: split the
  * innermost output loop by `lanes` and vectorize it, each lane with its own accumulator; its
  * remainder as one vector (masked) when it has 2 or more iterations; the reduction loops
- * unrolled when asked; the outer output loops fused into one parallel loop.
+ * unrolled when asked; the outer output loops fused into one parallel loop. A conv's nest with
+ * its padded input (grouped and depthwise convs) places the padded input first (`pad`).
  */
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs);
 

@@ -13,6 +13,7 @@
 //   compute_inline stage (the consumer), producer
 //   cache_write    stage, buffer, loop
 //   distribute     stage, loop
+//   partition      stage, loop (split where the conditions in its body change: borders from the inside)
 //   prefetch       stage, buffer, loop, factor (how many elements ahead)
 //   pack           stage, buffer, dims, factor (the block; the packing is the kernel's, stage names where it is read)
 // A step that cannot apply is refused with its number, what it is and the reason; nothing is

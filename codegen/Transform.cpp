@@ -431,6 +431,105 @@ Affine part(const Affine &a, const std::set<std::string> &vars, bool keep) {
   return out;
 }
 
+/** The range of integer expression `e` over `r`: affine forms, and min/max of such; nullopt otherwise. */
+std::optional<Range> int_range(const Expr &e, const Ranges &r) {
+  if (e->type != Type::kI64) return std::nullopt;
+  if (e->kind == ExprKind::kBinary && (e->op == BinOp::kMin || e->op == BinOp::kMax)) {
+    auto a = int_range(e->args[0], r), b = int_range(e->args[1], r);
+    if (!a || !b) return std::nullopt;
+    if (e->op == BinOp::kMin) return Range{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+    return Range{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+  }
+  auto a = affine_form(e);
+  if (!a) return std::nullopt;
+  auto out = range_of(*a, r);
+  if (!out) return std::nullopt;
+  return *out;
+}
+
+/** The value of condition `c` everywhere in `r`, when it is the same everywhere and known. */
+std::optional<bool> decide(const Expr &c, const Ranges &r) {
+  if (c->kind != ExprKind::kBinary) return std::nullopt;
+  if (c->op == BinOp::kAnd || c->op == BinOp::kOr) {
+    auto a = decide(c->args[0], r), b = decide(c->args[1], r);
+    bool is_and = c->op == BinOp::kAnd;
+    if ((a && *a != is_and) || (b && *b != is_and)) return !is_and;  // one false operand of and, one true of or
+    if (a && b) return is_and;
+    return std::nullopt;
+  }
+  if ((c->op != BinOp::kLT && c->op != BinOp::kLE) || c->args[0]->type != Type::kI64) return std::nullopt;
+  auto d = int_range(c->args[0] - c->args[1], r);
+  if (!d) return std::nullopt;
+  int64_t limit = c->op == BinOp::kLT ? 0 : 1;  // a - b < limit
+  if (d->hi < limit) return true;
+  if (d->lo >= limit) return false;
+  return std::nullopt;
+}
+
+/** `e` simplified over `r`: decided conditions' selects and ands, and mins and maxes of known order. */
+Expr simplify_over(const Expr &e, const Ranges &r) {
+  if (!e || e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) args.push_back(simplify_over(a, r)), changed |= args.back().get() != e->args[args.size() - 1].get();
+  Expr x = e;
+  if (changed) {
+    auto copy = std::make_shared<ExprNode>(*e);
+    copy->args = args;
+    x = copy;
+  }
+  if (x->kind == ExprKind::kSelect) {
+    if (auto d = decide(x->args[0], r)) return *d ? x->args[1] : x->args[2];
+  } else if (x->kind == ExprKind::kBinary && x->op == BinOp::kAnd) {
+    if (decide(x->args[0], r) == true) return x->args[1];
+    if (decide(x->args[1], r) == true) return x->args[0];
+  } else if (x->kind == ExprKind::kBinary && (x->op == BinOp::kMin || x->op == BinOp::kMax) && x->type == Type::kI64) {
+    auto a = int_range(x->args[0], r), b = int_range(x->args[1], r);
+    if (a && b) {
+      bool first = x->op == BinOp::kMin ? a->hi <= b->lo : a->lo >= b->hi;
+      bool second = x->op == BinOp::kMin ? b->hi <= a->lo : b->lo >= a->hi;
+      if (first) return x->args[0];
+      if (second) return x->args[1];
+    }
+  }
+  return x;
+}
+
+/** The iterations t of loop variable `v` where a comparison, min or max in `e` that depends on v alone changes value at t. */
+void switch_points(const Expr &e, const std::string &v, std::set<int64_t> &out) {
+  if (!e) return;
+  for (const Expr &a : e->args) switch_points(a, v, out);
+  if (e->kind != ExprKind::kBinary || e->args[0]->type != Type::kI64) return;
+  bool cmp = e->op == BinOp::kLT || e->op == BinOp::kLE, minmax = e->op == BinOp::kMin || e->op == BinOp::kMax;
+  if (!cmp && !minmax) return;
+  auto d = affine_form(e->args[0] - e->args[1]);
+  if (!d || d->coeff.size() != 1 || !d->coeff.count(v)) return;
+  int64_t c = d->coeff.at(v), k = d->constant;
+  if (c != 1 && c != -1) return;
+  // a - b = c v + k; a < b switches where c v + k reaches 0, a <= b (and min/max) where it passes 0.
+  bool strict = e->op == BinOp::kLT;
+  if (c == 1) out.insert(strict ? -k : -k + 1);
+  else out.insert(strict ? k + 1 : k);
+}
+
+void stmt_switch_points(const Stmt &s, const std::string &v, std::set<int64_t> &out) {
+  if (!s) return;
+  for (const Expr &e : {s->min, s->extent, s->index, s->value}) switch_points(e, v, out);
+  for (const Stmt &b : s->body) stmt_switch_points(b, v, out);
+}
+
+/** `s` with the ifs whose condition is decided over `r` replaced by their branch. */
+Stmt resolve_ifs(const Stmt &s, const Ranges &r) {
+  if (!s) return s;
+  if (s->kind == StmtKind::kIf) {
+    if (auto d = decide(s->index, r)) return *d ? resolve_ifs(s->body[0], r) : s->body.size() > 1 ? resolve_ifs(s->body[1], r) : seq({});
+  }
+  if (s->body.empty()) return s;
+  std::vector<Stmt> body;
+  for (const Stmt &b : s->body) body.push_back(resolve_ifs(b, r));
+  return with_body(s, body);
+}
+
 /** Every load of `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first). */
 Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn) {
   if (e->args.empty()) return e;
@@ -1088,6 +1187,63 @@ Expected<Stmt> prefetch_stream(const Stmt &s, const std::string &name, const Buf
   std::vector<Stmt> body{l->body[0]};
   for (int64_t at = 0; at <= r.hi; at += 16) body.push_back(prefetch(buffer, to_expr(base) + int_imm(distance + at)));
   return with_loop_body(s, name, seq(body));
+}
+
+void loops_of(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) {
+  if (!s) return;
+  if (s->kind == StmtKind::kFor) out.emplace_back(s->var, as_int(s->extent).value_or(0));
+  for (const Stmt &b : s->body) loops_of(b, out);
+}
+
+Expected<Stmt> partition(const Stmt &s, const std::string &name) {
+  AT_ASSIGN(l, find_loop(s, name));
+  AT_ASSIGN(mn, constant(l->min, name, "start"));
+  AT_ASSIGN(ex, constant(l->extent, name, "extent"));
+  if (l->for_kind != ForKind::kSerial) return make_error("partition: loop " + name + " is already " + for_kind_name(l->for_kind));
+  std::set<int64_t> points;
+  stmt_switch_points(l->body[0], name, points);
+  std::vector<int64_t> cuts{mn};
+  for (int64_t t : points)
+    if (t > mn && t < mn + ex) cuts.push_back(t);
+  cuts.push_back(mn + ex);
+  // Each range's body simplified for it (the ranges of every loop around and inside known);
+  // neighbours that simplify to the same body are one part (a min or max whose arguments are
+  // equal at its switch point gives a cut either side of it).
+  Ranges outer;
+  loop_ranges(s, outer);
+  std::vector<int64_t> kept{mn};
+  std::vector<Stmt> bodies;
+  for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+    Ranges r = outer;
+    r[name] = {cuts[k], cuts[k + 1] - 1};
+    Stmt body = resolve_ifs(map_exprs(l->body[0], [&](const Expr &e) { return simplify_over(e, r); }), r);
+    if (!bodies.empty() && to_string(body) == to_string(bodies.back())) {
+      kept.back() = cuts[k + 1];
+      continue;
+    }
+    bodies.push_back(body);
+    kept.push_back(cuts[k + 1]);
+  }
+  cuts = kept;
+  if (bodies.size() < 2) return make_error("partition: no condition in loop " + name + "'s body changes inside its range");
+  size_t largest = 0;
+  for (size_t k = 0; k + 1 < cuts.size(); ++k)
+    if (cuts[k + 1] - cuts[k] > cuts[largest + 1] - cuts[largest]) largest = k;
+  std::vector<std::string> fresh;
+  for (size_t k = 0; k + 1 < cuts.size(); ++k)
+    if (k != largest) fresh.push_back(name + "_b" + std::to_string(k));
+  AT_TRY(fresh_names(s, fresh));
+  return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> {
+    std::vector<Stmt> parts;
+    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+      Stmt body = bodies[k];
+      std::string v = k == largest ? name : name + "_b" + std::to_string(k);
+      body = substitute(body, name, var(v) + int_imm(cuts[k]));
+      if (k != largest) body = rename_loops(body, "_" + name + "b" + std::to_string(k));
+      parts.push_back(for_loop(v, int_imm(0), int_imm(cuts[k + 1] - cuts[k]), ForKind::kSerial, body));
+    }
+    return seq(parts);
+  });
 }
 
 }  // namespace autotune

@@ -28,6 +28,9 @@ namespace autotune {
 /** `s` with every free use of variable `v` replaced by `value` (loops and lets that rebind v shadow it). */
 loop::Stmt substitute(const loop::Stmt &s, const std::string &v, const loop::Expr &value);
 
+/** Every loop of `s` as (name, constant extent or 0), outermost first. */
+void loops_of(const loop::Stmt &s, std::vector<std::pair<std::string, int64_t>> &out);
+
 /** The loop named `name` in `s`: an error if there is none or more than one. */
 Expected<loop::Stmt> find_loop(const loop::Stmt &s, const std::string &name);
 
@@ -66,6 +69,19 @@ Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
  * prefetchers stop at every 4 KiB page).
  */
 Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &name, const loop::Buffer &buffer, int64_t distance);
+
+/**
+ * Partitions loop `name` where a condition in its body changes value (Halide's and TVM's loop
+ * partitioning, for boundary conditions): every comparison, min and max in the body that depends
+ * on the loop's variable alone switches at one iteration, and the loop becomes consecutive loops
+ * over the ranges between those iterations, each body simplified for its range (a comparison
+ * decided there is replaced by its branch, a min or max of known order by its argument). A
+ * padded input's row [0, W + 2) becomes the left border, the inside [1, W + 1), whose reads are
+ * then affine, clamps and select gone, and the right border. The largest part keeps the name;
+ * each other part k becomes `name`_bk, with the loops inside it renamed `loop`_`name`bk. Every
+ * part starts at 0. Refused when nothing in the body switches inside the loop's range.
+ */
+Expected<loop::Stmt> partition(const loop::Stmt &s, const std::string &name);
 
 /** Marks loop `name` unrolled (constant extent up to 64). */
 Expected<loop::Stmt> unroll(const loop::Stmt &s, const std::string &name);

@@ -28,8 +28,8 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   sp.ic_block = {0};
   if (auto naive = steps ? lower_naive(body, "naive", base) : Expected<LoweredKernel>(make_error("knobs only"))) {
     std::vector<SketchPoint> points;
-    if (!anchor) {
-      points = loop_sketches(*naive, target.lanes);
+    if (!anchor || (anchor->op == "nn.conv2d" && anchor->attrs.i("groups") > 1)) {
+      points = loop_sketches(*naive, target.lanes);  // elementwise, reductions, grouped and depthwise convs
     } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {
       bool pixel_lanes = pointwise_eligible(body, *anchor) && anchor->attrs.ints("strides") == std::vector<int64_t>{1, 1};
       points = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,

@@ -12,16 +12,9 @@
 
 namespace autotune::testing {
 
-/** The loops of a statement, outermost first, with their extents (0 when not constant). */
-inline void loops_of(const loop::Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) {
-  if (!s) return;
-  if (s->kind == loop::StmtKind::kFor) out.emplace_back(s->var, loop::as_int(s->extent).value_or(0));
-  for (const loop::Stmt &b : s->body) loops_of(b, out);
-}
-
 inline const std::vector<std::string> &random_step_ops() {
   static const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel",
-                                            "compute_at", "compute_inline", "cache_write", "distribute"};
+                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition"};
   return ops;
 }
 

@@ -293,6 +293,36 @@ TEST(Transform, ThePaddedInputInlinedOrComputedAtEachLevelMatches) {
   EXPECT_LT(pc.run(at), 1e-5) << at.to_string();
 }
 
+TEST(Transform, PartitionSeparatesThePaddingsBorderFromItsInside) {
+  PaddedConv pc;
+  LoweredKernel k = pc.kernel();
+  // Rows: [0, 1) border, [1, 10) inside, [10, 11) border; then the inside rows' columns the same way.
+  LoweredKernel p = k;
+  p.stages[0].body = ok(partition(p.stages[0].body, "y"));
+  p.stages[0].body = ok(partition(p.stages[0].body, "px"));
+  std::string ir = to_string(p.stages[0].body);
+  for (const char *loop : {"(y_b0, 0, 1)", "(y, 0, 9)", "(y_b2, 0, 1)", "(px_yb0, 0, 11)", "(px_yb2, 0, 11)", "(px_b0, 0, 1)", "(px, 0, 9)", "(px_b2, 0, 1)"})
+    EXPECT_NE(ir.find(loop), std::string::npos) << loop << "\n" << ir;
+  // Borders store zeros and the inside copies plain reads: no select, no clamp is left.
+  EXPECT_EQ(ir.find("select"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("min("), std::string::npos) << ir;
+  EXPECT_LT(pc.run(p), 1e-5) << ir;
+  // Every column loop vectorized: the inside's reads are contiguous now.
+  for (const char *v : {"px", "px_yb0", "px_yb2"}) p.stages[0].body = ok(vectorize(p.stages[0].body, v));
+  EXPECT_LT(pc.run(p), 1e-5) << to_string(p.stages[0].body);
+  // A box computed at the output channel, partitioned the same way inside the consumer.
+  LoweredKernel at = ok(compute_at(k, "pad", "conv", "o"));
+  at.stages[0].body = ok(partition(at.stages[0].body, "y_o"));
+  at.stages[0].body = ok(partition(at.stages[0].body, "px_o"));
+  EXPECT_EQ(at.to_string().find("select"), std::string::npos) << at.to_string();
+  EXPECT_LT(pc.run(at), 1e-5) << at.to_string();
+  // Nothing switches with the channel loop, or with a row of a box computed per output row (its rows depend on oy too).
+  EXPECT_EQ(refusal(partition(k.stages[0].body, "c")), "partition: no condition in loop c's body changes inside its range");
+  LoweredKernel row = ok(compute_at(k, "pad", "conv", "oy"));
+  EXPECT_EQ(refusal(partition(row.stages[0].body, "y_oy")), "partition: no condition in loop y_oy's body changes inside its range");
+  EXPECT_EQ(refusal(partition(p.stages[0].body, "px")), "partition: loop px is already vectorized");
+}
+
 TEST(Transform, ProducerStepsAreRefusedWithTheirReason) {
   PaddedConv pc;
   LoweredKernel k = pc.kernel();

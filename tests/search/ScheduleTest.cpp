@@ -148,10 +148,10 @@ TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
 
 TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   // The sketch rules' step lists on the groups' naive nests: every loop-sketch point (elementwise
-  // groups, pools, global pools, means, matmul) and every seventh tile-sketch point (convs with one
-  // group, dense) of seven generated models round-trips through the schedule's JSON and computes
-  // what the reference executor does.
-  int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0;
+  // groups, pools, global pools, means, matmul), every seventh of grouped convs' loop-sketch points
+  // and of tile-sketch points (convs with one group, dense) of seven generated models round-trips
+  // through the schedule's JSON and computes what the reference executor does.
+  int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0, grouped = 0, partitioned = 0;
   std::set<std::string> ops;
   for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
@@ -165,8 +165,11 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
         // Pixel lanes (1x1 convs: rows and columns fused, pixels as the vector), with or without a remainder tile.
         bool lanes = tile && steps[0].op == "fuse" && steps[0].loop == "i2";
         bool tail = std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.loop == "pi_tail"; });
-        if (tile && i % 7 != 0) continue;
-        pixel_lanes += lanes, pixel_tails += tail;
+        // Grouped and depthwise convs: the loop sketch with the padded input placed (root, inline, per plane or row).
+        bool conv_loops = !tile && t.ops.rfind("nn.conv2d", 0) == 0;
+        bool parts = std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "partition"; });
+        if ((tile || conv_loops) && i % 7 != 0) continue;
+        pixel_lanes += lanes, pixel_tails += tail, grouped += conv_loops, partitioned += parts;
         KernelSchedule s = sp.sketch_knobs;
         s.steps = steps;
         auto back = schedule_from_json(schedule_to_json(s));
@@ -179,12 +182,14 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   }
   std::string kinds;
   for (const std::string &o : ops) kinds += o + " ";
-  std::printf("%d sketch points (%d register tiles, %d of them pixel lanes, %d with a remainder) of %d tasks checked: %s\n", points, tiles,
-              pixel_lanes, pixel_tails, tasks_with_sketches, kinds.c_str());
+  std::printf("%d sketch points (%d register tiles, %d of them pixel lanes, %d with a remainder; %d of grouped convs; %d with a partitioned padding) of %d tasks checked: %s\n",
+              points, tiles, pixel_lanes, pixel_tails, grouped, partitioned, tasks_with_sketches, kinds.c_str());
   EXPECT_GE(tasks_with_sketches, 20);
   EXPECT_GE(tiles, 30);
   EXPECT_GE(pixel_lanes, 10);
   EXPECT_GE(pixel_tails, 3);
+  EXPECT_GE(grouped, 50);
+  EXPECT_GE(partitioned, 50);
   EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean") && ops.count("nn.conv2d+nn.relu")) << kinds;
 }
 
