@@ -213,8 +213,8 @@ Expected<LoweredKernel> Lowerer::run_naive() {
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;
-  if (op == "nn.softmax") return make_error("no naive nest for " + op + " yet: its schedules are template knobs");
-  if (op == "nn.conv2d") AT_TRY(lower_conv2d());
+  if (op == "nn.softmax") AT_TRY(lower_softmax());
+  else if (op == "nn.conv2d") AT_TRY(lower_conv2d());
   else if (op == "nn.dense") AT_TRY(lower_dense());
   else AT_TRY(lower_reduction_op());
   return k_;

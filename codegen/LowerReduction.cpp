@@ -78,6 +78,35 @@ Status Lowerer::lower_softmax() {
   const Node &sm = g_.nodes[anchor_];
   const Shape &s = sm.type.shape;
   int axis = *normalize_axis(sm.attrs.i("axis"), static_cast<int>(s.size()));
+  if (naive_) {
+    // A loop per dimension but the axis (i0, i1, ...) around the three passes over the axis: the
+    // maximum (j1), the sum of exponentials (j2), the normalized outputs (j3), each row's maximum
+    // and sum in one-element local buffers. The loop sketch vectorizes the innermost of the
+    // i loops (for a softmax over channels, the pixels), each lane with its own maximum and sum.
+    Shape rest;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int>(d) != axis) rest.push_back(s[d]);
+    std::vector<std::string> i = numbered("i", rest.size());
+    auto at = [&](const Expr &j) {
+      Index idx;
+      for (size_t d = 0, n = 0; d < s.size(); ++d) idx.push_back(static_cast<int>(d) == axis ? j : var(i[n++]));
+      return idx;
+    };
+    Buffer m = make_buffer("max", Type::kF32, 1, BufferScope::kLocal), sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal);
+    Expr zero = int_imm(0);
+    Stmt body = seq({
+        store(m, zero, float_imm(-kInf)),
+        for_loop("j1", zero, int_imm(s[axis]), ForKind::kSerial, store(m, zero, max(load(m, zero), value_at(sm.inputs[0], at(var("j1")))))),
+        store(sum, zero, float_imm(0)),
+        for_loop("j2", zero, int_imm(s[axis]), ForKind::kSerial,
+                 store(sum, zero, load(sum, zero) + call("exp", {value_at(sm.inputs[0], at(var("j2"))) - load(m, zero)}))),
+        for_loop("j3", zero, int_imm(s[axis]), ForKind::kSerial,
+                 store_output(at(var("j3")), call("exp", {value_at(sm.inputs[0], at(var("j3"))) - load(m, zero)}) / load(sum, zero))),
+    });
+    k_.schedule = "naive nest";
+    add_stage("softmax", "u", 1, loop_nest(i, rest, allocate(m, allocate(sum, body))));
+    return Status::ok();
+  }
   Shape before(s.begin(), s.begin() + axis), after(s.begin() + axis + 1, s.end());
   int64_t inner = product(after), len = s[axis];
   Index bi = unravel(var("r") / int_imm(inner), before), ai = unravel(var("r") % int_imm(inner), after);

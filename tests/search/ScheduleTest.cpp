@@ -190,7 +190,36 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   EXPECT_GE(pixel_tails, 3);
   EXPECT_GE(grouped, 50);
   EXPECT_GE(partitioned, 50);
-  EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean") && ops.count("nn.conv2d+nn.relu")) << kinds;
+  EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean") && ops.count("nn.conv2d+nn.relu") && ops.count("nn.softmax")) << kinds;
+}
+
+TEST(ScheduleSpace, SoftmaxStepListsMatchTheReference) {
+  // Softmax's naive nest (three passes over the axis inside a loop per other dimension) under
+  // every loop-sketch point: over channels, whose pixels become the vector lanes (19 columns: one
+  // vector and a remainder), each lane with its own maximum and sum; and over the last axis.
+  struct Case {
+    std::string shape;
+    int axis;
+  };
+  int vectorized = 0, points = 0;
+  for (const Case &c : std::vector<Case>{{"(2, 5, 3, 19)", 1}, {"(6, 40)", -1}}) {
+    std::string t = "Tensor[" + c.shape + ", float32]";
+    auto g = parse_text("def @main(%x: " + t + ") -> " + t + " {\n  %0 = fn (%p0: " + t + ") -> " + t + " {\n    %0 = nn.softmax(%p0, axis=" +
+                        std::to_string(c.axis) + ");\n    %1 = nn.relu(%0);\n    return %1;\n  }(%x);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    ScheduleSpace sp = ScheduleSpace::of(body);
+    ASSERT_GE(sp.sketches.size(), 2u) << c.shape;
+    for (const auto &steps : sp.sketches) {
+      KernelSchedule s = sp.sketch_knobs;
+      s.steps = steps;
+      expect_schedule_matches(body, s, "softmax " + c.shape);
+      ++points;
+      vectorized += std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "vectorize"; });
+    }
+  }
+  EXPECT_GE(points, 6);
+  EXPECT_GE(vectorized, 4);
 }
 
 TEST(ScheduleSpace, RandomStepListsOnEveryGroupsNaiveNestMatchTheReference) {
