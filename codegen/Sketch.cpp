@@ -117,6 +117,43 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
   };
   const auto &[last, len] = outs.back();
   int64_t lanes = std::min<int64_t>(knobs.lanes, len);
+  if (knobs.rows > 0) {
+    // A tile of `rows` rows x `lanes` columns (the last two output loops) around the reduction
+    // (S-S-R-S): the rows unrolled and the columns vectorized, so each row's accumulator vector
+    // stays in a register and rows whose windows overlap share their loads.
+    if (outs.size() < 2) return make_error("a tile of rows needs two output loops in the nest of stage " + st.name);
+    const auto &[row, height] = outs[outs.size() - 2];
+    if (reds.empty() || lanes < 2 || len % lanes || height % knobs.rows || knobs.rows > height)
+      return make_error("a tile of " + std::to_string(knobs.rows) + " rows x " + std::to_string(lanes) + " columns does not tile the nest of stage " + st.name);
+    Step sy = step("split", row);
+    sy.factor = knobs.rows, sy.names = {"yo", "yi"};
+    steps.push_back(sy);
+    std::string x = last;
+    if (lanes < len) {
+      Step sx = step("split", last);
+      sx.factor = lanes, sx.names = {"xo", "xi"};
+      steps.push_back(sx);
+      x = "xi";
+    }
+    Step r = step("reorder", "");
+    r.names = x == "xi" ? std::vector<std::string>{"yo", "xo", "yi", "xi"} : std::vector<std::string>{"yo", "yi", x};
+    steps.push_back(r);
+    steps.push_back(step("distribute", x));
+    steps.push_back(step("distribute", "yi"));
+    Step u = step("reorder", "");
+    for (const auto &k : reds) u.names.push_back(k.first);
+    u.names.push_back("yi_1"), u.names.push_back(x + "_1");
+    steps.push_back(u);
+    for (const char *suffix : {"", "_1", "_2"}) steps.push_back(step("vectorize", x + suffix)), steps.push_back(step("unroll", std::string("yi") + suffix));
+    if (knobs.unroll_reduction)
+      for (const auto &[k, ex] : reds)
+        if (ex > 1 && ex <= 16) steps.push_back(step("unroll", k));
+    std::vector<std::string> par;
+    for (size_t d = 0; d + 2 < outs.size(); ++d) par.push_back(outs[d].first);
+    if (knobs.parallel_loops < 0) par.push_back("yo");
+    for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
+    return steps;
+  }
   if (lanes >= 2) {
     Step split = step("split", last);
     split.factor = lanes;
@@ -145,14 +182,28 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
   widths.push_back(1);
   // A conv's padded input at root, inline, per channel plane (i1) or per output row (i2).
   std::vector<std::string> pads = naive.stages.size() == 2 ? std::vector<std::string>{"root", "inline", "i1", "i2"} : std::vector<std::string>{"root"};
+  // Row tiles for nests with a reduction (convs, pools): 2 to 8 rows; the columns then need
+  // lanes that divide them (a row narrower than a vector is one vector).
+  std::vector<int> rows{0};
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(naive.stages.back().body, outs, reds);
+  if (outs.size() >= 2 && !reds.empty()) {
+    for (int r : {2, 3, 4, 6, 7, 8}) rows.push_back(r);
+    // The widest lanes that divide the row (28 columns: 14 lanes; 7: 7), if not a width already.
+    int64_t w = outs.back().second, d = std::min<int64_t>(w, lanes);
+    while (d > 1 && w % d) --d;
+    if (d >= 5 && std::find(widths.begin(), widths.end(), d) == widths.end()) widths.insert(widths.begin(), static_cast<int>(d));
+  }
   for (int v : widths)
     for (bool unroll : {false, true})
       for (int par : {-1, 2})
-        for (size_t pad = 0; pad < pads.size(); ++pad) {
-          auto steps = loop_sketch(naive, {v, unroll, par, pads[pad]});
-          if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
-          if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad)}});  // a point the nest refuses is not in the space
-        }
+        for (size_t pad = 0; pad < pads.size(); ++pad)
+          for (int r : rows) {
+            if (r && !unroll) continue;  // rows share loads only across an unrolled window
+            auto steps = loop_sketch(naive, {v, unroll, par, pads[pad], r});
+            if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
+            if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad), r}});  // a point the nest refuses is not in the space
+          }
   return out;
 }
 

@@ -18,6 +18,8 @@ struct LoopSketch {
   bool unroll_reduction = false; // unroll each reduction loop (k0, k1, ...) of at most 16 iterations
   int parallel_loops = -1;       // outer output loops fused into the parallel loop (-1: all but the innermost)
   std::string pad = "root";      // a conv's padded input: "root", "inline", or the conv's loop to compute it at
+  int rows = 0;                  // nests with a reduction: > 0 tiles the last two output loops by rows x lanes
+                                 // around the reduction (the lanes must divide the last loop)
 };
 
 /**
