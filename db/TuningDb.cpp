@@ -314,6 +314,27 @@ Expected<std::vector<TuningRecord>> TuningDb::records(const std::string &hash, c
   return out;
 }
 
+Expected<std::optional<std::vector<std::optional<TuningRecord>>>> TuningDb::plan(const std::string &model_hash, const std::string &target) {
+  Stmt q(db_, "SELECT grp, record_id FROM plans WHERE model_hash = ? AND target = ? ORDER BY grp");
+  q.bind(1, model_hash).bind(2, target);
+  std::vector<std::pair<int64_t, int64_t>> rows;  // group, record (0: the default)
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) rows.emplace_back(q.i64(0), q.null(1) ? 0 : q.i64(1));
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  if (rows.empty()) return std::optional<std::vector<std::optional<TuningRecord>>>();
+  std::vector<std::optional<TuningRecord>> out(rows.size());
+  for (const auto &[g, id] : rows) {
+    if (g < 0 || g >= static_cast<int64_t>(rows.size())) return make_error(path_ + ": the plan of model " + model_hash + " has a gap at group " + std::to_string(g));
+    if (id == 0) continue;
+    std::string sql = std::string("SELECT ") + kRecordColumns + " WHERE r.id = ?";
+    Stmt r(db_, sql.c_str());
+    r.bind(1, id);
+    if (r.step() != SQLITE_ROW) return make_error(path_ + ": the plan of model " + model_hash + " names record " + std::to_string(id) + ", which is not there");
+    out[static_cast<size_t>(g)] = read_record(r);
+  }
+  return std::optional<std::vector<std::optional<TuningRecord>>>(std::move(out));
+}
+
 Expected<std::vector<WorkloadInfo>> TuningDb::workloads() {
   Stmt q(db_,
          "SELECT w.id, w.hash, w.target, w.ir, w.flops, count(r.id), sum(r.status = 'ok'), min(CASE WHEN r.status = 'ok' THEN "

@@ -106,6 +106,11 @@ class TuningDb {
   /** Saves the chosen record per group of a model (replacing an earlier plan of that model). */
   Status save_plan(const std::string &model_hash, const std::string &target,
                    const std::vector<std::pair<std::string, int64_t>> &group_workload_record);
+  /**
+   * The plan saved for a model on a target: per group (in order), its chosen record, or nullopt
+   * where the group keeps its default schedule; nullopt when no plan of that model is saved.
+   */
+  Expected<std::optional<std::vector<std::optional<TuningRecord>>>> plan(const std::string &model_hash, const std::string &target);
   /** Every record as JSON lines (workload IR included), for export. */
   Expected<std::string> export_jsonl();
   /**

@@ -129,8 +129,14 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   }
 
   // Lower every group (with its tuned schedule where the database has one), then compile the
-  // kernels in parallel.
+  // kernels in parallel. A plan the tuner saved for this model decides per group (it may keep a
+  // default that was faster in the model); without one, each group takes its workload's best record.
   size_t n = g.nodes.size();
+  std::optional<std::vector<std::optional<TuningRecord>>> chosen;
+  if (db) {
+    AT_ASSIGN(p, db->plan(model_hash(g), target));
+    if (p && p->size() == n) chosen = std::move(p);
+  }
   std::vector<Expected<LoweredKernel>> lowered;
   for (size_t i = 0; i < n; ++i) {
     const Node &node = g.nodes[i];
@@ -141,9 +147,15 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     info.flops = group_flops(*node.body);
     KernelSchedule schedule = default_schedule(*node.body, m->jit_->target());
     if (db) {
-      AT_ASSIGN(best, db->best(workload_hash(*node.body), target));
+      std::optional<TuningRecord> best;
+      if (chosen) {
+        best = (*chosen)[i];
+      } else {
+        AT_ASSIGN(b, db->best(workload_hash(*node.body), target));
+        best = std::move(b);
+      }
       if (!best) {
-        info.untuned_reason = "no record for this workload on " + target;
+        info.untuned_reason = chosen ? "the model's plan keeps the default schedule" : "no record for this workload on " + target;
       } else if (auto s = schedule_from_json(best->schedule); !s) {
         info.untuned_reason = "record " + std::to_string(best->id) + ": " + s.error().message;
       } else if (auto v = validate_schedule(*node.body, *s); !v) {

@@ -25,6 +25,7 @@
 #include "ir/Hash.h"
 #include "search/Task.h"
 #include "runtime/Runtime.h"
+#include "search/PlanCheck.h"
 #include "search/Tuner.h"
 #include "tools/Args.h"
 
@@ -553,24 +554,25 @@ int cmd_tune(const std::vector<std::string> &argv) {
     std::printf("interrupted: every measured record is saved in %s; run the same command again to resume\n", o.db_path.c_str());
     return 130;
   }
-  // End to end, side by side: the model without and with the database.
-  CompileOptions plain, tuned;
-  plain.threads = tuned.threads = o.measure.threads;
-  tuned.db_path = o.db_path;
-  auto m0 = CompiledModel::compile(*fused, plain), m1 = CompiledModel::compile(*fused, tuned);
-  if (!m0) return fail(m0.error());
-  if (!m1) return fail(m1.error());
-  auto inputs = random_inputs(*fused, 0);
-  std::vector<double> t0s, t1s;
-  for (int r = 0; r < 23; ++r)
-    for (auto *pair : {&t0s, &t1s}) {
-      CompiledModel &m = pair == &t0s ? **m0 : **m1;
-      auto s = Clock::now();
-      if (auto out = m.run(inputs); !out) return fail(out.error());
-      if (r >= 3) pair->push_back(ms_since(s));
-    }
+  // End to end, side by side: the model without and with the database, and every group's time in
+  // the model; a group slower tuned than with its default in the model keeps the default in the plan.
+  PlanCheckOptions pc;
+  pc.db_path = o.db_path;
+  pc.threads = o.measure.threads;
+  auto check = check_plan_in_model(*fused, pc);
+  if (!check) return fail(check.error());
+  size_t groups = fused->nodes.size();
+  int first_tuned = check->tuned_groups + static_cast<int>(check->reverted.size());
   std::printf("end to end (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
-              median(t0s), median(t1s), median(t0s) / median(t1s), (*m1)->tuned_groups(), (*m1)->groups().size());
+              check->untuned_ms, check->tuned_ms, check->untuned_ms / check->tuned_ms, first_tuned, groups);
+  if (!check->reverted.empty()) {
+    std::printf("in the model, %zu groups ran slower tuned than with their default schedule; the saved plan keeps their default:\n",
+                check->reverted.size());
+    for (const auto &r : check->reverted)
+      std::printf("  %%%zu %s %s: default %.3f ms, tuned %.3f ms\n", r.group, r.ops.c_str(), r.shape.c_str(), r.default_ms, r.tuned_ms);
+    std::printf("end to end with that plan (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
+                check->checked_untuned_ms, check->checked_ms, check->checked_untuned_ms / check->checked_ms, check->tuned_groups, groups);
+  }
   return 0;
 }
 

@@ -13,6 +13,8 @@
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
 #include "search/ScheduleSpace.h"
+#include "db/Workload.h"
+#include "search/PlanCheck.h"
 #include "search/Tuner.h"
 #include "costmodel/Features.h"
 #include "costmodel/Model.h"
@@ -260,6 +262,72 @@ TEST_F(Tuner, TheRuntimeCompilesWithTheTunedSchedulesAndStaysCorrect) {
   EXPECT_EQ((*plain)->tuned_groups(), 0);
   EXPECT_EQ((*plain)->groups()[0].untuned_reason.rfind("no record for this workload on ", 0), 0u);
   for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db_ + ".other" + suffix);
+}
+
+TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
+  // A plan entry that is slower in the model than the default: one padded conv's schedule made a
+  // valid but slow step list (its padding recomputed at every read, scalar, one thread), recorded
+  // as if it had won alone. The in-model check times the model both ways, reverts that group in
+  // the saved plan, and the runtime then runs its default; every other group keeps its entry.
+  auto rep = tune(fused_, options(20));
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  size_t g = fused_.nodes.size();
+  for (size_t i = 0; i < fused_.nodes.size() && g == fused_.nodes.size(); ++i)
+    for (const Node &n : fused_.nodes[i].body->nodes)
+      if (n.op == "nn.conv2d" && n.attrs.ints("padding") != std::vector<int64_t>{0, 0, 0, 0}) g = i;
+  ASSERT_LT(g, fused_.nodes.size());
+  const Graph &body = *fused_.nodes[g].body;
+  KernelSchedule slow = default_schedule(body);
+  Step inline_pad;
+  inline_pad.op = "compute_inline", inline_pad.stage = "conv2d", inline_pad.producer = "pad";
+  slow.steps = {inline_pad};
+  ASSERT_TRUE(static_cast<bool>(validate_schedule(body, slow)));
+  std::string model = model_hash(fused_);
+  {
+    auto db = TuningDb::open(db_);
+    ASSERT_TRUE(static_cast<bool>(db));
+    TuningRecord r;
+    r.workload_hash = workload_hash(body), r.target = rep->target, r.schedule = schedule_to_json(slow);
+    r.status = "ok", r.median_s = 1e-6, r.baseline_s = 1e-3, r.runs = 10, r.phase = "confirmation";
+    auto id = (*db)->add_record(r);
+    ASSERT_TRUE(static_cast<bool>(id));
+    auto plan = (*db)->plan(model, rep->target);
+    ASSERT_TRUE(plan && *plan && (*plan)->size() == fused_.nodes.size());
+    std::vector<std::pair<std::string, int64_t>> entries;
+    for (size_t i = 0; i < fused_.nodes.size(); ++i)
+      entries.emplace_back(workload_hash(*fused_.nodes[i].body), i == g ? *id : (**plan)[i] ? (**plan)[i]->id : 0);
+    ASSERT_TRUE(static_cast<bool>((*db)->save_plan(model, rep->target, entries)));
+  }
+  CompileOptions co;
+  co.db_path = db_;
+  auto before = CompiledModel::compile(fused_, co);
+  ASSERT_TRUE(static_cast<bool>(before)) << before.error().message;
+  EXPECT_TRUE((*before)->groups()[g].tuned);
+  EXPECT_NE((*before)->groups()[g].schedule.find("compute_inline"), std::string::npos) << (*before)->groups()[g].schedule;
+  int tuned_before = (*before)->tuned_groups();
+
+  PlanCheckOptions pc;
+  pc.db_path = db_;
+  pc.rounds = 10;
+  auto check = check_plan_in_model(fused_, pc);
+  ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
+  bool reverted = false;
+  for (const auto &r : check->reverted) {
+    reverted |= r.group == g;
+    EXPECT_GT(r.tuned_ms, r.default_ms);
+  }
+  EXPECT_TRUE(reverted) << "group " << g << " of " << check->reverted.size() << " reverted";
+  EXPECT_EQ(check->tuned_groups, tuned_before - static_cast<int>(check->reverted.size()));
+  auto after = CompiledModel::compile(fused_, co);
+  ASSERT_TRUE(static_cast<bool>(after)) << after.error().message;
+  EXPECT_FALSE((*after)->groups()[g].tuned);
+  EXPECT_EQ((*after)->groups()[g].untuned_reason, "the model's plan keeps the default schedule");
+  EXPECT_EQ((*after)->tuned_groups(), check->tuned_groups);
+  auto inputs = random_inputs(fused_, 5);
+  auto got = (*after)->run(inputs);
+  auto expected = run_reference(fused_, inputs);
+  ASSERT_TRUE(got && expected);
+  EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
 }
 
 }  // namespace

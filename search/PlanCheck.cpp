@@ -1,0 +1,87 @@
+#include "search/PlanCheck.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "db/TuningDb.h"
+#include "db/Workload.h"
+#include "ir/Reference.h"
+#include "runtime/Runtime.h"
+
+namespace autotune {
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct SideBySide {
+  double a_ms = 0, b_ms = 0;
+  std::vector<double> a_group_ms, b_group_ms;  // per group, medians
+};
+
+/** Models a and b run alternately, `rounds` timed runs each after 3 untimed; end-to-end and per-group medians. */
+Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds) {
+  size_t n = a.groups().size();
+  std::vector<double> ta, tb;
+  std::vector<std::vector<double>> ga(n), gb(n);
+  for (int r = 0; r < rounds + 3; ++r)
+    for (CompiledModel *m : {&a, &b}) {
+      std::vector<double> groups;
+      auto s = std::chrono::steady_clock::now();
+      AT_TRY(m->run(inputs, &groups));
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+      if (r < 3) continue;
+      (m == &a ? ta : tb).push_back(ms);
+      auto &per = m == &a ? ga : gb;
+      for (size_t i = 0; i < n && i < groups.size(); ++i) per[i].push_back(groups[i]);
+    }
+  SideBySide out;
+  out.a_ms = median_of(ta), out.b_ms = median_of(tb);
+  for (size_t i = 0; i < n; ++i) out.a_group_ms.push_back(median_of(ga[i])), out.b_group_ms.push_back(median_of(gb[i]));
+  return out;
+}
+
+}  // namespace
+
+Expected<PlanCheckReport> check_plan_in_model(const Graph &fused, const PlanCheckOptions &options) {
+  CompileOptions plain, tuned;
+  plain.threads = tuned.threads = options.threads;
+  tuned.db_path = options.db_path;
+  AT_ASSIGN(m0, CompiledModel::compile(fused, plain));
+  AT_ASSIGN(m1, CompiledModel::compile(fused, tuned));
+  auto inputs = random_inputs(fused, 0);
+  AT_ASSIGN(first, side_by_side(*m0, *m1, inputs, options.rounds));
+  PlanCheckReport rep;
+  rep.untuned_ms = first.a_ms, rep.tuned_ms = first.b_ms;
+  rep.checked_ms = first.b_ms, rep.checked_untuned_ms = first.a_ms;
+  rep.tuned_groups = m1->tuned_groups();
+  const auto &groups = m1->groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    double d = first.a_group_ms[i], t = first.b_group_ms[i];
+    if (groups[i].tuned && t > d * options.margin && t - d > 0.002)
+      rep.reverted.push_back({i, groups[i].ops, groups[i].shape, d, t});
+  }
+  if (rep.reverted.empty()) return rep;
+  // The plan with the reverted groups on their defaults, saved where the runtime reads it.
+  std::string target = plain.target.key(m1->threads()), model = model_hash(m1->graph());
+  AT_ASSIGN(db, TuningDb::open(options.db_path, DbAccess::kReadWrite));
+  AT_ASSIGN(saved, db->plan(model, target));
+  if (!saved || saved->size() != groups.size())
+    return make_error(options.db_path + ": no plan of this model on " + target + " to check (tune it first)");
+  std::vector<std::pair<std::string, int64_t>> plan;
+  for (size_t i = 0; i < groups.size(); ++i) plan.emplace_back(workload_hash(*m1->graph().nodes[i].body), (*saved)[i] ? (*saved)[i]->id : 0);
+  for (const auto &r : rep.reverted) plan[r.group].second = 0;
+  AT_TRY(db->save_plan(model, target, plan));
+  db.reset();
+  AT_ASSIGN(m2, CompiledModel::compile(fused, tuned));
+  AT_ASSIGN(second, side_by_side(*m0, *m2, inputs, options.rounds));
+  rep.checked_untuned_ms = second.a_ms, rep.checked_ms = second.b_ms;
+  rep.tuned_groups = m2->tuned_groups();
+  return rep;
+}
+
+}  // namespace autotune

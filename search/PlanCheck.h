@@ -1,0 +1,41 @@
+#pragma once
+// The tuned plan checked in the model: kernels are tuned one at a time, each measured alone, where
+// its inputs sit in the cache as its own previous run left them. In the model they were just
+// written by another kernel, split across the cores by that kernel's parallel loop, and a schedule
+// that won alone can lose there (MobileNetV2's 1x1 convs with a residual add at 14x14: 0.076 ms
+// alone, 0.160 in the model against the default's 0.089). The check times the model with its
+// default schedules and with the tuned plan, alternating, with every group's time in the model;
+// a group whose tuned schedule is slower in the model than its default keeps the default in the
+// saved plan (the plan the runtime loads), and the plan is timed again.
+#include <string>
+#include <vector>
+
+#include "ir/Error.h"
+#include "ir/Graph.h"
+
+namespace autotune {
+
+struct PlanCheckOptions {
+  std::string db_path;  // the tuning database holding the model's plan (written)
+  int threads = 0;      // 0: one per hardware thread
+  int rounds = 20;      // timed runs of each model, alternating (after 3 untimed)
+  double margin = 1.05; // a group is reverted when its tuned time in the model exceeds the default's by this factor
+};
+
+struct PlanCheckReport {
+  struct Reverted {
+    size_t group = 0;
+    std::string ops, shape;
+    double default_ms = 0, tuned_ms = 0;  // medians in the model
+  };
+  double untuned_ms = 0, tuned_ms = 0;  // end to end, medians, the plan as the tuner saved it
+  std::vector<Reverted> reverted;       // groups that keep their default
+  double checked_ms = 0;                // end to end with the checked plan (= tuned_ms when nothing was reverted)
+  double checked_untuned_ms = 0;        // the default model timed alongside it
+  int tuned_groups = 0;                 // groups running a tuned schedule in the checked plan
+};
+
+/** Checks the plan of `fused` (a fused graph) saved in the database; see above. */
+Expected<PlanCheckReport> check_plan_in_model(const Graph &fused, const PlanCheckOptions &options);
+
+}  // namespace autotune
