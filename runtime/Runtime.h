@@ -24,8 +24,8 @@ struct CompileOptions {
   int threads = 0;                                   // 0: one per hardware thread
   std::string cache_dir = default_kernel_cache_dir();  // "" disables the on-disk kernel cache
   PassContext passes;                                // for load(): how the graph is optimized and fused
-  std::string db_path;                               // a tuning database: each group takes its best
-                                                     // record's schedule (the default where none)
+  std::string db_path;                               // a tuning database: the model's saved plan, or
+                                                     // without one each group's best record (the default where none)
   Target target = host_target();                     // what the kernels are compiled and scheduled for
 };
 

@@ -109,7 +109,7 @@ Options:
                      CPU and run on a thread pool; reference: the plain float32 oracle
                      every compiled kernel is checked against
   --threads T        compiled executor threads (default: one per hardware thread)
-  --db D             a tuning database: each group runs with its best measured schedule
+  --db D             a tuning database: the model's tuned plan (each group's best record without one)
   --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
   --seed K           seed of the random input (default 0)
   --stage S          the graph the reference executor runs (default: optimized); the
@@ -320,7 +320,7 @@ Options:
   --threads T    threads (default: one per hardware thread)
   --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
   --input X.npy  the input to time (default: seeded random)
-  --db D         a tuning database: each group runs with its best measured schedule
+  --db D         a tuning database: the model's tuned plan (each group's best record without one)
   --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
 
 Example:
