@@ -247,22 +247,23 @@ bool fold_pairs(Linear &l) {
 
 }  // namespace
 
+Expr with_args(const Expr &e, std::vector<Expr> args) {
+  switch (e->kind) {
+    case ExprKind::kBinary: return binary(e->op, args[0], args[1]);
+    case ExprKind::kSelect: return select(args[0], args[1], args[2]);
+    case ExprKind::kLoad: return load(e->buffer, args[0]);
+    case ExprKind::kCast: return cast(e->type, args[0]);
+    case ExprKind::kCall: return call(e->name, std::move(args), e->type);
+    default: return e;
+  }
+}
+
 Expr fold_div_mod(const Expr &e) {
   if (!e || e->args.empty()) return e;
   std::vector<Expr> args;
   bool changed = false;
   for (const Expr &a : e->args) args.push_back(fold_div_mod(a)), changed |= args.back().get() != a.get();
-  Expr x = e;
-  if (changed) {
-    switch (e->kind) {
-      case ExprKind::kBinary: x = binary(e->op, args[0], args[1]); break;
-      case ExprKind::kSelect: x = select(args[0], args[1], args[2]); break;
-      case ExprKind::kLoad: x = load(e->buffer, args[0]); break;
-      case ExprKind::kCast: x = cast(e->type, args[0]); break;
-      case ExprKind::kCall: x = call(e->name, args, e->type); break;
-      default: break;
-    }
-  }
+  Expr x = changed ? with_args(e, std::move(args)) : e;
   if (x->type != Type::kI64 || x->kind != ExprKind::kBinary || (x->op != BinOp::kAdd && x->op != BinOp::kSub)) return x;
   Linear l;
   linearize(x, 1, l);
@@ -276,20 +277,10 @@ Expr fold_div_mod(const Expr &e) {
 
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
   if (!uses_var(e, v)) return e;
-  switch (e->kind) {
-    case ExprKind::kVar: return value;
-    case ExprKind::kBinary: return binary(e->op, substitute(e->args[0], v, value), substitute(e->args[1], v, value));
-    case ExprKind::kSelect:
-      return select(substitute(e->args[0], v, value), substitute(e->args[1], v, value), substitute(e->args[2], v, value));
-    case ExprKind::kLoad: return load(e->buffer, substitute(e->args[0], v, value));
-    case ExprKind::kCast: return cast(e->type, substitute(e->args[0], v, value));
-    case ExprKind::kCall: {
-      std::vector<Expr> args;
-      for (const Expr &a : e->args) args.push_back(substitute(a, v, value));
-      return call(e->name, std::move(args), e->type);
-    }
-    default: return e;
-  }
+  if (e->kind == ExprKind::kVar) return value;
+  std::vector<Expr> args;
+  for (const Expr &a : e->args) args.push_back(substitute(a, v, value));
+  return with_args(e, std::move(args));
 }
 
 const char *for_kind_name(ForKind k) {

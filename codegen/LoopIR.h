@@ -89,6 +89,8 @@ bool uses_var(const Expr &e, const std::string &v);
  * depend on v); nullopt otherwise. Decides how a vectorized access is emitted.
  */
 std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
+/** `e` with arguments `args` (same kind, operator, buffer, function and type), rebuilt by the builders above (constants re-folded). */
+Expr with_args(const Expr &e, std::vector<Expr> args);
 /** `e` with variable `v` replaced by `value`, re-folded. */
 Expr substitute(const Expr &e, const std::string &v, const Expr &value);
 

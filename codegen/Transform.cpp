@@ -471,13 +471,8 @@ Expr simplify_over(const Expr &e, const Ranges &r) {
   if (!e || e->args.empty()) return e;
   std::vector<Expr> args;
   bool changed = false;
-  for (const Expr &a : e->args) args.push_back(simplify_over(a, r)), changed |= args.back().get() != e->args[args.size() - 1].get();
-  Expr x = e;
-  if (changed) {
-    auto copy = std::make_shared<ExprNode>(*e);
-    copy->args = args;
-    x = copy;
-  }
+  for (const Expr &a : e->args) args.push_back(simplify_over(a, r)), changed |= args.back().get() != a.get();
+  Expr x = changed ? with_args(e, std::move(args)) : e;
   if (x->kind == ExprKind::kSelect) {
     if (auto d = decide(x->args[0], r)) return *d ? x->args[1] : x->args[2];
   } else if (x->kind == ExprKind::kBinary && x->op == BinOp::kAnd) {
