@@ -39,6 +39,31 @@ std::vector<Step> parallel_over(const std::string &stage, const std::vector<std:
 }
 
 /**
+ * Steps making `loops` of stage `stage` (outermost first; each the whole body of the one before,
+ * the reduction loops `reduction` inside them) a register tile around the reduction: distribute
+ * the tile over its init, update and epilogue (the innermost loop first), move the reduction
+ * outside the update's tile, and vectorize the innermost loop of each of the three (unroll it
+ * when `vector` is false) and unroll the others, so each accumulator stays in a register.
+ */
+std::vector<Step> register_tile(const std::string &stage, const std::vector<std::string> &loops, const std::vector<std::string> &reduction,
+                                bool vector = true) {
+  std::vector<Step> out;
+  auto step = [&](const std::string &op, const std::string &loop) {
+    Step s;
+    s.op = op, s.stage = stage, s.loop = loop;
+    out.push_back(s);
+    return &out.back();
+  };
+  for (auto l = loops.rbegin(); l != loops.rend(); ++l) step("distribute", *l);
+  std::vector<std::string> update = reduction;
+  for (const std::string &l : loops) update.push_back(l + "_1");
+  step("reorder", "")->names = update;
+  for (size_t i = 0; i < loops.size(); ++i)
+    for (const char *suffix : {"", "_1", "_2"}) step(i + 1 == loops.size() && vector ? "vectorize" : "unroll", loops[i] + suffix);
+  return out;
+}
+
+/**
  * Steps placing a conv's padded input (the naive nest's "pad" stage) for consumer stage `stage`:
  * "root" keeps its own stage ((n, c) fused and parallel), "inline" recomputes it at every read,
  * any other value is the consumer's loop to compute it at, into a local box. A stored copy's rows
@@ -138,13 +163,9 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     Step r = step("reorder", "");
     r.names = x == "xi" ? std::vector<std::string>{"yo", "xo", "yi", "xi"} : std::vector<std::string>{"yo", "yi", x};
     steps.push_back(r);
-    steps.push_back(step("distribute", x));
-    steps.push_back(step("distribute", "yi"));
-    Step u = step("reorder", "");
-    for (const auto &k : reds) u.names.push_back(k.first);
-    u.names.push_back("yi_1"), u.names.push_back(x + "_1");
-    steps.push_back(u);
-    for (const char *suffix : {"", "_1", "_2"}) steps.push_back(step("vectorize", x + suffix)), steps.push_back(step("unroll", std::string("yi") + suffix));
+    std::vector<std::string> reduction;
+    for (const auto &k : reds) reduction.push_back(k.first);
+    for (Step &t : register_tile(st.name, {"yi", x}, reduction)) steps.push_back(t);
     if (knobs.unroll_reduction)
       for (const auto &[k, ex] : reds)
         if (ex > 1 && ex <= 16) steps.push_back(step("unroll", k));
@@ -225,6 +246,13 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
     steps.push_back(s);
     return &steps.back();
   };
+  // The channel tiles, and the weight packed by them: its first index is then oo * oc_block + oi.
+  auto channel_tiles = [&] {
+    Step *so = step("split", "i1");
+    so->factor = knobs.oc_block, so->names = {"oo", "oi"};
+    Step *p = step("pack");
+    p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+  };
   if (knobs.pixel_vectors > 0) {
     // Pixel lanes (the pointwise template's form): rows and columns fused into the pixel loop,
     // whose contiguous pixels are the vector; each weight broadcast to every pixel of the tile.
@@ -238,36 +266,22 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
       return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(knobs.lanes) + " pixels do not tile " +
                         std::to_string(P) + " pixels" + (knobs.pixels_outer ? "" : " up to a vector"));
     step("fuse", "i2")->names = {"i3", "p"};
-    Step *so = step("split", "i1");
-    so->factor = knobs.oc_block, so->names = {"oo", "oi"};
-    Step *p = step("pack");
-    p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+    channel_tiles();
     step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
     step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
     step("split", "pi")->factor = knobs.lanes, steps.back().names = {"pv", "pl"};
     step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
-    // The tile (and the remainder's tile) distributed over init, update and store, the
-    // reduction outside it: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
-    auto tile = [&](const std::vector<std::string> &loops, const std::vector<std::string> &reduction, bool vector = true) {
-      for (auto l = loops.rbegin(); l != loops.rend(); ++l) step("distribute", *l);
-      std::vector<std::string> update = reduction;
-      for (const std::string &l : loops) update.push_back(l + "_1");
-      step("reorder")->names = update;
-      for (size_t i = 0; i < loops.size(); ++i)
-        for (const char *suffix : {"", "_1", "_2"}) step(i + 1 == loops.size() && vector ? "vectorize" : "unroll", loops[i] + suffix);
-    };
-    tile({"oi", "pv", "pl"}, {"k0", "k1", "k2"});
+    // The tile (and the remainder's tile) around the reduction: channels unrolled, pixel vectors
+    // unrolled, pixel lanes vectorized.
+    for (Step &t : register_tile(st.name, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
     if (rest) {
       step("reorder")->names = {"oi_tail", "pi_tail"};
-      tile({"oi_tail", "pi_tail"}, {"k0_tail", "k1_tail", "k2_tail"}, rest >= 2);  // one pixel left: a scalar
+      for (Step &t : register_tile(st.name, {"oi_tail", "pi_tail"}, {"k0_tail", "k1_tail", "k2_tail"}, rest >= 2)) steps.push_back(t);  // one pixel left: a scalar
     }
     for (Step &f : parallel_over(st.name, {"i0", knobs.pixels_outer ? "po" : "oo"})) steps.push_back(f);
     return steps;
   }
-  Step *so = step("split", "i1");
-  so->factor = knobs.oc_block, so->names = {"oo", "oi"};
-  Step *p = step("pack");  // after the split: the weight's first index is then oo * oc_block + oi
-  p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+  channel_tiles();
   if (conv) {
     Step *sx = step("split", "i3");
     sx->factor = knobs.px_block, sx->names = {"xo", "xp"};
