@@ -1,22 +1,16 @@
 #include "search/PlanCheck.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/Reference.h"
+#include "ir/Stats.h"
 #include "runtime/Runtime.h"
 
 namespace autotune {
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct SideBySide {
   double a_ms = 0, b_ms = 0;
@@ -40,8 +34,8 @@ Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std:
       for (size_t i = 0; i < n && i < groups.size(); ++i) per[i].push_back(groups[i]);
     }
   SideBySide out;
-  out.a_ms = median_of(ta), out.b_ms = median_of(tb);
-  for (size_t i = 0; i < n; ++i) out.a_group_ms.push_back(median_of(ga[i])), out.b_group_ms.push_back(median_of(gb[i]));
+  out.a_ms = median(ta), out.b_ms = median(tb);
+  for (size_t i = 0; i < n; ++i) out.a_group_ms.push_back(median(ga[i])), out.b_group_ms.push_back(median(gb[i]));
   return out;
 }
 
@@ -58,7 +52,7 @@ Expected<PlanCheckReport> check_plan_in_model(const Graph &fused, const PlanChec
   PlanCheckReport rep;
   rep.untuned_ms = first.a_ms, rep.tuned_ms = first.b_ms;
   rep.checked_ms = first.b_ms, rep.checked_untuned_ms = first.a_ms;
-  rep.tuned_groups = m1->tuned_groups();
+  rep.tuned_groups = rep.checked_tuned_groups = m1->tuned_groups();
   const auto &groups = m1->groups();
   for (size_t i = 0; i < groups.size(); ++i) {
     double d = first.a_group_ms[i], t = first.b_group_ms[i];
@@ -80,7 +74,7 @@ Expected<PlanCheckReport> check_plan_in_model(const Graph &fused, const PlanChec
   AT_ASSIGN(m2, CompiledModel::compile(fused, tuned));
   AT_ASSIGN(second, side_by_side(*m0, *m2, inputs, options.rounds));
   rep.checked_untuned_ms = second.a_ms, rep.checked_ms = second.b_ms;
-  rep.tuned_groups = m2->tuned_groups();
+  rep.checked_tuned_groups = m2->tuned_groups();
   return rep;
 }
 

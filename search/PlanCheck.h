@@ -32,7 +32,8 @@ struct PlanCheckReport {
   std::vector<Reverted> reverted;       // groups that keep their default
   double checked_ms = 0;                // end to end with the checked plan (= tuned_ms when nothing was reverted)
   double checked_untuned_ms = 0;        // the default model timed alongside it
-  int tuned_groups = 0;                 // groups running a tuned schedule in the checked plan
+  int tuned_groups = 0;                 // groups running a tuned schedule in the plan as the tuner saved it
+  int checked_tuned_groups = 0;         // and in the checked plan
 };
 
 /** Checks the plan of `fused` (a fused graph) saved in the database; see above. */
