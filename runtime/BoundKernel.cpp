@@ -9,9 +9,27 @@
 
 namespace autotune {
 
-BoundKernel::BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, Tensor out)
+Tensor PackCache::get(const Tensor &w, const WeightPacking &p) {
+  auto how = std::make_tuple(static_cast<int>(p.kind), p.block, p.tile);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->source.raw() == w.raw() && it->source.type() == w.type() && it->how == how) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return it->packed;
+    }
+  Tensor packed = pack_weight(w, p);
+  entries_.push_front({w, packed, how});
+  bytes_ += packed.nbytes();
+  while (bytes_ > budget_ && entries_.size() > 1) {
+    bytes_ -= entries_.back().packed.nbytes();
+    entries_.pop_back();
+  }
+  return packed;
+}
+
+BoundKernel::BoundKernel(const LoweredKernel &k, const CompiledKernel &ck, const std::vector<Tensor> &args, Tensor out,
+                         PackCache *packed)
     : args_(args), out_(std::move(out)), stages_(ck.stages) {
-  for (const WeightPacking &p : k.packings) args_[p.param] = pack_weight(args_[p.param], p);
+  for (const WeightPacking &p : k.packings) args_[p.param] = packed ? packed->get(args_[p.param], p) : pack_weight(args_[p.param], p);
   for (size_t b = k.num_params + 1; b < k.buffers.size(); ++b)
     temps_.emplace_back(TensorType{k.buffers[b]->type == loop::Type::kI64 ? DType::kInt64 : DType::kFloat32, {k.buffers[b]->size}});
   for (Tensor &a : args_) bufs_.push_back(a.raw());

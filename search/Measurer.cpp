@@ -70,15 +70,15 @@ struct ChildReport {
 };
 
 ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o,
-                          const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline) {
+                          const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline, PackCache &packed) {
   ChildReport rep{};
   rep.status = static_cast<int>(MeasureStatus::kOk);
   ThreadPool pool(o.threads);
   // One output for both: their buffers differ only where the schedules make them differ.
   Tensor shared_out(data.expected.type());
-  BoundKernel cand(k, ck, data.args, shared_out);
+  BoundKernel cand(k, ck, data.args, shared_out, &packed);
   std::optional<BoundKernel> base;
-  if (baseline.first) base.emplace(*baseline.first, *baseline.second, data.args, shared_out);
+  if (baseline.first) base.emplace(*baseline.first, *baseline.second, data.args, shared_out, &packed);
   auto run_once = [&] { cand.run(pool); };
   const Tensor &out = cand.output();
   run_once();  // the first run is checked before any timing
@@ -176,7 +176,7 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
     close(fds[0]);
     signal(SIGINT, SIG_IGN);  // Ctrl-C is for the tuner, which finishes this measurement first
     signal(SIGTERM, SIG_DFL);
-    ChildReport rep = child_measure(k, ck, data, options_, baseline);
+    ChildReport rep = child_measure(k, ck, data, options_, baseline, packed_);
     ssize_t w = write(fds[1], &rep, sizeof rep);
     _exit(w == static_cast<ssize_t>(sizeof rep) ? 0 : 1);
   }
@@ -279,6 +279,12 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     if (auto bc = jit_.compile(*bk)) base_k = bk.take(), base_ck = bc.take();
   }
   std::pair<const LoweredKernel *, const CompiledKernel *> baseline{base_k ? &*base_k : nullptr, base_ck ? &*base_ck : nullptr};
+  // Every weight packing the batch needs, done here once: each child inherits them.
+  if (base_k)
+    for (const WeightPacking &p : base_k->packings) packed_.get(data.args[p.param], p);
+  for (size_t i = 0; i < n; ++i)
+    if (lowered[i])
+      for (const WeightPacking &p : lowered[i]->packings) packed_.get(data.args[p.param], p);
   for (size_t i = 0; i < n; ++i) {
     if (stop && stop->load()) {
       results.resize(i);

@@ -16,6 +16,8 @@
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
 
+#include "runtime/BoundKernel.h"
+
 namespace autotune {
 
 /**
@@ -91,6 +93,9 @@ class Measurer {
  private:
   Jit &jit_;
   MeasureOptions options_;
+  // Weights packed in this process before each batch's children fork, so they inherit them
+  // (see PackCache): up to 512 MiB of packed weights, the least recently used dropped first.
+  PackCache packed_{size_t{512} << 20};
 };
 
 }  // namespace autotune
