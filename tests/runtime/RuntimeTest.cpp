@@ -2,12 +2,16 @@
 // the reference executor.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 
+#include "codegen/Lower.h"
+#include "codegen/Winograd.h"
 #include "ir/OnnxImport.h"
 #include "ir/Pass.h"
 #include "ir/Reference.h"
+#include "runtime/BoundKernel.h"
 #include "runtime/Runtime.h"
 #include "tests/OnnxBuilder.h"
 
@@ -55,6 +59,48 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
       });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 20) << n;
   }
+}
+
+TEST(PackCache, SharesEachPackingAndStaysWithinItsBudget) {
+  TensorType t{DType::kFloat32, {48, 20, 3, 3}};
+  Tensor w = random_tensor(t, 1), w2 = random_tensor(t, 2);
+  WeightPacking direct{1, WeightPacking::kOIHWToOIHWo, 16, 0}, wino{1, WeightPacking::kWinograd, 16, 4};
+  auto same_bytes = [](const Tensor &a, const Tensor &b) {
+    return a.type() == b.type() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  };
+  PackCache cache(size_t{1} << 30);
+  Tensor a = cache.get(w, direct);
+  EXPECT_TRUE(same_bytes(a, pack_weight(w, direct)));
+  EXPECT_EQ(cache.get(w, direct).raw(), a.raw());   // the same packing of the same weight: shared
+  EXPECT_NE(cache.get(w2, direct).raw(), a.raw());  // another weight of the same shape: its own
+  EXPECT_TRUE(same_bytes(cache.get(w2, direct), pack_weight(w2, direct)));
+  // Winograd F(4x4): U[xi][o/B][c][o%B] = (G g G^T)[xi] for g = w[o][c], against the definition.
+  Tensor u = cache.get(w, wino);
+  ASSERT_EQ(u.nbytes(), size_t{36} * 48 * 20 * 4);
+  const WinogradMatrices &m = winograd_matrices(4);
+  double worst = 0;
+  for (int64_t o = 0; o < 48; ++o)
+    for (int64_t c = 0; c < 20; ++c)
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          double want = 0;
+          for (int k = 0; k < 3; ++k)
+            for (int l = 0; l < 3; ++l) want += m.g[i][k] * w.f32()[((o * 20 + c) * 3 + k) * 3 + l] * m.g[j][l];
+          double got = u.f32()[(((i * 6 + j) * 3 + o / 16) * 20 + c) * 16 + o % 16];
+          worst = std::max(worst, std::abs(got - want));
+        }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_EQ(cache.entries(), 3u);
+  EXPECT_EQ(cache.bytes(), 2 * a.nbytes() + u.nbytes());
+  // A budget of one direct packing: the least recently used goes, and comes back packed anew.
+  PackCache small(a.nbytes());
+  Tensor first = small.get(w, direct);
+  small.get(w2, direct);
+  EXPECT_EQ(small.entries(), 1u);
+  EXPECT_EQ(small.bytes(), a.nbytes());
+  Tensor again = small.get(w, direct);
+  EXPECT_NE(again.raw(), first.raw());
+  EXPECT_TRUE(same_bytes(again, first));
 }
 
 void expect_model_matches(const std::string &name) {
