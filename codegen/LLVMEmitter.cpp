@@ -8,6 +8,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include <cmath>
@@ -26,6 +28,7 @@ class StageEmitter {
 
   Status emit(size_t stage_index, const Target &target) {
     scatter_ = target.isa == "avx512";
+    block_lanes_ = target.lanes;
     const KernelStage &stage = k_.stages[stage_index];
     auto *ptr = llvm::PointerType::get(ctx_, 0);
     auto *i64 = llvm::Type::getInt64Ty(ctx_);
@@ -164,6 +167,8 @@ class StageEmitter {
       for (int l = 0; l < lanes_; ++l) pick.push_back(static_cast<int>(l * *stride));
       return b_.CreateShuffleVector(all, pick);
     }
+    if (stride && e->buffer->scope == BufferScope::kLocal && e->type == Type::kF32)
+      if (llvm::Value *column = tile_column(e->buffer, *stride, scalar_index(index))) return column;
     // Per-lane loads (strided or irregular indices).
     llvm::Value *idx = emit(index);
     llvm::Value *out = llvm::PoisonValue::get(llvm::FixedVectorType::get(t, lanes_));
@@ -172,6 +177,72 @@ class StageEmitter {
       out = b_.CreateInsertElement(out, b_.CreateAlignedLoad(t, element_ptr(e->buffer, li), llvm::Align(4)), l);
     }
     return out;
+  }
+
+  /**
+   * Column `base` of a register tile held row by row in a stack buffer, rows `stride` floats apart,
+   * one row per lane: tile[lane * stride + base]. The conv template's pixel epilogue reads its
+   * accumulators (a row of channels per pixel) this way, a channel at a time with the pixels as the
+   * vector. Read lane by lane, the 32 channels x 14 pixels of ResNet's 3x3 convs took LLVM 770
+   * instructions with spills; here each block of `block_lanes_` columns is transposed once, in
+   * log2(lanes) rounds of two-source shuffles, and every column read after it is one of its
+   * results. nullptr where this does not apply (a base not constant, rows not whole blocks).
+   */
+  llvm::Value *tile_column(const Buffer &buf, int64_t stride, llvm::Value *base) {
+    const int W = block_lanes_;
+    auto *k = llvm::dyn_cast<llvm::ConstantInt>(base);
+    if (!k || W < 4 || (W & (W - 1)) || lanes_ < 2 || lanes_ > 4 * W || stride < W || stride % W) return nullptr;
+    int64_t col = k->getSExtValue();
+    if (col < 0 || col >= stride) return nullptr;
+    int64_t first = col - col % W;
+    auto key = std::make_tuple(buf.get(), stride, lanes_, first);
+    auto it = transposed_.find(key);
+    if (it == transposed_.end() || it->second.block != b_.GetInsertBlock()) {
+      auto *vt = llvm::FixedVectorType::get(b_.getFloatTy(), W);
+      // Rows in chunks of W (a tile of more rows than lanes: its columns are longer than a vector).
+      std::vector<std::vector<llvm::Value *>> chunks;
+      for (int r0 = 0; r0 < lanes_; r0 += W) {
+        std::vector<llvm::Value *> rows(W, llvm::PoisonValue::get(vt));
+        for (int r = 0; r < W && r0 + r < lanes_; ++r)
+          rows[r] = b_.CreateAlignedLoad(vt, element_ptr(buf, b_.getInt64(static_cast<uint64_t>((r0 + r) * stride + first))), llvm::Align(4));
+        // Round b swaps bit b of the row and column indices: rows r (bit b clear) and r | b
+        // trade the halves of their columns whose bit b differs from their own.
+        for (int bit = 1; bit < W; bit *= 2)
+          for (int r = 0; r < W; ++r) {
+            if (r & bit) continue;
+            std::vector<int> lo, hi;
+            for (int c = 0; c < W; ++c) {
+              lo.push_back(c & bit ? W + (c ^ bit) : c);
+              hi.push_back(c & bit ? W + c : c ^ bit);
+            }
+            llvm::Value *a = rows[r], *b = rows[r | bit];
+            rows[r] = b_.CreateShuffleVector(a, b, lo);
+            rows[r | bit] = b_.CreateShuffleVector(a, b, hi);
+          }
+        chunks.push_back(std::move(rows));
+      }
+      // Column c: its pieces from every chunk, joined, the first lanes_ kept.
+      std::vector<llvm::Value *> columns(W);
+      for (int c = 0; c < W; ++c) {
+        llvm::Value *v = chunks[0][c];
+        int have = W;
+        for (size_t q = 1; q < chunks.size(); ++q) {
+          // v (have lanes) then the next piece (W lanes): both widened to have + W lanes, joined.
+          int n = have + W;
+          std::vector<int> wide_v, wide_p, join;
+          for (int l = 0; l < n; ++l) {
+            wide_v.push_back(l < have ? l : -1);
+            wide_p.push_back(l < W ? l : -1);
+            join.push_back(l < have ? l : n + (l - have));
+          }
+          v = b_.CreateShuffleVector(b_.CreateShuffleVector(v, wide_v), b_.CreateShuffleVector(chunks[q][c], wide_p), join);
+          have = n;
+        }
+        columns[c] = b_.CreateShuffleVector(v, first_lanes(lanes_));
+      }
+      it = transposed_.insert_or_assign(key, TransposedBlock{b_.GetInsertBlock(), std::move(columns)}).first;
+    }
+    return it->second.columns[static_cast<size_t>(col - first)];
   }
 
   llvm::Value *emit(const Expr &e) {
@@ -360,6 +431,8 @@ class StageEmitter {
         return st;
       }
       case StmtKind::kStore: {
+        for (auto it = transposed_.begin(); it != transposed_.end();)
+          it = std::get<0>(it->first) == s->buffer.get() ? transposed_.erase(it) : std::next(it);
         llvm::Value *value = emit(s->value);
         if (!is_vector(s->index)) {
           if (value->getType()->isVectorTy()) return make_error("store of a vector to a scalar location in " + s->buffer->name);
@@ -451,6 +524,15 @@ class StageEmitter {
   int lanes_ = 1;
   bool scatter_ = false;
   bool vector_mode_ = false;
+  int block_lanes_ = 8;  // the target's float lanes: the width of a transposed block
+  // Columns of a register tile transposed once for every read of its columns (`tile_column`),
+  // valid while the insertion point stays in the block they were emitted in and nothing stores to
+  // the tile: key (buffer, stride, lanes, first column of the block).
+  struct TransposedBlock {
+    llvm::BasicBlock *block;
+    std::vector<llvm::Value *> columns;
+  };
+  std::map<std::tuple<const BufferNode *, int64_t, int, int64_t>, TransposedBlock> transposed_;
 };
 
 }  // namespace

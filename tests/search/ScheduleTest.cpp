@@ -112,13 +112,14 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
 }
 
 /** Lowers `body` with `s`, runs it on seeded inputs and compares with the reference executor. */
-void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what, double tolerance = 1e-5) {
+void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what, double tolerance = 1e-5,
+                             const Target &target = host_target()) {
   std::vector<Tensor> args = random_inputs(body, 4);
   auto expected = run_reference(body, args);
   ASSERT_TRUE(static_cast<bool>(expected));
   auto k = lower_group(body, "sched", s);
   ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-  auto jit = Jit::create({""});
+  auto jit = Jit::create({"", target});
   ASSERT_TRUE(static_cast<bool>(jit));
   auto ck = (*jit)->compile(*k);
   ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
@@ -411,6 +412,40 @@ TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
       ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
       expect_schedule_matches(body, s, "tiled conv");
     }
+}
+
+TEST(ScheduleSpace, PixelEpiloguesTransposeTilesOfEveryShape) {
+  // The pixel epilogue reads its accumulators a channel at a time across the tile's pixels; the
+  // emitter transposes each block of channels once (codegen/LLVMEmitter tile_column), in rows of
+  // the target's lanes: tiles of fewer pixels than lanes, more, and not a multiple, with and
+  // without reduction tiles, on each ISA this host runs.
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 8, 9, 9), float32], %w: Tensor[(48, 8, 3, 3), float32], %b: Tensor[(48), float32]) -> Tensor[(1, 48, 9, 9), float32] {
+    %0 = fn (%p0: Tensor[(1, 8, 9, 9), float32], %p1: Tensor[(48, 8, 3, 3), float32], %p2: Tensor[(48), float32]) -> Tensor[(1, 48, 9, 9), float32] {
+      %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1]);
+      %1 = nn.relu(%0);
+      return %1;
+    }(%x, %w, %b);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  int checked = 0;
+  for (const char *isa : {"avx2", "avx512"}) {
+    auto t = resolve_target(isa);
+    ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+    if (!t->runnable_here()) continue;  // the host's own ISA always runs: avx2 at least
+    for (int ob : {16, 48})
+      for (int px : {2, 5, 8, 9, 16, 17, 27, 32})
+        for (int ib : {0, 4}) {
+          KernelSchedule s = default_schedule(body, *t);
+          s.winograd = 0, s.pixel_vectors = false, s.pixel_epilogue = true;
+          s.vector_width = t->lanes, s.oc_block = ob, s.px_block = px, s.ic_block = ib;
+          ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+          expect_schedule_matches(body, s, std::string(isa) + " pixel epilogue", 1e-5, *t);
+          ++checked;
+        }
+  }
+  EXPECT_GE(checked, 32);
 }
 
 }  // namespace
