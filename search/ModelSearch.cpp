@@ -72,7 +72,7 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
   int randoms = model_ ? static_cast<int>(std::ceil(o_.epsilon * want)) : want;
   if (model_) {
     auto t0 = std::chrono::steady_clock::now();
-    // Population: the elite, then random points.
+    // Population: the seeds, then random points.
     std::map<std::string, std::pair<KernelSchedule, float>> scored;  // every point scored so far
     auto score = [&](std::vector<KernelSchedule> pts) {
       std::vector<std::vector<float>> x;
@@ -97,7 +97,7 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
       return ranked;
     };
     std::vector<KernelSchedule> pop(elite.begin(), elite.end());
-    for (int i = 0; i < o_.population * 2 && static_cast<int>(pop.size()) < o_.population; ++i) pop.push_back(space.sample(rng));
+    for (int i = 0; i < o_.population; ++i) pop.push_back(space.sample(rng));  // seeds do not crowd out the random points
     score(pop);
     for (int g = 0; g < o_.generations; ++g) {
       // Survivors: the best-predicted half of everything scored; children by mutation and crossover.

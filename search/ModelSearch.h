@@ -44,8 +44,9 @@ class ModelSearch {
   Expected<bool> maybe_retrain();
 
   /**
-   * Up to `want` unmeasured, legal schedules of `task` for the next batch; `elite` are its best
-   * measured schedules (seeds of the population). Random picks while there is no model.
+   * Up to `want` unmeasured, legal schedules of `task` for the next batch; `elite` seeds the
+   * population (the task's best measured schedules, and the Tuner adds other tasks' best), besides
+   * `population` random points. Random picks while there is no model.
    */
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                       const std::vector<KernelSchedule> &elite, int want, Rng &rng);

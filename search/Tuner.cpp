@@ -260,6 +260,20 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         std::vector<KernelSchedule> elite;
         for (size_t k = 0; k < best.size() && elite.size() < 8; ++k)
           if (auto s = schedule_from_json(best[k].second)) elite.push_back(*s);
+        // And the best two of every other task with the same anchor that beat its default: what
+        // made one conv fast (the algorithm, the register block) often makes the next one fast,
+        // and a task's first batches otherwise start from random points alone. The model scores
+        // them with the rest; those illegal here are dropped when they do not lower.
+        auto anchor = [](const Task &t) { return t.ops.substr(0, t.ops.find('+')); };
+        for (size_t t = 0; t < rep.tasks.size(); ++t) {
+          if (static_cast<int>(t) == pick || anchor(rep.tasks[t].task) != anchor(rep.tasks[pick].task)) continue;
+          std::vector<std::pair<double, std::string>> theirs;
+          for (const auto &[j, r] : states[t].ratios)
+            if (r < 0.98) theirs.emplace_back(r, j);
+          std::sort(theirs.begin(), theirs.end());
+          for (size_t k = 0; k < theirs.size() && k < 2; ++k)
+            if (auto s = schedule_from_json(theirs[k].second); s && !states[pick].measured.count(theirs[k].second)) elite.push_back(*s);
+        }
         candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng);
       } else {
         // Random search: a ModelSearch that never trains proposes random, unmeasured, legal points.
