@@ -8,7 +8,7 @@
 The second form runs the searches itself: for each seed, `autotune --search evolutionary` and
 `--search random` with the same budget, one after the other, each into DIR/<search>-<seed>.db
 with a kernel cache of its own (so neither finds the other's compiled kernels), and records each
-run's wall time; then it compares each seed's pair as below and, with --bench-rounds, measures the
+run's wall time (its output in DIR/<search>-<seed>.log); then it compares each seed's pair as below and, with --bench-rounds, measures the
 model end to end with each database, alternating `autotune bench --db` runs.
 
 For every workload (task) that all the databases measured on the same target, each database's
@@ -91,9 +91,12 @@ def run_seeds(a):
             shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
             t0 = time.monotonic()
             print(f"seed {seed}: tuning with --search {search} ...", file=sys.stderr, flush=True)
-            subprocess.run([a.autotune, "--model", a.model, "--trials", str(a.trials), "--search", search, "--seed", str(seed),
-                            "--db", db], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            row[search] = {"db": db, "wall_s": time.monotonic() - t0}
+            # The run's own summary (search and prediction time, compile times) goes to a log beside its database.
+            log = os.path.join(a.out, f"{search}-{seed}.log")
+            with open(log, "w") as f:
+                subprocess.run([a.autotune, "--model", a.model, "--trials", str(a.trials), "--search", search, "--seed", str(seed),
+                                "--db", db], env=env, check=True, stdout=f, stderr=subprocess.STDOUT)
+            row[search] = {"db": db, "log": log, "wall_s": time.monotonic() - t0}
         _, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance)
         row["median_trials"] = {"evolutionary": medians[0], "random": medians[1]}
         if a.bench_rounds:
