@@ -1,8 +1,11 @@
 #include "search/ModelSearch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <future>
+#include <set>
 
 #include "costmodel/Features.h"
 
@@ -27,6 +30,32 @@ const std::vector<float> &ModelSearch::features(const Task &task, const KernelSc
   std::vector<float> x;
   if (auto k = lower_group(task.body, "k", s)) x = kernel_features(*k, target_);
   return feature_cache_.emplace(key, std::move(x)).first->second;
+}
+
+void ModelSearch::compute_features(const Task &task, const std::vector<KernelSchedule> &points) {
+  // Lowering each point is most of the search's own time, and it runs between batches, when the
+  // measurer leaves the cores idle: the points not yet cached are lowered on every thread.
+  std::vector<std::string> keys;
+  std::vector<const KernelSchedule *> todo;
+  std::set<std::string> queued;
+  for (const KernelSchedule &s : points) {
+    std::string key = task.hash + schedule_to_json(s);
+    if (feature_cache_.count(key) || !queued.insert(key).second) continue;
+    keys.push_back(std::move(key));
+    todo.push_back(&s);
+  }
+  std::vector<std::vector<float>> out(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < todo.size();)
+      if (auto k = lower_group(task.body, "k", *todo[i])) out[i] = kernel_features(*k, target_);
+  };
+  int threads = std::max(1, std::min(o_.threads, static_cast<int>(todo.size())));
+  std::vector<std::future<void>> pool;
+  for (int t = 1; t < threads; ++t) pool.push_back(std::async(std::launch::async, work));
+  work();
+  for (auto &f : pool) f.get();
+  for (size_t i = 0; i < todo.size(); ++i) feature_cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }
 
 void ModelSearch::add_result(const Task &task, const KernelSchedule &s, double ratio) {
@@ -75,6 +104,7 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     // Population: the seeds, then random points.
     std::map<std::string, std::pair<KernelSchedule, float>> scored;  // every point scored so far
     auto score = [&](std::vector<KernelSchedule> pts) {
+      compute_features(task, pts);
       std::vector<std::vector<float>> x;
       std::vector<KernelSchedule> kept;
       for (const KernelSchedule &s : pts) {

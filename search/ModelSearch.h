@@ -24,7 +24,7 @@ struct ModelSearchOptions {
   int population = 64;        // points per generation
   int generations = 3;
   double epsilon = 0.125;     // share of each batch picked at random among unmeasured points
-  int threads = 1;            // XGBoost's threads while training
+  int threads = 1;            // XGBoost's threads while training, and the threads lowering points for their features
   int64_t min_samples = 16;   // records before the first model is trained (random search until then)
 };
 
@@ -51,6 +51,8 @@ class ModelSearch {
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                       const std::vector<KernelSchedule> &elite, int want, Rng &rng);
 
+  /** The features of every point of `points` not cached yet, lowered on `threads` threads, then cached. */
+  void compute_features(const Task &task, const std::vector<KernelSchedule> &points);
   /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
   const std::vector<float> &features(const Task &task, const KernelSchedule &s);
   /** The current model (null before the first training). */
