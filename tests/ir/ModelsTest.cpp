@@ -205,13 +205,18 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   std::string records = std::to_string(16 + confirmations);
   EXPECT_NE(out.find("end to end (median of 20 runs, alternating): untuned"), std::string::npos) << out;
   EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
+  // The plan check keeps a group on its default when it ran slower tuned in the model (timings:
+  // on a busy machine a group can lose by noise); the tune command lists how many.
+  int reverted = 0;
+  if (size_t r = out.find("in the model, "); r != std::string::npos) reverted = std::stoi(out.substr(r + 14));
+  std::string tuned = std::to_string(13 - reverted) + " of 13 groups tuned";
   out = cli("bench --model " + model_path("tiny_cnn") + " --db " + db + " --runs 3 --json", &code);
   ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("tuning database " + db + ": 13 of 13 groups tuned"), std::string::npos) << out;  // stderr
-  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tuned_groups"], 13);
+  EXPECT_NE(out.find("tuning database " + db + ": " + tuned), std::string::npos) << out;  // stderr
+  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tuned_groups"], 13 - reverted);
   out = cli("run --model " + model_path("tiny_cnn") + " --db " + db, &code);
   ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("13 of 13 groups tuned"), std::string::npos) << out;
+  EXPECT_NE(out.find(tuned), std::string::npos) << out;
   out = cli("db ls --db " + db, &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 14);  // a header and 13 workloads
