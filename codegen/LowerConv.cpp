@@ -272,6 +272,7 @@ Status Lowerer::lower_conv2d() {
   };
   Expr u = var("u");
   auto tiles = [&](Stmt s) { return CBN > 1 ? for_loop("cb", int_imm(0), int_imm(CBN), ForKind::kSerial, s) : s; };
+  auto tail = [&] { return block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB); };
   if (PBF > 0) {
     Stmt main;
     int64_t units = 0;
@@ -282,7 +283,7 @@ Status Lowerer::lower_conv2d() {
         // The pixel tail joins its block's unit, inside the reduction tiles: a stage of its own
         // streamed every block's weights again (ResNet-50's 512-channel 3x3 conv at 7x7: 9.4 MB,
         // from L3, for a tail of 7 of its 49 pixels, 22% of the kernel's time).
-        if (P % PB) main = seq({main, block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)});
+        if (P % PB) main = seq({main, tail()});
         break;
       case KernelSchedule::Parallel::kPx:  // a thread owns pixel blocks, all channels
         units = N * PBF;
@@ -295,7 +296,7 @@ Status Lowerer::lower_conv2d() {
     }
     add_stage("conv2d", "u", units, tiles(main));
   }
-  if (P % PB && (PBF == 0 || s_.parallel != KernelSchedule::Parallel::kOc)) add_stage("conv2d_tail", "u", N * OBN, tiles(block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), P % PB)));
+  if (P % PB && (PBF == 0 || s_.parallel != KernelSchedule::Parallel::kOc)) add_stage("conv2d_tail", "u", N * OBN, tiles(tail()));
   return Status::ok();
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <future>
 #include <mutex>
 
 #include "db/TuningDb.h"
@@ -169,16 +168,9 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     lowered.push_back(lower_group(*node.body, kernel_name(*node.body), schedule));
   }
   std::vector<Expected<CompiledKernel>> compiled(n, Expected<CompiledKernel>(make_error("not compiled")));
-  {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;)
-        if (lowered[i]) compiled[i] = m->jit_->compile(*lowered[i]);
-    };
-    std::vector<std::future<void>> workers;
-    for (int t = 0; t < m->pool_->size(); ++t) workers.push_back(std::async(std::launch::async, work));
-    for (auto &w : workers) w.get();
-  }
+  for_each_index(n, m->pool_->size(), [&](size_t i) {
+    if (lowered[i]) compiled[i] = m->jit_->compile(*lowered[i]);
+  });
 
   // Where values live: graph outputs in the caller's tensors, the rest in one planned arena.
   impl.node_loc.assign(n, Loc{});

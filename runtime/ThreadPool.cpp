@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <future>
 #include <map>
 
 namespace autotune {
@@ -78,6 +79,19 @@ void ThreadPool::worker(int index) {
     if (begin < end) (*fn)(begin, end);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
+}
+
+void for_each_index(size_t n, int threads, const std::function<void(size_t)> &fn) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), std::max<size_t>(n, 1)));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::future<void>> others;
+  for (int t = 1; t < threads; ++t) others.push_back(std::async(std::launch::async, work));
+  work();
+  for (auto &f : others) f.get();
 }
 
 }  // namespace autotune

@@ -45,4 +45,12 @@ class ThreadPool {
   std::mutex call_mu_;  // one parallel_for at a time
 };
 
+/**
+ * fn(i) for every i in [0, n) on `threads` threads started for this call (the calling thread is
+ * one; threads <= 0: one per hardware thread), each taking the next index when it is done with
+ * its last, for items of uneven cost (lowering and compiling kernels). Every thread has finished
+ * when it returns; an exception from fn is rethrown.
+ */
+void for_each_index(size_t n, int threads, const std::function<void(size_t)> &fn);
+
 }  // namespace autotune

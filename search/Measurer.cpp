@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <future>
 #include <optional>
 #include <thread>
 
@@ -239,39 +238,30 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   std::vector<std::optional<LoweredKernel>> lowered(n);
   std::vector<std::optional<CompiledKernel>> compiled(n);
   // Compile in parallel; every compile thread is joined before the first fork.
-  {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) {
-        auto t0 = std::chrono::steady_clock::now();
-        if (auto st = validate_schedule(body, schedules[i]); !st) {
-          results[i].status = MeasureStatus::kInvalid;
-          results[i].error = st.error().message;
-          continue;
-        }
-        // Named as the runtime names it, so a deploy after tuning finds the cached object.
-        auto k = lower_group(body, kernel_name(body), schedules[i]);
-        if (!k) {
-          results[i].status = MeasureStatus::kCompileError;
-          results[i].error = k.error().message;
-          continue;
-        }
-        auto ck = jit_.compile(*k);
-        results[i].compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!ck) {
-          results[i].status = MeasureStatus::kCompileError;
-          results[i].error = ck.error().message;
-          continue;
-        }
-        lowered[i] = k.take();
-        compiled[i] = ck.take();
-      }
-    };
-    int threads = options_.threads > 0 ? options_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::future<void>> pool;
-    for (int t = 0; t < threads; ++t) pool.push_back(std::async(std::launch::async, work));
-    for (auto &f : pool) f.get();
-  }
+  for_each_index(n, options_.threads, [&](size_t i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (auto st = validate_schedule(body, schedules[i]); !st) {
+      results[i].status = MeasureStatus::kInvalid;
+      results[i].error = st.error().message;
+      return;
+    }
+    // Named as the runtime names it, so a deploy after tuning finds the cached object.
+    auto k = lower_group(body, kernel_name(body), schedules[i]);
+    if (!k) {
+      results[i].status = MeasureStatus::kCompileError;
+      results[i].error = k.error().message;
+      return;
+    }
+    auto ck = jit_.compile(*k);
+    results[i].compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!ck) {
+      results[i].status = MeasureStatus::kCompileError;
+      results[i].error = ck.error().message;
+      return;
+    }
+    lowered[i] = k.take();
+    compiled[i] = ck.take();
+  });
   // The baseline every candidate is timed against: the task's default schedule.
   std::optional<LoweredKernel> base_k;
   std::optional<CompiledKernel> base_ck;

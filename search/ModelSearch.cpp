@@ -1,13 +1,12 @@
 #include "search/ModelSearch.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <future>
 #include <set>
 
 #include "costmodel/Features.h"
+#include "runtime/ThreadPool.h"
 
 namespace autotune {
 
@@ -23,38 +22,34 @@ void ModelSearch::add_samples(std::vector<Sample> samples) {
   for (Sample &s : samples) samples_.push_back(std::move(s));
 }
 
+std::string ModelSearch::feature_key(const Task &task, const KernelSchedule &s) { return task.hash + schedule_to_json(s); }
+
+std::vector<float> ModelSearch::lowered_features(const Task &task, const KernelSchedule &s) const {
+  auto k = lower_group(task.body, "k", s);
+  return k ? kernel_features(*k, target_) : std::vector<float>{};
+}
+
 const std::vector<float> &ModelSearch::features(const Task &task, const KernelSchedule &s) {
-  std::string key = task.hash + schedule_to_json(s);
+  std::string key = feature_key(task, s);
   auto it = feature_cache_.find(key);
   if (it != feature_cache_.end()) return it->second;
-  std::vector<float> x;
-  if (auto k = lower_group(task.body, "k", s)) x = kernel_features(*k, target_);
-  return feature_cache_.emplace(key, std::move(x)).first->second;
+  return feature_cache_.emplace(key, lowered_features(task, s)).first->second;
 }
 
 void ModelSearch::compute_features(const Task &task, const std::vector<KernelSchedule> &points) {
-  // Lowering each point is most of the search's own time, and it runs between batches, when the
-  // measurer leaves the cores idle: the points not yet cached are lowered on every thread.
+  // The search runs between batches, when the measurer leaves the cores idle: the points not yet
+  // cached are lowered on every thread.
   std::vector<std::string> keys;
   std::vector<const KernelSchedule *> todo;
   std::set<std::string> queued;
   for (const KernelSchedule &s : points) {
-    std::string key = task.hash + schedule_to_json(s);
+    std::string key = feature_key(task, s);
     if (feature_cache_.count(key) || !queued.insert(key).second) continue;
     keys.push_back(std::move(key));
     todo.push_back(&s);
   }
   std::vector<std::vector<float>> out(todo.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < todo.size();)
-      if (auto k = lower_group(task.body, "k", *todo[i])) out[i] = kernel_features(*k, target_);
-  };
-  int threads = std::max(1, std::min(o_.threads, static_cast<int>(todo.size())));
-  std::vector<std::future<void>> pool;
-  for (int t = 1; t < threads; ++t) pool.push_back(std::async(std::launch::async, work));
-  work();
-  for (auto &f : pool) f.get();
+  for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered_features(task, *todo[i]); });
   for (size_t i = 0; i < todo.size(); ++i) feature_cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }
 

@@ -66,6 +66,9 @@ class ModelSearch {
   int trainings() const { return trainings_; }
 
  private:
+  static std::string feature_key(const Task &task, const KernelSchedule &s);
+  /** `s` lowered on `task` and its features; empty if it does not lower. */
+  std::vector<float> lowered_features(const Task &task, const KernelSchedule &s) const;
 
   Target target_;
   ModelSearchOptions o_;

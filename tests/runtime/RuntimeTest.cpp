@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <stdexcept>
 
 #include "codegen/Lower.h"
 #include "codegen/Winograd.h"
@@ -59,6 +60,19 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
       });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 20) << n;
   }
+}
+
+TEST(ThreadPool, ForEachIndexRunsEveryIndexOnceAndRethrows) {
+  for (int threads : {0, 1, 2, 3})
+    for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}}) {
+      std::vector<std::atomic<int>> hits(n);
+      for_each_index(n, threads, [&](size_t i) { hits[i]++; });
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << n << " on " << threads;
+    }
+  for (int threads : {1, 2})
+    EXPECT_THROW(for_each_index(100, threads, [](size_t i) {
+      if (i == 37) throw std::runtime_error("item 37");
+    }), std::runtime_error) << threads;
 }
 
 TEST(PackCache, SharesEachPackingAndStaysWithinItsBudget) {
