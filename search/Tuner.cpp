@@ -37,6 +37,17 @@ std::string tuning_key(const Jit &jit, int threads) {
 
 namespace {
 
+/** The schedules (JSON) of a schedule -> ratio map whose ratio is below `below`, best first. */
+std::vector<std::string> by_ratio(const std::map<std::string, double> &ratios, double below = INFINITY) {
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto &[s, r] : ratios)
+    if (r < below) ranked.emplace_back(r, s);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (auto &[r, s] : ranked) out.push_back(std::move(s));
+  return out;
+}
+
 std::string format_duration(double s) {
   int t = static_cast<int>(s + 0.5);
   char buf[32];
@@ -254,12 +265,11 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
           AT_TRY(db->save_cost_model(rep.target, kFeatureVersion, model->trained_rows(), bytes));
         }
         // The population's seeds: the task's best measured schedules.
-        std::vector<std::pair<double, std::string>> best(states[pick].ratios.size());
-        std::transform(states[pick].ratios.begin(), states[pick].ratios.end(), best.begin(), [](const auto &kv) { return std::make_pair(kv.second, kv.first); });
-        std::sort(best.begin(), best.end());
         std::vector<KernelSchedule> elite;
-        for (size_t k = 0; k < best.size() && elite.size() < 8; ++k)
-          if (auto s = schedule_from_json(best[k].second)) elite.push_back(*s);
+        for (const std::string &j : by_ratio(states[pick].ratios)) {
+          if (elite.size() >= 8) break;
+          if (auto s = schedule_from_json(j)) elite.push_back(*s);
+        }
         // And the best two of every other task with the same anchor that beat its default: what
         // made one conv fast (the algorithm, the register block) often makes the next one fast,
         // and a task's first batches otherwise start from random points alone. The model scores
@@ -267,12 +277,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         auto anchor = [](const Task &t) { return t.ops.substr(0, t.ops.find('+')); };
         for (size_t t = 0; t < rep.tasks.size(); ++t) {
           if (static_cast<int>(t) == pick || anchor(rep.tasks[t].task) != anchor(rep.tasks[pick].task)) continue;
-          std::vector<std::pair<double, std::string>> theirs;
-          for (const auto &[j, r] : states[t].ratios)
-            if (r < 0.98) theirs.emplace_back(r, j);
-          std::sort(theirs.begin(), theirs.end());
+          std::vector<std::string> theirs = by_ratio(states[t].ratios, 0.98);
           for (size_t k = 0; k < theirs.size() && k < 2; ++k)
-            if (auto s = schedule_from_json(theirs[k].second); s && !states[pick].measured.count(theirs[k].second)) elite.push_back(*s);
+            if (auto s = schedule_from_json(theirs[k]); s && !states[pick].measured.count(theirs[k])) elite.push_back(*s);
         }
         candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng);
       } else {
@@ -301,14 +308,12 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (r.status == "ok") {
         keep_min(best_ratio, r.schedule, r.relative());
       }
-    std::vector<std::pair<double, std::string>> ranked;
-    for (const auto &[s, ratio] : best_ratio) ranked.emplace_back(ratio, s);
-    std::sort(ranked.begin(), ranked.end());
     std::string def = schedule_to_json(default_schedule(tr.task.body, target));
     std::vector<KernelSchedule> leading;
     bool has_default = false;
-    for (size_t k = 0; k < ranked.size() && static_cast<int>(leading.size()) < o.confirm_top; ++k) {
-      if (auto s = schedule_from_json(ranked[k].second)) leading.push_back(*s), has_default |= ranked[k].second == def;
+    for (const std::string &j : by_ratio(best_ratio)) {
+      if (static_cast<int>(leading.size()) >= o.confirm_top) break;
+      if (auto s = schedule_from_json(j)) leading.push_back(*s), has_default |= j == def;
     }
     if (!has_default) leading.push_back(default_schedule(tr.task.body, target));
     if (leading.size() < 2) continue;  // nothing to choose between
