@@ -3,7 +3,7 @@
 
   search_efficiency.py --db evolutionary.db --db random.db [--tolerance 0.05] [--json]
   search_efficiency.py --model M.onnx --trials 2000 --seeds 0 1 2 [--autotune build/tools/autotune]
-                       [--out DIR] [--bench-rounds 5]
+                       [--out DIR] [--bench-rounds 5] [--warm-db OTHER.db]
 
 The second form runs the searches itself: for each seed, `autotune --search evolutionary` and
 `--search random` with the same budget, one after the other, each into DIR/<search>-<seed>.db
@@ -19,6 +19,11 @@ best ratio any database reached, times (1 + tolerance); a database's count is th
 task's trials it measured up to and including the first one at or below the target. A database
 that never reached it is counted as its trials + 1 and marked '>'. Prints one row per task and
 the median count per database; the issue's figure is the ratio of the medians.
+
+With --warm-db, both searches start from a copy of that database (another model's tuning run,
+say): the evolutionary search's first cost model is trained on its records, as a second model's
+tuning job would start. Random search does not use them. Every task that database already held
+records of is left out of the comparison (both searches would count the other run's trials).
 """
 import argparse
 import json
@@ -44,10 +49,10 @@ def trials_by_task(path):
     return tasks
 
 
-def compare(paths, tolerance):
-    """Per task, the trials each database needed to come within tolerance of the best any found."""
+def compare(paths, tolerance, exclude=()):
+    """Per task, the trials each database needed to come within tolerance of the best any found (tasks in `exclude` left out)."""
     dbs = [trials_by_task(p) for p in paths]
-    common = sorted(set.intersection(*(set(d) for d in dbs)))
+    common = sorted(set.intersection(*(set(d) for d in dbs)) - set(exclude))
     rows, counts = [], [[] for _ in dbs]
     for key in common:
         series = [d[key] for d in dbs]
@@ -77,9 +82,16 @@ def bench_ms(autotune, model, db):
     return json.loads(out)["median_ms"]
 
 
+def copy_db(src, dst):
+    """A consistent copy of a SQLite database (its WAL included)."""
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(dst) as d:
+        s.backup(d)
+
+
 def run_seeds(a):
     os.makedirs(a.out, exist_ok=True)
     summary = []
+    warm_tasks = set(trials_by_task(a.warm_db)) if a.warm_db else set()
     for seed in a.seeds:
         row = {"seed": seed}
         for search in ("evolutionary", "random"):
@@ -87,6 +99,8 @@ def run_seeds(a):
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(db + suffix):
                     os.remove(db + suffix)
+            if a.warm_db:
+                copy_db(a.warm_db, db)
             env = dict(os.environ, XDG_CACHE_HOME=os.path.join(a.out, f"cache-{search}-{seed}"))
             shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
             t0 = time.monotonic()
@@ -97,7 +111,8 @@ def run_seeds(a):
                 subprocess.run([a.autotune, "--model", a.model, "--trials", str(a.trials), "--search", search, "--seed", str(seed),
                                 "--db", db], env=env, check=True, stdout=f, stderr=subprocess.STDOUT)
             row[search] = {"db": db, "log": log, "wall_s": time.monotonic() - t0}
-        _, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance)
+        rows, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance, warm_tasks)
+        row["tasks_compared"] = len(rows)
         row["median_trials"] = {"evolutionary": medians[0], "random": medians[1]}
         if a.bench_rounds:
             times = {"evolutionary": [], "random": []}
@@ -108,13 +123,13 @@ def run_seeds(a):
                 row[search]["end_to_end_ms"] = statistics.median(times[search])
         summary.append(row)
         ev, rn = row["evolutionary"], row["random"]
-        line = (f"seed {seed}: median trials to within {a.tolerance:.0%}: evolutionary {medians[0]}, random {medians[1]}"
+        line = (f"seed {seed}: median trials to within {a.tolerance:.0%} over {len(rows)} tasks: evolutionary {medians[0]}, random {medians[1]}"
                 f" ({(medians[1] / medians[0]) if medians[0] else float('nan'):.2f}x fewer); wall {ev['wall_s']:.0f} s vs {rn['wall_s']:.0f} s")
         if a.bench_rounds:
             line += f"; end to end {ev['end_to_end_ms']:.3f} vs {rn['end_to_end_ms']:.3f} ms ({ev['end_to_end_ms'] / rn['end_to_end_ms']:.3f})"
         print(line, flush=True)
     if a.json:
-        print(json.dumps({"model": a.model, "trials": a.trials, "tolerance": a.tolerance, "seeds": summary}, indent=2))
+        print(json.dumps({"model": a.model, "trials": a.trials, "tolerance": a.tolerance, "warm_db": a.warm_db, "seeds": summary}, indent=2))
 
 
 def main():
@@ -127,6 +142,7 @@ def main():
     ap.add_argument("--out", default="search-efficiency")
     ap.add_argument("--bench-rounds", type=int, default=0, help="alternating end-to-end bench rounds per seed (0: none)")
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--warm-db", help="start both searches from a copy of this database; its tasks are left out of the comparison")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.model:
