@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <set>
 
 #include "costmodel/Features.h"
@@ -22,31 +23,33 @@ void ModelSearch::add_samples(std::vector<Sample> samples) {
   for (Sample &s : samples) samples_.push_back(std::move(s));
 }
 
-std::string ModelSearch::feature_key(const Task &task, const KernelSchedule &s) { return task.hash + schedule_to_json(s); }
-
 std::vector<float> ModelSearch::lowered_features(const Task &task, const KernelSchedule &s) const {
   auto k = lower_group(task.body, "k", s);
   return k ? kernel_features(*k, target_) : std::vector<float>{};
 }
 
 const std::vector<float> &ModelSearch::features(const Task &task, const KernelSchedule &s) {
-  std::string key = feature_key(task, s);
-  auto it = feature_cache_.find(key);
-  if (it != feature_cache_.end()) return it->second;
-  return feature_cache_.emplace(key, lowered_features(task, s)).first->second;
+  return features(task, Point{s, schedule_to_json(s)});
 }
 
-void ModelSearch::compute_features(const Task &task, const std::vector<KernelSchedule> &points) {
+const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) {
+  std::string key = task.hash + p.json;
+  auto it = feature_cache_.find(key);
+  if (it != feature_cache_.end()) return it->second;
+  return feature_cache_.emplace(key, lowered_features(task, p.schedule)).first->second;
+}
+
+void ModelSearch::compute_features(const Task &task, const std::vector<Point> &points) {
   // The search runs between batches, when the measurer leaves the cores idle: the points not yet
   // cached are lowered on every thread.
   std::vector<std::string> keys;
   std::vector<const KernelSchedule *> todo;
   std::set<std::string> queued;
-  for (const KernelSchedule &s : points) {
-    std::string key = feature_key(task, s);
+  for (const Point &p : points) {
+    std::string key = task.hash + p.json;
     if (feature_cache_.count(key) || !queued.insert(key).second) continue;
     keys.push_back(std::move(key));
-    todo.push_back(&s);
+    todo.push_back(&p.schedule);
   }
   std::vector<std::vector<float>> out(todo.size());
   for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered_features(task, *todo[i]); });
@@ -83,71 +86,80 @@ Expected<bool> ModelSearch::maybe_retrain() {
 
 std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                                  const std::vector<KernelSchedule> &elite, int want, Rng &rng) {
-  auto legal = [&](const KernelSchedule &s) { return static_cast<bool>(validate_schedule(task.body, s)); };
+  // A schedule's JSON is its identity (measured, chosen, scored, the feature cache); a step list's
+  // takes 50 us to write, so each point's is written once.
+  auto point = [](KernelSchedule s) {
+    std::string j = schedule_to_json(s);
+    return Point{std::move(s), std::move(j)};
+  };
   std::set<std::string> chosen;
   std::vector<KernelSchedule> out;
-  auto take = [&](const KernelSchedule &s) {
-    std::string j = schedule_to_json(s);
-    if (measured.count(j) || chosen.count(j) || !legal(s)) return false;
-    chosen.insert(j);
-    out.push_back(s);
+  auto take = [&](const Point &p) {
+    if (measured.count(p.json) || chosen.count(p.json) || !validate_schedule(task.body, p.schedule)) return false;
+    chosen.insert(p.json);
+    out.push_back(p.schedule);
     return true;
   };
   int randoms = model_ ? static_cast<int>(std::ceil(o_.epsilon * want)) : want;
   if (model_) {
     auto t0 = std::chrono::steady_clock::now();
     // Population: the seeds, then random points.
-    std::map<std::string, std::pair<KernelSchedule, float>> scored;  // every point scored so far
-    auto score = [&](std::vector<KernelSchedule> pts) {
+    std::map<std::string, std::pair<const Point *, float>> scored;  // every point scored so far, by its JSON
+    std::deque<Point> points;                                         // their storage (stable addresses)
+    auto score = [&](std::vector<Point> pts) {
       compute_features(task, pts);
       std::vector<std::vector<float>> x;
-      std::vector<KernelSchedule> kept;
-      for (const KernelSchedule &s : pts) {
-        std::string j = schedule_to_json(s);
-        if (scored.count(j)) continue;
+      std::vector<const Point *> kept;
+      for (Point &p : pts) {
+        if (scored.count(p.json)) continue;
         // Lowering refuses an illegal schedule (its knobs validated, its steps replayed): no features, not scored.
-        const std::vector<float> &f = features(task, s);
+        const std::vector<float> &f = features(task, p);
         if (f.empty()) continue;
-        x.push_back(f), kept.push_back(s);
-        scored[j] = {s, 0.0f};
+        points.push_back(std::move(p));
+        x.push_back(f), kept.push_back(&points.back());
+        scored[kept.back()->json] = {kept.back(), 0.0f};
       }
-      if (auto p = model_->predict(x))
-        for (size_t i = 0; i < kept.size(); ++i) scored[schedule_to_json(kept[i])].second = (*p)[i];
+      if (auto pr = model_->predict(x))
+        for (size_t i = 0; i < kept.size(); ++i) scored[kept[i]->json].second = (*pr)[i];
     };
     // Everything scored so far, best prediction first.
     auto ranked_points = [&] {
-      std::vector<std::pair<float, KernelSchedule>> ranked;
+      std::vector<std::pair<float, const Point *>> ranked;
       for (const auto &[j, sp] : scored) ranked.emplace_back(sp.second, sp.first);
       std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
       return ranked;
     };
-    std::vector<KernelSchedule> pop(elite.begin(), elite.end());
-    for (int i = 0; i < o_.population; ++i) pop.push_back(space.sample(rng));  // seeds do not crowd out the random points
-    score(pop);
+    std::vector<Point> pop;
+    for (const KernelSchedule &s : elite) pop.push_back(point(s));
+    for (int i = 0; i < o_.population; ++i) pop.push_back(point(space.sample(rng)));  // seeds do not crowd out the random points
+    score(std::move(pop));
     for (int g = 0; g < o_.generations; ++g) {
       // Survivors: the best-predicted half of everything scored; children by mutation and crossover.
-      std::vector<std::pair<float, KernelSchedule>> ranked = ranked_points();
+      std::vector<std::pair<float, const Point *>> ranked = ranked_points();
       size_t parents = std::max<size_t>(2, std::min(ranked.size(), static_cast<size_t>(o_.population / 2)));
       if (ranked.empty()) break;
-      std::vector<KernelSchedule> children;
+      auto parent = [&]() -> const KernelSchedule & {
+        return ranked[static_cast<size_t>(rng.uniform(static_cast<int>(std::min(parents, ranked.size()))))].second->schedule;
+      };
+      std::vector<Point> children;
       for (int i = 0; i < o_.population; ++i) {
-        const KernelSchedule &a = ranked[static_cast<size_t>(rng.uniform(static_cast<int>(std::min(parents, ranked.size()))))].second;
+        const KernelSchedule &a = parent();
         if (rng.uniform(2)) {
-          const KernelSchedule &b = ranked[static_cast<size_t>(rng.uniform(static_cast<int>(std::min(parents, ranked.size()))))].second;
-          children.push_back(space.crossover(a, b, rng));
+          const KernelSchedule &b = parent();
+          children.push_back(point(space.crossover(a, b, rng)));
         } else {
-          children.push_back(space.mutate(a, rng));
+          children.push_back(point(space.mutate(a, rng)));
         }
       }
-      score(children);
+      score(std::move(children));
     }
-    for (const auto &[p, s] : ranked_points()) {
+    for (const auto &[pr, p] : ranked_points()) {
       if (static_cast<int>(out.size()) >= want - randoms) break;
-      take(s);
+      take(*p);
     }
     predict_s_ += seconds_since(t0);
   }
-  for (int attempt = 0; attempt < 200 && static_cast<int>(out.size()) < want; ++attempt) take(space.sample(rng));
+  for (int attempt = 0; attempt < 200 && static_cast<int>(out.size()) < want; ++attempt) take(point(space.sample(rng)));
   return out;
 }
 

@@ -51,10 +51,16 @@ class ModelSearch {
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                       const std::vector<KernelSchedule> &elite, int want, Rng &rng);
 
+  /** A schedule with its JSON (its identity), written once. */
+  struct Point {
+    KernelSchedule schedule;
+    std::string json;
+  };
   /** The features of every point of `points` not cached yet, lowered on `threads` threads, then cached. */
-  void compute_features(const Task &task, const std::vector<KernelSchedule> &points);
+  void compute_features(const Task &task, const std::vector<Point> &points);
   /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
   const std::vector<float> &features(const Task &task, const KernelSchedule &s);
+  const std::vector<float> &features(const Task &task, const Point &p);
   /** The current model (null before the first training). */
   const CostModel *model() const { return model_.get(); }
   bool has_model() const { return model_ != nullptr; }
@@ -66,7 +72,6 @@ class ModelSearch {
   int trainings() const { return trainings_; }
 
  private:
-  static std::string feature_key(const Task &task, const KernelSchedule &s);
   /** `s` lowered on `task` and its features; empty if it does not lower. */
   std::vector<float> lowered_features(const Task &task, const KernelSchedule &s) const;
 
