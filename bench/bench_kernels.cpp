@@ -2,7 +2,9 @@
 // epilogue, the dense layer, the pools) compiled alone with its default schedule and run on the
 // thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads. Each 3x3
 // stride-1 conv is also run with the direct, Winograd F(2x2) and F(4x4) algorithms side by side
-// (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4).
+// (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4), and with the direct
+// kernel on activations in NCHW[lanes]c (.../algo:direct-nchwc: conv2d_nchwc, which the graph does
+// not use yet).
 //
 //   bench_kernels [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
 //   (the models default to the generated ResNet-50; any other model's groups can be timed alike)
@@ -54,14 +56,53 @@ struct ScheduledKernel {
   }
 };
 
+/**
+ * The group with its activations in NCHW[b]c: the conv as conv2d_nchwc, its input and every
+ * argument of the output's shape (a residual) blocked; an error where an epilogue op reads
+ * anything else (a per-channel constant, say).
+ */
+Expected<Graph> nchwc_body(const Graph &body, int64_t b) {
+  const Shape &os = body.type_of(body.outputs[0]).shape;
+  auto blocked = [&](const Shape &s) { return Shape{s[0], s[1] / b, s[2], s[3], b}; };
+  int conv = -1;
+  for (size_t i = 0; i < body.nodes.size(); ++i)
+    if (body.nodes[i].op == "nn.conv2d") conv = static_cast<int>(i);
+  if (conv < 0 || os.size() != 4 || os[1] % b) return make_error("no conv with channels in blocks of " + std::to_string(b));
+  GraphBuilder g;
+  std::vector<ValueId> params;
+  for (size_t i = 0; i < body.inputs.size(); ++i) {
+    TensorType t = body.inputs[i].type;
+    bool activation = (body.nodes[conv].inputs[0] == ValueId{ValueId::Kind::kInput, static_cast<int>(i)} || t.shape == os);
+    if (activation) {
+      if (t.shape.size() != 4 || t.shape[1] % b) return make_error("input channels not in blocks of " + std::to_string(b));
+      t.shape = blocked(t.shape);
+    }
+    params.push_back(g.add_input(body.inputs[i].name, t));
+  }
+  std::vector<ValueId> values;
+  for (const Node &n : body.nodes) {
+    std::vector<ValueId> in;
+    for (ValueId v : n.inputs) in.push_back(v.kind == ValueId::Kind::kInput ? params[v.index] : values[v.index]);
+    if (&n - body.nodes.data() > conv && n.type.shape != os) return make_error("an epilogue op of another shape");
+    AT_ASSIGN(v, g.add_node(n.op == "nn.conv2d" ? "nn.conv2d_nchwc" : n.op, in, n.attrs));
+    values.push_back(v);
+  }
+  g.add_output(values[body.outputs[0].index]);
+  return g.finish();
+}
+
 /** The direct, F(2x2) and F(4x4) algorithms of a 3x3 stride-1 conv group, one benchmark each. */
 void register_algorithms(const std::string &name, const Graph &body, double flops) {
-  for (int m : {0, 2, 4}) {
-    KernelSchedule s = default_schedule(body);
-    s.winograd = m;
-    if (m) s.ic_block = 0;
-    std::string label = name + "/algo:" + (m ? "winograd" + std::to_string(m) : std::string("direct"));
-    benchmark::RegisterBenchmark(label.c_str(), [body, s, flops](benchmark::State &state) {
+  // And the direct kernel with activations in NCHW[lanes]c (conv2d_nchwc), not yet used by models.
+  auto blocked = nchwc_body(body, host_target().lanes);
+  for (int m : {0, 2, 4, -1}) {
+    if (m < 0 && !blocked) continue;
+    Graph g = m < 0 ? *blocked : body;
+    KernelSchedule s = default_schedule(g);
+    if (m >= 0) s.winograd = m;
+    if (m > 0) s.ic_block = 0;
+    std::string label = name + "/algo:" + (m > 0 ? "winograd" + std::to_string(m) : m < 0 ? "direct-nchwc" : std::string("direct"));
+    benchmark::RegisterBenchmark(label.c_str(), [body = g, s, flops](benchmark::State &state) {
       auto sk = ScheduledKernel::make(body, s);
       if (!sk) return state.SkipWithError(sk.error().message.c_str());
       auto pool = ThreadPool::shared(0);

@@ -1,5 +1,6 @@
 #include "codegen/LoopIR.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -273,6 +274,126 @@ Expr fold_div_mod(const Expr &e) {
   Expr out = int_imm(l.constant);
   for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
   return out;
+}
+
+namespace {
+
+/** Closed integer intervals of variables in scope. */
+using Ranges = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+/** The interval of integer expression `e` given `r`, or nullopt when unknown. */
+std::optional<std::pair<int64_t, int64_t>> interval(const Expr &e, const Ranges &r) {
+  if (e->type != Type::kI64) return std::nullopt;
+  if (auto c = as_int(e)) return std::make_pair(*c, *c);
+  if (e->kind == ExprKind::kVar) {
+    auto it = r.find(e->name);
+    if (it == r.end()) return std::nullopt;
+    return it->second;
+  }
+  if (e->kind != ExprKind::kBinary) return std::nullopt;
+  auto b = as_int(e->args[1]);
+  if ((e->op == BinOp::kDiv || e->op == BinOp::kMod) && b && *b > 0) {
+    if (e->op == BinOp::kMod) return std::make_pair<int64_t, int64_t>(0, *b - 1);
+    auto a = interval(e->args[0], r);
+    if (!a) return std::nullopt;
+    return std::make_pair(floor_div(a->first, *b), floor_div(a->second, *b));
+  }
+  auto a = interval(e->args[0], r), c = interval(e->args[1], r);
+  if (!a || !c) return std::nullopt;
+  switch (e->op) {
+    case BinOp::kAdd: return std::make_pair(a->first + c->first, a->second + c->second);
+    case BinOp::kSub: return std::make_pair(a->first - c->second, a->second - c->first);
+    case BinOp::kMul: {
+      int64_t p[] = {a->first * c->first, a->first * c->second, a->second * c->first, a->second * c->second};
+      return std::make_pair(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+    }
+    case BinOp::kMin: return std::make_pair(std::min(a->first, c->first), std::min(a->second, c->second));
+    case BinOp::kMax: return std::make_pair(std::max(a->first, c->first), std::max(a->second, c->second));
+    default: return std::nullopt;
+  }
+}
+
+Expr sum_of(const Linear &l, int64_t divide_by, int64_t constant) {
+  Expr out = int_imm(constant);
+  for (const auto &[key, t] : l.terms) {
+    int64_t c = t.second / divide_by;
+    out = (c == 1 ? t.first : t.first * c) + out;
+  }
+  return out;
+}
+
+Expr simplify_div_mod(const Expr &e, const Ranges &r) {
+  if (!e || e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) args.push_back(simplify_div_mod(a, r)), changed |= args.back().get() != a.get();
+  Expr x = changed ? with_args(e, std::move(args)) : e;
+  if (x->kind != ExprKind::kBinary || (x->op != BinOp::kDiv && x->op != BinOp::kMod) || x->type != Type::kI64) return x;
+  auto b = as_int(x->args[1]);
+  if (!b || *b <= 1) return x;
+  Linear l;
+  linearize(x->args[0], 1, l);
+  // q: the terms whose coefficient B divides, and B * floor(constant / B); r: the rest.
+  Linear q, rest;
+  for (const auto &[key, t] : l.terms) (t.second % *b == 0 ? q : rest).terms.emplace(key, t);
+  int64_t qc = floor_div(l.constant, *b), rc = l.constant - qc * *b;
+  if (rest.terms.empty() && q.terms.empty()) return x;
+  int64_t lo = rc, hi = rc;
+  for (const auto &[key, t] : rest.terms) {
+    auto iv = interval(t.first, r);
+    if (!iv) return x;
+    int64_t a = iv->first * t.second, c = iv->second * t.second;
+    lo += std::min(a, c), hi += std::max(a, c);
+  }
+  if (lo < 0 || hi >= *b) return x;
+  return x->op == BinOp::kDiv ? sum_of(q, *b, qc) : sum_of(rest, 1, rc);
+}
+
+Stmt simplify_div_mod(const Stmt &s, Ranges &r) {
+  if (!s) return s;
+  auto ex = [&](const Expr &e) { return e ? simplify_div_mod(e, r) : e; };
+  auto scoped = [&](const std::string &v, std::optional<std::pair<int64_t, int64_t>> iv, const Stmt &body) {
+    std::optional<std::pair<int64_t, int64_t>> saved;
+    if (auto it = r.find(v); it != r.end()) saved = it->second;
+    if (iv) r[v] = *iv;
+    else r.erase(v);
+    Stmt out = simplify_div_mod(body, r);
+    if (saved) r[v] = *saved;
+    else r.erase(v);
+    return out;
+  };
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      Expr mn = ex(s->min), ext = ex(s->extent);
+      auto lo = interval(mn, r);
+      auto n = as_int(ext);
+      std::optional<std::pair<int64_t, int64_t>> iv;
+      if (lo && n && *n > 0) iv = std::make_pair(lo->first, lo->second + *n - 1);
+      return for_loop(s->var, mn, ext, s->for_kind, scoped(s->var, iv, s->body[0]));
+    }
+    case StmtKind::kLet: {
+      Expr v = ex(s->value);
+      return let(s->var, v, scoped(s->var, interval(v, r), s->body[0]));
+    }
+    case StmtKind::kStore: return store(s->buffer, ex(s->index), ex(s->value));
+    case StmtKind::kPrefetch: return prefetch(s->buffer, ex(s->index));
+    case StmtKind::kAllocate: return allocate(s->buffer, simplify_div_mod(s->body[0], r));
+    case StmtKind::kSeq: {
+      std::vector<Stmt> body;
+      for (const Stmt &b : s->body) body.push_back(simplify_div_mod(b, r));
+      return seq(std::move(body));
+    }
+    case StmtKind::kIf:
+      return if_then(ex(s->index), simplify_div_mod(s->body[0], r), s->body.size() > 1 ? simplify_div_mod(s->body[1], r) : nullptr);
+  }
+  return s;
+}
+
+}  // namespace
+
+Stmt simplify_div_mod(const Stmt &s, const std::map<std::string, std::pair<int64_t, int64_t>> &ranges) {
+  Ranges r = ranges;
+  return simplify_div_mod(s, r);
 }
 
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {

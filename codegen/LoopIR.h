@@ -103,6 +103,7 @@ Expr substitute(const Expr &e, const std::string &v, const Expr &value);
  */
 Expr fold_div_mod(const Expr &e);
 
+
 /** An integer expression as sum(coeff[v] * v) + constant; no zero coefficients are kept. */
 struct Affine {
   std::map<std::string, int64_t> coeff;
@@ -144,5 +145,14 @@ Stmt prefetch(Buffer b, Expr index);
 
 std::string to_string(const Expr &e);
 std::string to_string(const Stmt &s, int indent = 0);
+
+/**
+ * `s` with integer divisions and modulos by a constant B resolved where the ranges of the loop
+ * and let variables prove them: x = B * q + r with every term of q a multiple of B and r known
+ * to lie in [0, B) gives x / B = q and x % B = r. A blocked layout's index, (c / 16) * S + c % 16
+ * with c = 16 * block + lane, then reads `lane` again: stride 1 in a vectorized lane, a vector
+ * access instead of one per lane.
+ */
+Stmt simplify_div_mod(const Stmt &s, const std::map<std::string, std::pair<int64_t, int64_t>> &ranges = {});
 
 }  // namespace autotune::loop

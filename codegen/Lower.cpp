@@ -36,10 +36,14 @@ Expected<LoweredKernel> Lowerer::run() {
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;
-  if (op == "nn.conv2d") AT_TRY(lower_conv2d());
+  if (is_conv_op(op)) AT_TRY(lower_conv2d());
   else if (op == "nn.dense") AT_TRY(lower_dense());
   else if (op == "nn.softmax") AT_TRY(lower_softmax());
   else AT_TRY(lower_reduction_op());
+  if (op == "nn.conv2d_nchwc") {
+    // Its blocked indices, (16 * block + lane) / 16 and % 16, resolved by the loop ranges: vector accesses.
+    for (KernelStage &st : k_.stages) st.body = simplify_div_mod(st.body, {{st.parallel_var, {0, st.parallel_extent - 1}}});
+  }
   return k_;
 }
 
@@ -213,6 +217,7 @@ Expected<LoweredKernel> Lowerer::run_naive() {
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;
+  if (op == "nn.conv2d_nchwc") return make_error("conv2d_nchwc has no naive nest (no step lists)");
   if (op == "nn.softmax") AT_TRY(lower_softmax());
   else if (op == "nn.conv2d") AT_TRY(lower_conv2d());
   else if (op == "nn.dense") AT_TRY(lower_dense());

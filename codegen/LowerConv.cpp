@@ -53,6 +53,27 @@ Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int6
   Source src = padded_geometry(conv, phases, min_h, min_w);
   bool padded = (src.h != xs[2] || src.wp != xs[3]) && !padding_inline;
   if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
+  if (int64_t b = conv_block(conv)) {
+    // conv2d_nchwc: the copy is [n][c/b][hp][wp][b], rows of wp * b floats, each pixel's channel
+    // block whole; its rows in (n, y, block) order.
+    src.buf = make_buffer("padded", Type::kF32, xs[0] * xs[1] * src.h * src.w * b, BufferScope::kTemp);
+    k_.buffers.push_back(src.buf);
+    const auto &p = conv.attrs.ints("padding");
+    int64_t CB = xs[1], H = xs[2], W = xs[3];
+    Index r = unravel(var("r"), {xs[0], src.h, CB});
+    Expr n = r[0], py = r[1], cb = r[2], y = py - int_imm(p[0]);
+    Expr base = ((n * CB + cb) * src.h + py) * (src.w * b);
+    auto zeros = [&](int64_t from, int64_t count) {
+      return row_loops(count, [&](Expr q, int lanes, Expr lane) { return lanes_of(lanes, lane, store(src.buf, base + q, float_imm(0))); }, from);
+    };
+    std::string x = fresh("x"), ci = fresh("ci");
+    Stmt copy = for_loop(x, int_imm(0), int_imm(W), ForKind::kSerial,
+                         for_loop(ci, int_imm(0), int_imm(b), ForKind::kVectorized,
+                                  store(src.buf, base + (var(x) + int_imm(p[1])) * b + var(ci), value_at(conv.inputs[0], {n, cb, y, var(x), var(ci)}))));
+    add_stage("pad", "r", xs[0] * src.h * CB,
+              if_then(in_range(y, 0, H), seq({zeros(0, p[1] * b), copy, zeros((p[1] + W) * b, (src.w - p[1] - W) * b)}), zeros(0, src.w * b)));
+    return src;
+  }
   src.buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * src.h * src.w, BufferScope::kTemp);
   k_.buffers.push_back(src.buf);
   Index pidx = unravel(var("r"), {xs[0], xs[1], src.h});
@@ -161,7 +182,9 @@ Status Lowerer::lower_conv2d() {
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
-  int64_t N = xs[0], C = xs[1], O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
+  // conv2d_nchwc: activations in NCHW[cblock]c, x[n][c / cblock][y][x][c % cblock].
+  int64_t cblock = conv_block(conv);
+  int64_t N = xs[0], C = xs[1] * std::max<int64_t>(1, cblock), O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
   int64_t G = conv.attrs.i("groups"), OG = O / G;
   if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
   int V = s_.vector_width, OB = s_.oc_block;
@@ -225,7 +248,8 @@ Status Lowerer::lower_conv2d() {
       Expr xin;
       if (!inline_pad) {
         std::string base = fresh("ib");
-        lets.emplace_back(base, ((n * C + g * CG) * src.h + oy * st[0]) * src.w + ox * st[1]);
+        if (cblock) lets.emplace_back(base, ((n * xs[1] * src.h + oy * st[0]) * src.w + ox * st[1]) * cblock);  // one group
+        else lets.emplace_back(base, ((n * C + g * CG) * src.h + oy * st[0]) * src.w + ox * st[1]);
         xin = load(src.buf, var(base) + var("off"));
       } else {
         // Recompute the padding at every read: clamped index, then select.
@@ -245,7 +269,10 @@ Status Lowerer::lower_conv2d() {
         init.push_back(vec(store(acc, ai, start)));
         Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
         fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
-        if (!pixel_epilogue) epilogue.push_back(vec(store_output({n, oc, oy, ox}, load(acc, ai))));
+        if (!pixel_epilogue) {
+          Index at = cblock ? Index{n, oc / int_imm(cblock), oy, ox, oc % int_imm(cblock)} : Index{n, oc, oy, ox};
+          epilogue.push_back(vec(store_output(at, load(acc, ai))));
+        }
         if (CBN > 1) partial.push_back(vec(store(partial_buf, at, load(acc, ai))));
       }
     }
@@ -260,7 +287,8 @@ Status Lowerer::lower_conv2d() {
       }
     }
     Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
-                      let("off", (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1],
+                      let("off", cblock ? ((var("c") / int_imm(cblock) * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1]) * cblock + var("c") % int_imm(cblock)
+                                        : (var("c") * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1],
                           seq({seq(fma), seq(prefetch_ahead(wp, var("wb"), OB))})));
     reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
     reduce = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kSerial, reduce);

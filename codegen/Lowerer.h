@@ -19,7 +19,7 @@ using Index = std::vector<Expr>;
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 inline bool is_anchor_op(const std::string &op) {
-  return op == "nn.conv2d" || op == "nn.dense" || op == "nn.matmul" || op == "nn.max_pool2d" || op == "nn.avg_pool2d" ||
+  return op == "nn.conv2d" || op == "nn.conv2d_nchwc" || op == "nn.dense" || op == "nn.matmul" || op == "nn.max_pool2d" || op == "nn.avg_pool2d" ||
          op == "nn.global_avg_pool2d" || op == "mean" || op == "nn.softmax";
 }
 

@@ -149,7 +149,7 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   if (s.ic_block < 0) return bad("ic_block " + std::to_string(s.ic_block) + " is negative");
   if (s.ic_block > 0 && s.oc_block == 0) return bad("ic_block needs the blocked template (oc_block > 0)");
   bool has_conv = false;
-  for (const Node &n : body.nodes) has_conv |= n.op == "nn.conv2d";
+  for (const Node &n : body.nodes) has_conv |= n.op == "nn.conv2d";  // conv2d_nchwc stores whole channel vectors: no pixel epilogue
   if (s.pixel_epilogue && !has_conv) return bad("pixel_epilogue is a conv knob");
   if (s.winograd != 0 && s.winograd != 2 && s.winograd != 4) return bad("winograd " + std::to_string(s.winograd) + " is not 0, 2 or 4");
   if (s.winograd) {
@@ -167,7 +167,7 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
     if (s.winograd || s.ic_block || s.pixel_epilogue) return bad("pixel_vectors has no winograd, reduction tiles or pixel_epilogue");
   }
   for (const Node &n : body.nodes) {
-    if (n.op == "nn.conv2d" && s.ic_block > 0) {
+    if (is_conv_op(n.op) && s.ic_block > 0) {
       int64_t cg = body.type_of(n.inputs[1]).shape[1];
       if (cg % s.ic_block != 0)
         return bad("ic_block " + std::to_string(s.ic_block) + " does not divide " + std::to_string(cg) + " input channels per group");
@@ -177,8 +177,16 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
       if (!epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data())))
         return bad("pixel_epilogue needs an epilogue that is elementwise over the conv's output");
     }
-    if (n.op == "nn.conv2d" && s.oc_block > 0) {
-      int64_t og = n.type.shape[1] / n.attrs.i("groups");
+    if (n.op == "nn.conv2d_nchwc") {
+      int64_t b = conv_block(n);
+      if (s.oc_block == 0 || s.oc_block % b != 0)
+        return bad("conv2d_nchwc needs the blocked template with oc_block a multiple of its channel block " + std::to_string(b));
+      if (!s.pad_at_root) return bad("conv2d_nchwc stores its padded input at root");
+      if (s.vector_width > b)
+        return bad("conv2d_nchwc takes vectors of at most its channel block " + std::to_string(b) + ", not " + std::to_string(s.vector_width));
+    }
+    if (is_conv_op(n.op) && s.oc_block > 0) {
+      int64_t og = conv_out_channels(n) / n.attrs.i("groups");
       if (og % s.oc_block != 0)
         return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(og) + " output channels per group");
       if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the conv weight is computed inside the group");
@@ -214,10 +222,15 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     return std::make_pair(target.lanes, 0);
   };
   for (const Node &n : body.nodes) {
-    bool conv = n.op == "nn.conv2d";
+    bool conv = is_conv_op(n.op);
     if (!conv && n.op != "nn.dense") continue;
-    auto [v, ob] = block(conv ? n.type.shape[1] / n.attrs.i("groups") : n.type.shape[1]);
+    auto [v, ob] = block(conv ? conv_out_channels(n) / n.attrs.i("groups") : n.type.shape[1]);
     if (n.inputs[1].kind != ValueId::Kind::kInput) ob = 0;  // a computed weight cannot be packed at load time
+    // conv2d_nchwc: whole channel blocks per register block.
+    if (int64_t b = conv_block(n); b > 0) {
+      v = std::min<int>(v, static_cast<int>(b));  // a vector within one channel block
+      if (ob % b != 0) ob = static_cast<int>(b);
+    }
     if (ob == 0 && conv && body.type_of(n.inputs[1]).shape[1] == 1) {
       // Depthwise: each plane's padded input copied to the stack, 7 output rows a block. Measured
       // alone, 2 threads, AVX-512, 3x3 on 144 channels at 56x56 (ms, stride 1 / stride 2): a copy
@@ -243,7 +256,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     s.px_block = px;
     // Channel blocks that do not split evenly over the threads (3 blocks on 2 threads: one idles a
     // third of the time) are worse than splitting the pixels: 0.27 against 0.16 ms for that 1x1 conv.
-    int64_t units = n.type.shape[0] * (n.type.shape[1] / ob);
+    int64_t units = n.type.shape[0] * (conv ? conv_out_channels(n) : n.type.shape[1]) / ob;
     if (conv && units % target.threads != 0 && units < 8 * target.threads) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).

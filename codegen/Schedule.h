@@ -61,6 +61,12 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s);
  */
 KernelSchedule default_schedule(const Graph &body, const Target &target = host_target());
 
+/** Whether `op` is a 2-D convolution: nn.conv2d (NCHW) or nn.conv2d_nchwc (activations in NCHW[b]c). */
+inline bool is_conv_op(const std::string &op) { return op == "nn.conv2d" || op == "nn.conv2d_nchwc"; }
+/** A conv node's output channels and its channel block (0: NCHW; the output's last dim for conv2d_nchwc). */
+inline int64_t conv_block(const Node &n) { return n.op == "nn.conv2d_nchwc" ? n.type.shape[4] : 0; }
+inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::max<int64_t>(1, conv_block(n)); }
+
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
 bool winograd_eligible(const Graph &body, const Node &n);
 

@@ -137,6 +137,33 @@ Expected<TensorType> infer_conv2d(const OpCall &c) {
   return make_type(DType::kFloat32, {x[0], w[0], hw.first, hw.second});
 }
 
+/**
+ * nn.conv2d_nchwc: conv2d on activations in NCHW[b]c, x[N][C/b][H][W][b] -> y[N][O/b][OH][OW][b]
+ * (b = the input's last dim), weight [O][C][KH][KW] and bias as for conv2d, one group.
+ */
+Expected<TensorType> infer_conv2d_nchwc(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_f32(c, 1));
+  AT_TRY(need_rank(c, 0, 5));
+  AT_TRY(need_rank(c, 1, 4));
+  const Shape &x = c.inputs[0].shape, &w = c.inputs[1].shape;
+  int64_t b = x[4];
+  if (b < 1) return make_error("the channel block (the input's last dim) must be positive");
+  if (c.attrs.i("groups") != 1) return make_error("conv2d_nchwc takes one group");
+  if (w[1] != x[1] * b)
+    return make_error("weight " + shape_str(w) + " expects " + std::to_string(w[1]) + " input channels, data has " +
+                      std::to_string(x[1] * b));
+  if (w[0] % b != 0) return make_error("the channel block " + std::to_string(b) + " must divide " + std::to_string(w[0]) + " output channels");
+  if (w[2] < 1 || w[3] < 1) return make_error("empty kernel " + shape_str(w));
+  if (c.inputs.size() == 3) {
+    AT_TRY(need_f32(c, 2));
+    if (c.inputs[2].shape != Shape{w[0]})
+      return make_error("bias must have shape (" + std::to_string(w[0]) + "), got " + shape_str(c.inputs[2].shape));
+  }
+  AT_ASSIGN(hw, window_2d(c, w[2], w[3], false));
+  return make_type(DType::kFloat32, {x[0], w[0] / b, hw.first, hw.second, b});
+}
+
 Expected<TensorType> infer_pool2d(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   AT_TRY(need_rank(c, 0, 4));
@@ -311,6 +338,7 @@ std::vector<OpDef> make_ops() {
   auto conv_attrs = window_attrs(false);
   conv_attrs.push_back({"groups", AttrKind::kInt, int64_t{1}});
   ops.push_back({"nn.conv2d", P::kOutEWiseFusable, 2, 3, conv_attrs, infer_conv2d});
+  ops.push_back({"nn.conv2d_nchwc", P::kOutEWiseFusable, 2, 3, conv_attrs, infer_conv2d_nchwc});
   ops.push_back({"nn.dense", P::kOutEWiseFusable, 2, 2, {}, infer_dense});
   ops.push_back({"nn.matmul", P::kOutEWiseFusable, 2, 2, {}, infer_matmul});
   ops.push_back({"nn.batch_norm", P::kBroadcast, 5, 5, {{"epsilon", AttrKind::kFloat, 1e-5}}, infer_batch_norm});

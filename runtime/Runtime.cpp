@@ -50,7 +50,7 @@ double group_flops(const Graph &body) {
   double f = 0;
   for (const Node &n : body.nodes) {
     const Shape &o = n.type.shape;
-    if (n.op == "nn.conv2d") {
+    if (n.op == "nn.conv2d" || n.op == "nn.conv2d_nchwc") {
       const Shape &w = body.type_of(n.inputs[1]).shape;
       f += 2.0 * static_cast<double>(n.type.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
     } else if (n.op == "nn.dense" || n.op == "nn.matmul") {

@@ -14,7 +14,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   sp.register_budget = target.vector_registers - 1;
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
-    if (n.op == "nn.conv2d" || n.op == "nn.dense") anchor = &n;
+    if (is_conv_op(n.op) || n.op == "nn.dense") anchor = &n;
   KernelSchedule base = default_schedule(body, target);
   std::vector<int> widths;  // the target's vector width and the narrower ones the templates accept
   for (int v = target.lanes; v >= 4; v /= 2) widths.push_back(v);
@@ -44,14 +44,17 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
     sp.vector_width.push_back(1);
     sp.oc_block = {0};
   } else {
-    int64_t channels = anchor->op == "nn.conv2d" ? anchor->type.shape[1] / anchor->attrs.i("groups") : anchor->type.shape[1];
-    sp.vector_width.clear();  // blocked templates: vectors of 8 lanes or more
+    bool conv = is_conv_op(anchor->op);
+    int64_t channels = conv ? conv_out_channels(*anchor) / anchor->attrs.i("groups") : anchor->type.shape[1];
+    int64_t cblock = conv ? conv_block(*anchor) : 0;
+    sp.vector_width.clear();  // blocked templates: vectors of 8 lanes or more (conv2d_nchwc: within a channel block)
     for (int v : widths)
-      if (v >= 8) sp.vector_width.push_back(v);
-    sp.oc_block = {0};
+      if (v >= 8 && (!cblock || v <= cblock)) sp.vector_width.push_back(v);
+    sp.oc_block.clear();  // conv2d_nchwc: register blocks of whole channel blocks
+    if (!cblock) sp.oc_block.push_back(0);
     for (int ob : {8, 16, 24, 32, 48, 64})
-      if (channels % ob == 0) sp.oc_block.push_back(ob);
-    if (anchor->op == "nn.conv2d") {
+      if (channels % ob == 0 && ob % std::max<int64_t>(1, cblock) == 0) sp.oc_block.push_back(ob);
+    if (conv) {
       sp.px_block.clear();
       for (int p = 1; p <= std::min(32, target.vector_registers - 3); ++p) sp.px_block.push_back(p);
       sp.parallel = {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx};
@@ -60,7 +63,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       for (int ib : {16, 32, 64, 128, 256})
         if (ib < cg && cg % ib == 0) sp.ic_block.push_back(ib);
       const auto &p = anchor->attrs.ints("padding");
-      if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
+      if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput && !cblock) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
       if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
       if (pointwise_eligible(body, *anchor)) {
@@ -69,7 +72,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
           if (anchor->type.shape[1] % ob == 0) sp.pv_oc_block.push_back(ob);
         sp.pv_px_block = {1, 2, 3, 4, 6};
       }
-      if (sp.oc_block.size() == 1) {
+      if (sp.oc_block == std::vector<int>{0}) {
         sp.vector_width = widths;  // only the direct template: its vector width
         // Depthwise: rows per block and where the padded plane is stored; other direct convs have neither.
         bool depthwise = anchor->inputs.size() > 1 && cg == 1;

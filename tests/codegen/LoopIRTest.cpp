@@ -54,6 +54,32 @@ TEST(LoopIR, FoldsDivisionAndModuloPairsBackIntoTheirDividend) {
   }
 }
 
+TEST(LoopIR, ResolvesDivisionAndModuloWhereTheLoopRangesProveThem) {
+  // c = 32 * ob + 16 * o + v with v a 16-lane vector: c / 16 and c % 16 are 2 * ob + o and v.
+  Buffer b = make_buffer("b", Type::kF32, 1 << 20, BufferScope::kParam);
+  Expr c = var("ob") * 32 + var("v") + int_imm(16);
+  Stmt body = for_loop("ob", int_imm(0), int_imm(4), ForKind::kSerial,
+                       for_loop("v", int_imm(0), int_imm(16), ForKind::kVectorized,
+                                store(b, (c / int_imm(16)) * 1000 + c % int_imm(16), float_imm(1))));
+  Stmt s = simplify_div_mod(body);
+  const Stmt &st = s->body[0]->body[0];
+  ASSERT_EQ(st->kind, StmtKind::kStore);
+  EXPECT_EQ(stride_of(st->index, "v"), 1) << to_string(st->index);
+  EXPECT_EQ(stride_of(st->index, "ob"), 2000) << to_string(st->index);
+  // Unproven: v may reach 16 (extent 17), or the dividend is not a sum of known ranges.
+  Stmt wide = simplify_div_mod(for_loop("v", int_imm(0), int_imm(17), ForKind::kSerial, store(b, var("v") / int_imm(16), float_imm(1))));
+  EXPECT_EQ(to_string(wide->body[0]->index), "(v / 16)");
+  Stmt unknown = simplify_div_mod(store(b, var("q") % int_imm(16), float_imm(1)));
+  EXPECT_EQ(to_string(unknown->index), "(q % 16)");
+  // A let's range comes from its value (here from the caller's range of u, as a stage's parallel
+  // variable): t in [0, 3], so (8k + t) / 8 = k and (8k + t) % 8 = t.
+  Expr e = var("k") * 8 + var("t");
+  Stmt let_body = simplify_div_mod(let("t", var("u") % int_imm(4), store(b, (e / int_imm(8)) * 100 + e % int_imm(8), float_imm(1))), {{"u", {0, 9}}});
+  Expr idx = let_body->body[0]->index;
+  EXPECT_EQ(stride_of(idx, "k"), 100) << to_string(idx);
+  EXPECT_EQ(stride_of(idx, "t"), 1) << to_string(idx);
+}
+
 TEST(LoopIR, PrintsLoopNests) {
   Buffer b = make_buffer("out", Type::kF32, 16, BufferScope::kParam);
   Stmt s = for_loop("i", int_imm(0), int_imm(2), ForKind::kParallel,

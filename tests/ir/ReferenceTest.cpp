@@ -38,6 +38,23 @@ TEST(Reference, Conv2dWithPaddingStrideAndBias) {
   EXPECT_EQ(values(y), (std::vector<float>{1 + 0, 1 + 1 + 2, 1 + 3 + 6, 1 + 4 + 5 + 7 + 8}));
 }
 
+TEST(Reference, Conv2dNchwcIsTheNchwConvWithBlockedChannels) {
+  // Input channels c of pixel p at x[c / 2][p][c % 2] (block 2); a 1x1 conv whose output channel
+  // o adds input channels with weight 10^c (o = 0) and 2 * 10^c (o = 1), plus bias o.
+  Tensor x(TensorType{DType::kFloat32, {1, 2, 1, 2, 2}});
+  // NCHW x[c][p] = c + 4 p, written at its blocked place.
+  for (int c = 0; c < 4; ++c)
+    for (int p = 0; p < 2; ++p) x.f32()[((c / 2) * 2 + p) * 2 + c % 2] = static_cast<float>(c + 4 * p);
+  Tensor y = run1(R"(def @main(%x: Tensor[(1, 2, 1, 2, 2), float32]) -> Tensor[(1, 1, 1, 2, 2), float32] {
+    %w = constant([1.0f, 10.0f, 100.0f, 1000.0f, 2.0f, 20.0f, 200.0f, 2000.0f], Tensor[(2, 4, 1, 1), float32]);
+    %b = constant([0.0f, 1.0f], Tensor[(2), float32]);
+    %0 = nn.conv2d_nchwc(%x, %w, %b);
+    return %0;
+  })", x);
+  // Pixel p: sum_c (c + 4p) 10^c = 3210 + 4444 p; output o at y[0][p][o].
+  EXPECT_EQ(values(y), (std::vector<float>{3210, 2 * 3210 + 1, 3210 + 4444, 2 * (3210 + 4444) + 1}));
+}
+
 TEST(Reference, GroupedConvUsesOnlyItsGroupsChannels) {
   // groups=2: output channel 0 sees input channel 0 only, output channel 1 sees channel 1 only.
   Tensor x = iota({1, 2, 1, 1});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "codegen/Lower.h"
@@ -446,6 +447,108 @@ TEST(ScheduleSpace, PixelEpiloguesTransposeTilesOfEveryShape) {
         }
   }
   EXPECT_GE(checked, 32);
+}
+
+TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
+  // Activations in NCHW[b]c (b = 8 and 16): padded and unpadded, stride 1 and 2, with a relu and
+  // a residual add read in the same layout; the default and sampled points of the space, on each
+  // ISA this host runs. Its blocked indices resolve to whole vectors: every access in a vectorized
+  // loop is affine in its lane (no division or modulo left there, so no per-lane gathers).
+  struct Case {
+    int b, c, o, h, stride, pad;
+  };
+  int checked = 0;
+  for (const Case &cs : {Case{16, 32, 64, 9, 1, 1}, Case{8, 16, 48, 10, 2, 1}, Case{16, 64, 32, 7, 1, 0}}) {
+    int oh = (cs.h + 2 * cs.pad - 3) / cs.stride + 1;
+    auto shape = [](int n, int c, int h, int b) {
+      return "(" + std::to_string(n) + ", " + std::to_string(c / b) + ", " + std::to_string(h) + ", " + std::to_string(h) + ", " + std::to_string(b) + ")";
+    };
+    std::string x = "Tensor[" + shape(1, cs.c, cs.h, cs.b) + ", float32]", y = "Tensor[" + shape(1, cs.o, oh, cs.b) + ", float32]";
+    std::string w = "Tensor[(" + std::to_string(cs.o) + ", " + std::to_string(cs.c) + ", 3, 3), float32]";
+    std::string bias = "Tensor[(" + std::to_string(cs.o) + "), float32]";
+    std::string pads = std::to_string(cs.pad);
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
+                        "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
+                        "    %0 = nn.conv2d_nchwc(%p0, %p1, %p2, strides=[" + std::to_string(cs.stride) + ", " + std::to_string(cs.stride) +
+                        "], padding=[" + pads + ", " + pads + ", " + pads + ", " + pads + "]);\n"
+                        "    %1 = add(%0, %p3);\n"
+                        "    %2 = nn.relu(%1);\n"
+                        "    return %2;\n"
+                        "  }(%x, %w, %b, %r);\n"
+                        "  return %0;\n"
+                        "}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (const char *isa : {"avx2", "avx512"}) {
+      auto t = resolve_target(isa);
+      ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+      if (!t->runnable_here()) continue;
+      ScheduleSpace sp = ScheduleSpace::of(body, *t);
+      std::vector<KernelSchedule> points = {default_schedule(body, *t)};
+      Rng rng(5);
+      for (int i = 0; i < 6; ++i) points.push_back(sp.sample(rng));
+      for (const KernelSchedule &s : points) {
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+        EXPECT_EQ(s.oc_block % cs.b, 0);
+        expect_schedule_matches(body, s, std::string(isa) + " conv2d_nchwc b=" + std::to_string(cs.b), 1e-5, *t);
+        auto k = lower_group(body, "k", s);
+        ASSERT_TRUE(static_cast<bool>(k));
+        for (const KernelStage &st : k->stages) {
+          std::vector<std::string> lanes;  // the vectorized loops around each access
+          std::function<void(const loop::Expr &)> access = [&](const loop::Expr &e) {
+            if (!e) return;
+            if (e->kind == loop::ExprKind::kLoad) {
+              for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(e->args[0], v).has_value()) << st.name << ": " << loop::to_string(e->args[0]);
+            }
+            for (const loop::Expr &a : e->args) access(a);
+          };
+          std::function<void(const loop::Stmt &)> walk = [&](const loop::Stmt &x) {
+            if (!x) return;
+            if (x->kind == loop::StmtKind::kStore) {
+              for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(x->index, v).has_value()) << st.name << ": " << loop::to_string(x->index);
+            }
+            access(x->index), access(x->value);
+            bool vec = x->kind == loop::StmtKind::kFor && x->for_kind == loop::ForKind::kVectorized;
+            if (vec) lanes.push_back(x->var);
+            for (const loop::Stmt &c : x->body) walk(c);
+            if (vec) lanes.pop_back();
+          };
+          walk(st.body);
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 21);
+}
+
+TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
+  auto g = parse_text(R"(def @main(%x: Tensor[(1, 2, 6, 6, 16), float32], %w: Tensor[(32, 32, 3, 3), float32]) -> Tensor[(1, 2, 6, 6, 16), float32] {
+    %0 = fn (%p0: Tensor[(1, 2, 6, 6, 16), float32], %p1: Tensor[(32, 32, 3, 3), float32]) -> Tensor[(1, 2, 6, 6, 16), float32] {
+      %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);
+      return %0;
+    }(%x, %w);
+    return %0;
+  })");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  KernelSchedule s = default_schedule(body);
+  ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+  auto refused = [&](KernelSchedule bad, const std::string &why) {
+    Status st = validate_schedule(body, bad);
+    ASSERT_FALSE(static_cast<bool>(st)) << why;
+    EXPECT_NE(st.error().message.find(why), std::string::npos) << st.error().message;
+  };
+  KernelSchedule b = s;
+  b.oc_block = 8, b.vector_width = 8;
+  refused(b, "multiple of its channel block 16");
+  b = s, b.pad_at_root = false;
+  refused(b, "padded input at root");
+  b = s, b.winograd = 2;
+  refused(b, "winograd needs");
+  b = s, b.pixel_epilogue = true;
+  refused(b, "pixel_epilogue");
+  EXPECT_FALSE(static_cast<bool>(lower_naive(body, "naive", s)));
 }
 
 }  // namespace
