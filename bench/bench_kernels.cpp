@@ -3,8 +3,8 @@
 // thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads. Each 3x3
 // stride-1 conv is also run with the direct, Winograd F(2x2) and F(4x4) algorithms side by side
 // (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4), and with the direct
-// kernel on activations in NCHW[lanes]c (.../algo:direct-nchwc: conv2d_nchwc, which the graph does
-// not use yet).
+// kernel on activations in NCHW[lanes]c (conv2d_nchwc, which the graph does not use yet), its
+// padding copied first (.../algo:direct-nchwc-copy) or in its tiles (.../algo:direct-nchwc-tilepad).
 //
 //   bench_kernels [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
 //   (the models default to the generated ResNet-50; any other model's groups can be timed alike)
@@ -95,13 +95,17 @@ Expected<Graph> nchwc_body(const Graph &body, int64_t b) {
 void register_algorithms(const std::string &name, const Graph &body, double flops) {
   // And the direct kernel with activations in NCHW[lanes]c (conv2d_nchwc), not yet used by models.
   auto blocked = nchwc_body(body, host_target().lanes);
-  for (int m : {0, 2, 4, -1}) {
+  // Its default pads in the tiles or copies by the image's width; both are run.
+  for (int m : {0, 2, 4, -1, -2}) {
     if (m < 0 && !blocked) continue;
     Graph g = m < 0 ? *blocked : body;
     KernelSchedule s = default_schedule(g);
     if (m >= 0) s.winograd = m;
     if (m > 0) s.ic_block = 0;
-    std::string label = name + "/algo:" + (m > 0 ? "winograd" + std::to_string(m) : m < 0 ? "direct-nchwc" : std::string("direct"));
+    if (m == -1) s.pad_at_root = true;                    // a padded copy stage first
+    if (m == -2) s.pad_at_root = false, s.ic_block = 0;  // the padding in the tiles: no copy stage
+    std::string label = name + "/algo:" +
+                        (m > 0 ? "winograd" + std::to_string(m) : m == -1 ? "direct-nchwc-copy" : m == -2 ? "direct-nchwc-tilepad" : std::string("direct"));
     benchmark::RegisterBenchmark(label.c_str(), [body = g, s, flops](benchmark::State &state) {
       auto sk = ScheduledKernel::make(body, s);
       if (!sk) return state.SkipWithError(sk.error().message.c_str());

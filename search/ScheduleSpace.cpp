@@ -61,9 +61,10 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       sp.unroll_kx = {false, true};
       int64_t cg = anchor->inputs.size() > 1 ? body.type_of(anchor->inputs[1]).shape[1] : 0;
       for (int ib : {16, 32, 64, 128, 256})
-        if (ib < cg && cg % ib == 0) sp.ic_block.push_back(ib);
+        if (ib < cg && cg % ib == 0 && !cblock) sp.ic_block.push_back(ib);  // conv2d_nchwc: none yet (its row tiles have none)
       const auto &p = anchor->attrs.ints("padding");
-      if ((p[0] || p[1] || p[2] || p[3]) && anchor->inputs[0].kind == ValueId::Kind::kInput && !cblock) sp.pad_at_root = {true, false};
+      // conv2d_nchwc: padding in the tiles reads its input in place, padded or not.
+      if ((p[0] || p[1] || p[2] || p[3] || cblock) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
       if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
       if (pointwise_eligible(body, *anchor)) {

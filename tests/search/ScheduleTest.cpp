@@ -487,6 +487,14 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
       std::vector<KernelSchedule> points = {default_schedule(body, *t)};
       Rng rng(5);
       for (int i = 0; i < 6; ++i) points.push_back(sp.sample(rng));
+      // Padding in the tiles: rows of one tile, of edge tiles only, of edge tiles and a loop
+      // between them, and a narrower last tile, under each parallel split.
+      for (int px : {3, 4, 5, 14, 32})
+        for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
+          KernelSchedule s = default_schedule(body, *t);
+          s.pad_at_root = false, s.px_block = px, s.parallel = par, s.ic_block = 0;
+          points.push_back(s);
+        }
       for (const KernelSchedule &s : points) {
         ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
         EXPECT_EQ(s.oc_block % cs.b, 0);
@@ -519,7 +527,7 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
       }
     }
   }
-  EXPECT_GE(checked, 21);
+  EXPECT_GE(checked, 3 * 22);
 }
 
 TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
@@ -542,8 +550,8 @@ TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
   KernelSchedule b = s;
   b.oc_block = 8, b.vector_width = 8;
   refused(b, "multiple of its channel block 16");
-  b = s, b.pad_at_root = false;
-  refused(b, "padded input at root");
+  b = s, b.pad_at_root = false, b.ic_block = 32;
+  refused(b, "no reduction tiles");
   b = s, b.winograd = 2;
   refused(b, "winograd needs");
   b = s, b.pixel_epilogue = true;
