@@ -114,6 +114,17 @@ Expected<std::pair<int64_t, int64_t>> window_2d(const OpCall &c, int64_t kh, int
   return std::make_pair(oh, ow);
 }
 
+/** What conv2d and conv2d_nchwc share: a kernel, a bias of one value per output channel, and the output's height and width. */
+Expected<std::pair<int64_t, int64_t>> conv_window(const OpCall &c, const Shape &w) {
+  if (w[2] < 1 || w[3] < 1) return make_error("empty kernel " + shape_str(w));
+  if (c.inputs.size() == 3) {
+    AT_TRY(need_f32(c, 2));
+    if (c.inputs[2].shape != Shape{w[0]})
+      return make_error("bias must have shape (" + std::to_string(w[0]) + "), got " + shape_str(c.inputs[2].shape));
+  }
+  return window_2d(c, w[2], w[3], false);
+}
+
 Expected<TensorType> infer_conv2d(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   AT_TRY(need_f32(c, 1));
@@ -127,13 +138,7 @@ Expected<TensorType> infer_conv2d(const OpCall &c) {
   if (w[1] * groups != x[1])
     return make_error("weight " + shape_str(w) + " expects " + std::to_string(w[1] * groups) +
                       " input channels, data has " + std::to_string(x[1]));
-  if (w[2] < 1 || w[3] < 1) return make_error("empty kernel " + shape_str(w));
-  if (c.inputs.size() == 3) {
-    AT_TRY(need_f32(c, 2));
-    if (c.inputs[2].shape != Shape{w[0]})
-      return make_error("bias must have shape (" + std::to_string(w[0]) + "), got " + shape_str(c.inputs[2].shape));
-  }
-  AT_ASSIGN(hw, window_2d(c, w[2], w[3], false));
+  AT_ASSIGN(hw, conv_window(c, w));
   return make_type(DType::kFloat32, {x[0], w[0], hw.first, hw.second});
 }
 
@@ -154,13 +159,7 @@ Expected<TensorType> infer_conv2d_nchwc(const OpCall &c) {
     return make_error("weight " + shape_str(w) + " expects " + std::to_string(w[1]) + " input channels, data has " +
                       std::to_string(x[1] * b));
   if (w[0] % b != 0) return make_error("the channel block " + std::to_string(b) + " must divide " + std::to_string(w[0]) + " output channels");
-  if (w[2] < 1 || w[3] < 1) return make_error("empty kernel " + shape_str(w));
-  if (c.inputs.size() == 3) {
-    AT_TRY(need_f32(c, 2));
-    if (c.inputs[2].shape != Shape{w[0]})
-      return make_error("bias must have shape (" + std::to_string(w[0]) + "), got " + shape_str(c.inputs[2].shape));
-  }
-  AT_ASSIGN(hw, window_2d(c, w[2], w[3], false));
+  AT_ASSIGN(hw, conv_window(c, w));
   return make_type(DType::kFloat32, {x[0], w[0] / b, hw.first, hw.second, b});
 }
 
