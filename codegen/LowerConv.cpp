@@ -180,7 +180,7 @@ Status Lowerer::lower_conv2d() {
   if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
   if (s_.pixel_vectors) return lower_pointwise();
-  if (conv_block(g_.nodes[anchor_]) && !s_.pad_at_root) return lower_nchwc_rows();
+  if (rows_eligible(g_, g_.nodes[anchor_], s_)) return lower_conv_rows();
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
@@ -331,8 +331,9 @@ Status Lowerer::lower_conv2d() {
 }
 
 /**
- * conv2d_nchwc with its padding in the tiles (pad_at_root = false): no padded copy, so no stage
- * (and no barrier) before the conv, and the input is read where it is. Register tiles run along
+ * A conv with its padding in the tiles (pad_at_root = false; rows_eligible): no padded copy, so
+ * no stage (and no barrier) before the conv, and the input is read where it is. NCHW16c or NCHW
+ * (with the pixel epilogue: a tile's pixels are contiguous in their row). Register tiles run along
  * output rows: OB channels x up to PB pixels of one row, the reduction over (c, ky, kx)
  * innermost as in the blocked template. Kernel rows outside the input are skipped by the bounds
  * of the ky loop, computed per output row. Kernel columns outside it are skipped where the tile's
@@ -342,16 +343,18 @@ Status Lowerer::lower_conv2d() {
  * without checks (MLAS and oneDNN also treat border tiles apart). Threads split output-channel
  * blocks, rows, or both.
  */
-Status Lowerer::lower_nchwc_rows() {
+Status Lowerer::lower_conv_rows() {
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
-  int64_t b = conv_block(conv), N = xs[0], CB = xs[1], C = CB * b, H = xs[2], W = xs[3];
+  // NCHW is NCHW[1]c here: x[n][c][y][x] = x[n][c / 1][y][x][c % 1].
+  int64_t b = std::max<int64_t>(1, conv_block(conv)), N = xs[0], CB = xs[1], C = CB * b, H = xs[2], W = xs[3];
   int64_t O = ws[0], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
   int V = s_.vector_width, OB = s_.oc_block;
   int64_t PB = std::min<int64_t>(std::max(1, s_.px_block), OW), OBN = O / OB, TPR = (OW + PB - 1) / PB;
   k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
-  k_.schedule = "conv nchwc, padding in the tiles, " + k_.schedule;
+  k_.schedule = std::string(b > 1 ? "conv nchwc" : "conv") + ", padding in the tiles, " + k_.schedule;
+  bool pixel_epilogue = s_.pixel_epilogue;  // NCHW: a channel at a time, the tile's pixels (contiguous in its row) as the vector
   Buffer x = params_[conv.inputs[0].index], wp = params_[conv.inputs[1].index];
   auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
   auto column_inside = [&](int64_t ox, int64_t kx) {
@@ -391,9 +394,16 @@ Status Lowerer::lower_nchwc_rows() {
         init.push_back(vec(store(acc, ai, bias(oc))));
         Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
         fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
-        epilogue.push_back(vec(store_output({n, oc / int_imm(b), oy, ox, oc % int_imm(b)}, load(acc, ai))));
+        if (!pixel_epilogue)
+          epilogue.push_back(vec(store_output(b > 1 ? Index{n, oc / int_imm(b), oy, ox, oc % int_imm(b)} : Index{n, oc, oy, ox}, load(acc, ai))));
       }
     }
+    if (pixel_epilogue)
+      for (int64_t c = 0; c < OB; ++c) {
+        std::string q = fresh("q");
+        epilogue.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
+                                    store_output({n, ob * OB + int_imm(c), oy, ox0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
+      }
     // Kernel rows inside the input: ky in [max(0, ceil(-iy / dl)), min(KH, floor((H - 1 - iy) / dl) + 1)).
     Expr ky0 = max(int_imm(0), (int_imm(dl[0] - 1) - var(iy)) / int_imm(dl[0]));
     Expr ky1 = min(int_imm(KH), (int_imm(H - 1) - var(iy)) / int_imm(dl[0]) + int_imm(1));

@@ -157,8 +157,8 @@ class Lowerer {
   static constexpr int64_t kMaxPlaneBytes = 512 << 10;
   Status lower_depthwise();
   Status lower_pointwise();
-  /** conv2d_nchwc with its padding in the tiles (pad_at_root = false): see LowerConv.cpp. */
-  Status lower_nchwc_rows();
+  /** A conv with its padding in the tiles (pad_at_root = false, rows_eligible): see LowerConv.cpp. */
+  Status lower_conv_rows();
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();

@@ -125,6 +125,12 @@ bool epilogue_is_pixelwise(const Graph &g, int anchor) {
   return true;
 }
 
+bool rows_eligible(const Graph &, const Node &n, const KernelSchedule &s) {
+  if (!is_conv_op(n.op) || s.pad_at_root || s.oc_block == 0 || s.ic_block || s.winograd || s.pixel_vectors) return false;
+  if (n.attrs.i("groups") != 1 || n.inputs[0].kind != ValueId::Kind::kInput) return false;
+  return conv_block(n) > 0 || s.pixel_epilogue;
+}
+
 bool winograd_eligible(const Graph &body, const Node &n) {
   if (n.op != "nn.conv2d" || n.inputs[1].kind != ValueId::Kind::kInput) return false;
   const Shape &w = body.type_of(n.inputs[1]).shape;
@@ -266,11 +272,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // Storing the epilogue one channel at a time, pixels as the vector, is contiguous in NCHW
     // (measured on both ISAs: equal or faster, up to 1.7x on a 1x1 conv with a residual add).
     if (conv) s.pixel_epilogue = epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data()));
-    // conv2d_nchwc pads in its tiles (no copy stage, no barrier) where a row has interior tiles
-    // between its two edge tiles; else it copies. ResNet-50's 3x3 convs in NCHW16c, AVX-512,
-    // 2 threads, 32 x 14 tiles (ms, copy / in the tiles): 56x56x64 0.675/0.632, 28x28x128
-    // 0.608/0.618, 14x14x256 0.612/0.674, 7x7x512 0.644/0.833.
-    if (conv_block(n) && n.inputs[0].kind == ValueId::Kind::kInput && n.type.shape[3] >= 4 * px) s.pad_at_root = false;
+
     // Winograd against the direct kernel, ResNet's 3x3 stride-1 convs, 2 threads (measured alone
     // with the measurer, ms, direct / F(2x2) / F(4x4)):
     //   AVX-512  56x56x64 0.78/0.97/0.53  28x28x128 0.72/0.50/0.37  14x14x256 0.68/0.45/0.47  7x7x512 0.82/0.61/0.89
@@ -297,6 +299,26 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       s.pixel_vectors = true, s.pixel_epilogue = false, s.winograd = 0, s.unroll_kx = false;
       s.oc_block = pob, s.px_block = 3, s.vector_width = target.lanes;
       s.parallel = in > out ? KernelSchedule::Parallel::kPx : KernelSchedule::Parallel::kOc;
+    }
+    // A padded conv reads its input in place with the padding in its tiles (lower_conv_rows: no
+    // copy stage, no barrier) where a row has interior tiles between its two edge tiles and its
+    // input has few channels (a stem); else it copies. Measured alone, ResNet-50's 3x3 convs,
+    // AVX-512, 2 threads, 32 x 14 tiles, alternating (ms, copy / in the tiles): NCHW 56x56x64
+    // 0.696/0.665, 28x28x128 0.634/0.624, 14x14x256 0.605/0.651, 7x7x512 0.644/0.825; NCHW16c
+    // 56x56x64 0.675/0.632, 28x28x128 0.608/0.618, 14x14x256 0.612/0.674, 7x7x512 0.644/0.833.
+    // But in the model, its input just written by the kernel before, the NCHW 56x56x64 conv was
+    // slower in the tiles (ResNet-50's three: 0.69 -> 0.73-0.80 ms), while the stems gained
+    // (ResNet's 7x7 stride 2 on 3 channels 0.851 -> 0.744 ms; alone MobileNetV2's 3x3 stride 2
+    // on 3 channels 0.145 -> 0.104 ms): the copy of a 3-channel image is cheap, its stage and
+    // barrier are not.
+    if (conv) {
+      const auto &pads = n.attrs.ints("padding");
+      KernelSchedule rows = s;
+      rows.pad_at_root = false;
+      bool few_channels = conv_block(n) == 0 && body.type_of(n.inputs[1]).shape[1] < 8;
+      if ((pads[0] || pads[1] || pads[2] || pads[3] || conv_block(n)) && n.type.shape[3] >= 4 * s.px_block &&
+          (few_channels || conv_block(n)) && rows_eligible(body, n, rows))
+        s = rows;
     }
   }
   return s;

@@ -22,9 +22,10 @@ struct KernelSchedule {
   int px_block = 6;           // conv: output pixels per register block (depthwise: output rows per block)
   Parallel parallel = Parallel::kOc;  // conv: the threads split output-channel blocks, pixel blocks, or both
   bool unroll_kx = false;     // conv: unroll the kernel-column loop of the reduction
-  bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or recompute
-                              // the bounds at every read (inline); depthwise: copy each plane to
-                              // the stack just before it is read (per plane)
+  bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or read the
+                              // input in place: register tiles along rows, the padding in the edge
+                              // tiles (rows_eligible), else the bounds recomputed at every read;
+                              // depthwise: copy each plane to the stack just before it is read
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile
@@ -66,6 +67,14 @@ inline bool is_conv_op(const std::string &op) { return op == "nn.conv2d" || op =
 /** A conv node's output channels and its channel block (0: NCHW; the output's last dim for conv2d_nchwc). */
 inline int64_t conv_block(const Node &n) { return n.op == "nn.conv2d_nchwc" ? n.type.shape[4] : 0; }
 inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::max<int64_t>(1, conv_block(n)); }
+
+/**
+ * Whether conv node `n` runs with `s` as register tiles along output rows that read its input in
+ * place, the padding in the tiles (codegen/LowerConv lower_conv_rows): pad_at_root off, the
+ * blocked template, one group, the input an argument, no reduction tiles, not Winograd; NCHW
+ * also with the pixel epilogue (else its padding is recomputed at every read, the older form).
+ */
+bool rows_eligible(const Graph &body, const Node &n, const KernelSchedule &s);
 
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
 bool winograd_eligible(const Graph &body, const Node &n);

@@ -530,6 +530,51 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   EXPECT_GE(checked, 3 * 22);
 }
 
+TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
+  // pad_at_root off with the pixel epilogue: register tiles along output rows reading the NCHW
+  // input in place (lower_conv_rows), edge tiles selecting 0 outside; rows of one tile, edge
+  // tiles only, a loop between them and a narrower last tile, strides 1 and 2, a residual add,
+  // under each parallel split, on each ISA this host runs.
+  int checked = 0;
+  for (int stride : {1, 2}) {
+    int oh = (11 + 2 - 3) / stride + 1;
+    std::string x = "Tensor[(1, 16, 11, 11), float32]", y = "Tensor[(1, 32, " + std::to_string(oh) + ", " + std::to_string(oh) + "), float32]";
+    std::string w = "Tensor[(32, 16, 3, 3), float32]", bias = "Tensor[(32), float32]";
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
+                        "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
+                        "    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + std::to_string(stride) + ", " + std::to_string(stride) + "], padding=[1, 1, 1, 1]);\n"
+                        "    %1 = add(%0, %p3);\n"
+                        "    %2 = nn.relu(%1);\n"
+                        "    return %2;\n"
+                        "  }(%x, %w, %b, %r);\n"
+                        "  return %0;\n"
+                        "}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (const char *isa : {"avx2", "avx512"}) {
+      auto t = resolve_target(isa);
+      ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+      if (!t->runnable_here()) continue;
+      for (int px : {2, 3, 5, 11, 16})
+        for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
+          KernelSchedule s = default_schedule(body, *t);
+          s.winograd = 0, s.pixel_vectors = false, s.ic_block = 0;
+          s.pad_at_root = false, s.pixel_epilogue = true, s.px_block = px, s.parallel = par;
+          s.oc_block = 2 * t->lanes, s.vector_width = t->lanes;
+          ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+          ASSERT_TRUE(rows_eligible(body, body.nodes[0], s));
+          auto k = lower_group(body, "k", s);
+          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+          EXPECT_NE(k->schedule.find("padding in the tiles"), std::string::npos) << k->schedule;
+          EXPECT_EQ(k->stages.size(), 1u);  // no copy stage
+          expect_schedule_matches(body, s, std::string(isa) + " nchw rows", 1e-5, *t);
+          ++checked;
+        }
+    }
+  }
+  EXPECT_GE(checked, 30);
+}
+
 TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
   auto g = parse_text(R"(def @main(%x: Tensor[(1, 2, 6, 6, 16), float32], %w: Tensor[(32, 32, 3, 3), float32]) -> Tensor[(1, 2, 6, 6, 16), float32] {
     %0 = fn (%p0: Tensor[(1, 2, 6, 6, 16), float32], %p1: Tensor[(32, 32, 3, 3), float32]) -> Tensor[(1, 2, 6, 6, 16), float32] {
