@@ -449,6 +449,21 @@ TEST(ScheduleSpace, PixelEpiloguesTransposeTilesOfEveryShape) {
   EXPECT_GE(checked, 32);
 }
 
+/** One group: conv `op` (3x3 weight `w`, bias, square stride and padding) + add of a residual `y` + relu. */
+Expected<Graph> conv_add_relu_group(const std::string &op, const std::string &x, const std::string &w, const std::string &bias,
+                                    const std::string &y, int stride, int pad) {
+  std::string st = std::to_string(stride), p = std::to_string(pad);
+  return parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
+                    "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
+                    "    %0 = " + op + "(%p0, %p1, %p2, strides=[" + st + ", " + st + "], padding=[" + p + ", " + p + ", " + p + ", " + p + "]);\n"
+                    "    %1 = add(%0, %p3);\n"
+                    "    %2 = nn.relu(%1);\n"
+                    "    return %2;\n"
+                    "  }(%x, %w, %b, %r);\n"
+                    "  return %0;\n"
+                    "}");
+}
+
 TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   // Activations in NCHW[b]c (b = 8 and 16): padded and unpadded, stride 1 and 2, with a relu and
   // a residual add read in the same layout; the default and sampled points of the space, on each
@@ -466,17 +481,7 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
     std::string x = "Tensor[" + shape(1, cs.c, cs.h, cs.b) + ", float32]", y = "Tensor[" + shape(1, cs.o, oh, cs.b) + ", float32]";
     std::string w = "Tensor[(" + std::to_string(cs.o) + ", " + std::to_string(cs.c) + ", 3, 3), float32]";
     std::string bias = "Tensor[(" + std::to_string(cs.o) + "), float32]";
-    std::string pads = std::to_string(cs.pad);
-    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
-                        "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
-                        "    %0 = nn.conv2d_nchwc(%p0, %p1, %p2, strides=[" + std::to_string(cs.stride) + ", " + std::to_string(cs.stride) +
-                        "], padding=[" + pads + ", " + pads + ", " + pads + ", " + pads + "]);\n"
-                        "    %1 = add(%0, %p3);\n"
-                        "    %2 = nn.relu(%1);\n"
-                        "    return %2;\n"
-                        "  }(%x, %w, %b, %r);\n"
-                        "  return %0;\n"
-                        "}");
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", x, w, bias, y, cs.stride, cs.pad);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
     for (const char *isa : {"avx2", "avx512"}) {
@@ -540,15 +545,7 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
     int oh = (11 + 2 - 3) / stride + 1;
     std::string x = "Tensor[(1, 16, 11, 11), float32]", y = "Tensor[(1, 32, " + std::to_string(oh) + ", " + std::to_string(oh) + "), float32]";
     std::string w = "Tensor[(32, 16, 3, 3), float32]", bias = "Tensor[(32), float32]";
-    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
-                        "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
-                        "    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + std::to_string(stride) + ", " + std::to_string(stride) + "], padding=[1, 1, 1, 1]);\n"
-                        "    %1 = add(%0, %p3);\n"
-                        "    %2 = nn.relu(%1);\n"
-                        "    return %2;\n"
-                        "  }(%x, %w, %b, %r);\n"
-                        "  return %0;\n"
-                        "}");
+    auto g = conv_add_relu_group("nn.conv2d", x, w, bias, y, stride, 1);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
     for (const char *isa : {"avx2", "avx512"}) {
