@@ -306,8 +306,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // AVX-512, 2 threads, 32 x 14 tiles, alternating (ms, copy / in the tiles): NCHW 56x56x64
     // 0.696/0.665, 28x28x128 0.634/0.624, 14x14x256 0.605/0.651, 7x7x512 0.644/0.825; NCHW16c
     // 56x56x64 0.675/0.632, 28x28x128 0.608/0.618, 14x14x256 0.612/0.674, 7x7x512 0.644/0.833.
-    // But in the model, its input just written by the kernel before, the NCHW 56x56x64 conv was
-    // slower in the tiles (ResNet-50's three: 0.69 -> 0.73-0.80 ms), while the stems gained
+    // But in the model, their input just written by the kernel before, ResNet-50's three NCHW
+    // 56x56x64 convs were slower in the tiles (6 rounds alternating, ms: 0.741/0.916,
+    // 0.712/0.742, 0.717/0.748), while the stems gained
     // (ResNet's 7x7 stride 2 on 3 channels 0.851 -> 0.744 ms; alone MobileNetV2's 3x3 stride 2
     // on 3 channels 0.145 -> 0.104 ms): the copy of a 3-channel image is cheap, its stage and
     // barrier are not.
