@@ -28,10 +28,6 @@ std::vector<float> ModelSearch::lowered_features(const Task &task, const KernelS
   return k ? kernel_features(*k, target_) : std::vector<float>{};
 }
 
-const std::vector<float> &ModelSearch::features(const Task &task, const KernelSchedule &s) {
-  return features(task, Point{s, schedule_to_json(s)});
-}
-
 const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) {
   std::string key = task.hash + p.json;
   auto it = feature_cache_.find(key);
@@ -56,11 +52,11 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
   for (size_t i = 0; i < todo.size(); ++i) feature_cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }
 
-void ModelSearch::add_result(const Task &task, const KernelSchedule &s, double ratio) {
+void ModelSearch::add_result(const Task &task, const Point &p, double ratio) {
   if (!(ratio > 0)) return;
-  const std::vector<float> &x = features(task, s);
+  const std::vector<float> &x = features(task, p);
   if (x.empty()) return;
-  samples_.push_back({task.hash, schedule_to_json(s), x, static_cast<float>(-std::log2(ratio))});
+  samples_.push_back({task.hash, p.json, x, static_cast<float>(-std::log2(ratio))});
 }
 
 Expected<bool> ModelSearch::maybe_retrain() {

@@ -34,8 +34,13 @@ class ModelSearch {
 
   /** Records already in the database (features recomputed). */
   void add_samples(std::vector<Sample> samples);
+  /** A schedule with its JSON (its identity), written once. */
+  struct Point {
+    KernelSchedule schedule;
+    std::string json;
+  };
   /** One new successful measurement: the schedule ran at `ratio` times its task's default time. */
-  void add_result(const Task &task, const KernelSchedule &s, double ratio);
+  void add_result(const Task &task, const Point &p, double ratio);
   /**
    * Retrains when enough is new (16 records, or a quarter of what the model knows); before that,
    * scores the current model on the records it has not seen (its held-out accuracy). True if it
@@ -51,15 +56,9 @@ class ModelSearch {
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
                                       const std::vector<KernelSchedule> &elite, int want, Rng &rng);
 
-  /** A schedule with its JSON (its identity), written once. */
-  struct Point {
-    KernelSchedule schedule;
-    std::string json;
-  };
   /** The features of every point of `points` not cached yet, lowered on `threads` threads, then cached. */
   void compute_features(const Task &task, const std::vector<Point> &points);
-  /** The features of `s` on `task` (lowered once, cached); empty if it does not lower. */
-  const std::vector<float> &features(const Task &task, const KernelSchedule &s);
+  /** The features of `p` on `task` (lowered once, cached); empty if it does not lower. */
   const std::vector<float> &features(const Task &task, const Point &p);
   /** The current model (null before the first training). */
   const CostModel *model() const { return model_.get(); }

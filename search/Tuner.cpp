@@ -191,14 +191,15 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       TuningRecord r;
       r.workload_hash = tr.task.hash;
       r.target = rep.target;
-      r.schedule = schedule_to_json(candidates[i]);
+      ModelSearch::Point point{candidates[i], schedule_to_json(candidates[i])};  // its JSON written once: record, features, sample
+      r.schedule = point.json;
       r.status = status_name(m.status);
       r.error = m.error;
       r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
       r.baseline_s = m.baseline_s;
       bool confirming = std::string(phase) == "confirm";
       r.phase = confirming ? "confirmation" : "trial";
-      if (const std::vector<float> &f = features.features(tr.task, candidates[i]); !f.empty()) {
+      if (const std::vector<float> &f = features.features(tr.task, point); !f.empty()) {
         r.features = nlohmann::json(f).dump();
         r.feature_version = kFeatureVersion;
       }
@@ -219,7 +220,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
         keep_min(st.ratios, r.schedule, ratio);
-        if (model) model->add_result(tr.task, candidates[i], ratio);
+        if (model) model->add_result(tr.task, point, ratio);
       }
       if (o.progress) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
