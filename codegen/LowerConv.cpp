@@ -180,7 +180,7 @@ Status Lowerer::lower_conv2d() {
   if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
   if (s_.pixel_vectors) return lower_pointwise();
-  if (rows_eligible(g_, g_.nodes[anchor_], s_)) return lower_conv_rows();
+  if (rows_eligible(g_.nodes[anchor_], s_)) return lower_conv_rows();
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");

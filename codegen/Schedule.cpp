@@ -125,7 +125,7 @@ bool epilogue_is_pixelwise(const Graph &g, int anchor) {
   return true;
 }
 
-bool rows_eligible(const Graph &, const Node &n, const KernelSchedule &s) {
+bool rows_eligible(const Node &n, const KernelSchedule &s) {
   if (!is_conv_op(n.op) || s.pad_at_root || s.oc_block == 0 || s.ic_block || s.winograd || s.pixel_vectors) return false;
   if (n.attrs.i("groups") != 1 || n.inputs[0].kind != ValueId::Kind::kInput) return false;
   return conv_block(n) > 0 || s.pixel_epilogue;
@@ -272,7 +272,6 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // Storing the epilogue one channel at a time, pixels as the vector, is contiguous in NCHW
     // (measured on both ISAs: equal or faster, up to 1.7x on a 1x1 conv with a residual add).
     if (conv) s.pixel_epilogue = epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data()));
-
     // Winograd against the direct kernel, ResNet's 3x3 stride-1 convs, 2 threads (measured alone
     // with the measurer, ms, direct / F(2x2) / F(4x4)):
     //   AVX-512  56x56x64 0.78/0.97/0.53  28x28x128 0.72/0.50/0.37  14x14x256 0.68/0.45/0.47  7x7x512 0.82/0.61/0.89
@@ -314,12 +313,10 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // barrier are not.
     if (conv) {
       const auto &pads = n.attrs.ints("padding");
+      bool padded_stem = (pads[0] || pads[1] || pads[2] || pads[3]) && body.type_of(n.inputs[1]).shape[1] < 8;
       KernelSchedule rows = s;
       rows.pad_at_root = false;
-      bool few_channels = conv_block(n) == 0 && body.type_of(n.inputs[1]).shape[1] < 8;
-      if ((pads[0] || pads[1] || pads[2] || pads[3] || conv_block(n)) && n.type.shape[3] >= 4 * s.px_block &&
-          (few_channels || conv_block(n)) && rows_eligible(body, n, rows))
-        s = rows;
+      if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) s = rows;
     }
   }
   return s;

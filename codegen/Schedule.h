@@ -74,7 +74,7 @@ inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::
  * blocked template, one group, the input an argument, no reduction tiles, not Winograd; NCHW
  * also with the pixel epilogue (else its padding is recomputed at every read, the older form).
  */
-bool rows_eligible(const Graph &body, const Node &n, const KernelSchedule &s);
+bool rows_eligible(const Node &n, const KernelSchedule &s);
 
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
 bool winograd_eligible(const Graph &body, const Node &n);
