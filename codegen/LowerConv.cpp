@@ -14,6 +14,20 @@ namespace {
 int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
 }  // namespace
 
+Stmt Lowerer::zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count) {
+  return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(buf, base + x, float_imm(0))); }, from);
+}
+
+std::vector<Stmt> Lowerer::pixel_epilogue_stores(const Buffer &acc, const Expr &n, const Expr &oc0, int64_t OB, const Expr &y, const Expr &x0, int64_t np) {
+  std::vector<Stmt> out;
+  for (int64_t c = 0; c < OB; ++c) {
+    std::string q = fresh("q");
+    out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
+                           store_output({n, oc0 + int_imm(c), y, x0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
+  }
+  return out;
+}
+
 Lowerer::Source Lowerer::padded_geometry(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) const {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   const auto &p = conv.attrs.ints("padding");
@@ -28,9 +42,7 @@ Stmt Lowerer::padded_row(const Node &conv, const Source &src, const Expr &base, 
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   const auto &p = conv.attrs.ints("padding");
   int64_t H = xs[2], W = xs[3], phases = src.phases, wq = src.wq;
-  auto zeros = [&](int64_t from, int64_t count) {
-    return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(src.buf, base + x, float_imm(0))); }, from);
-  };
+  auto zeros = [&](int64_t from, int64_t count) { return zero_run(src.buf, base, from, count); };
   Expr y = py - int_imm(p[0]);
   // A row inside the input: per phase, the zero columns before the input, the input's columns
   // (plain reads: contiguous, or wide loads and a shuffle for a small stride), the zeros after.
@@ -64,9 +76,7 @@ Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int6
     Index r = unravel(var("r"), {xs[0], src.h, CB});
     Expr n = r[0], py = r[1], cb = r[2], y = py - int_imm(p[0]);
     Expr base = ((n * CB + cb) * src.h + py) * (src.w * b);
-    auto zeros = [&](int64_t from, int64_t count) {
-      return row_loops(count, [&](Expr q, int lanes, Expr lane) { return lanes_of(lanes, lane, store(src.buf, base + q, float_imm(0))); }, from);
-    };
+    auto zeros = [&](int64_t from, int64_t count) { return zero_run(src.buf, base, from, count); };
     std::string x = fresh("x"), ci = fresh("ci");
     Stmt copy = for_loop(x, int_imm(0), int_imm(W), ForKind::kSerial,
                          for_loop(ci, int_imm(0), int_imm(b), ForKind::kVectorized,
@@ -281,12 +291,7 @@ Status Lowerer::lower_conv2d() {
     if (pixel_epilogue) {
       // One output channel at a time, the block's pixels as the vector: a contiguous store (and
       // contiguous reads of a residual) instead of one lane per channel plane.
-      for (int64_t c = 0; c < OB; ++c) {
-        std::string q = fresh("q");
-        Expr oc = ob * OB + int_imm(c);
-        epilogue.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
-                                    store_output({n, oc, int_imm(0), p0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
-      }
+      epilogue = pixel_epilogue_stores(acc, n, ob * OB, OB, int_imm(0), p0, np);
     }
     Stmt reduce = let("wb", (((ob * CG + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
                       let("off", cblock ? ((var("c") / int_imm(cblock) * src.h + var("ky") * dl[0]) * src.w + var("kx") * dl[1]) * cblock + var("c") % int_imm(cblock)
@@ -398,12 +403,7 @@ Status Lowerer::lower_conv_rows() {
           epilogue.push_back(vec(store_output(b > 1 ? Index{n, oc / int_imm(b), oy, ox, oc % int_imm(b)} : Index{n, oc, oy, ox}, load(acc, ai))));
       }
     }
-    if (pixel_epilogue)
-      for (int64_t c = 0; c < OB; ++c) {
-        std::string q = fresh("q");
-        epilogue.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
-                                    store_output({n, ob * OB + int_imm(c), oy, ox0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
-      }
+    if (pixel_epilogue) epilogue = pixel_epilogue_stores(acc, n, ob * OB, OB, oy, ox0, np);
     // Kernel rows inside the input: ky in [max(0, ceil(-iy / dl)), min(KH, floor((H - 1 - iy) / dl) + 1)).
     Expr ky0 = max(int_imm(0), (int_imm(dl[0] - 1) - var(iy)) / int_imm(dl[0]));
     Expr ky1 = min(int_imm(KH), (int_imm(H - 1) - var(iy)) / int_imm(dl[0]) + int_imm(1));

@@ -157,6 +157,13 @@ class Lowerer {
   static constexpr int64_t kMaxPlaneBytes = 512 << 10;
   Status lower_depthwise();
   Status lower_pointwise();
+  /** buf[base + from, base + from + count) = 0, in vectors of the schedule's width: a padded row's zero columns. */
+  Stmt zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count);
+  /**
+   * A conv tile's pixel epilogue: for each of its OB channels from oc0, the tile's np pixels as
+   * the vector, stored at output (n, oc, y, x0 + q) from acc[q * OB + c].
+   */
+  std::vector<Stmt> pixel_epilogue_stores(const Buffer &acc, const Expr &n, const Expr &oc0, int64_t OB, const Expr &y, const Expr &x0, int64_t np);
   /** A conv with its padding in the tiles (pad_at_root = false, rows_eligible): see LowerConv.cpp. */
   Status lower_conv_rows();
   /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
