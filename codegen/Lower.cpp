@@ -92,6 +92,14 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
     for (size_t d = 0; d < idx.size(); ++d) src[axes[d]] = idx[d];
     return in(0, src);
   }
+  if (op == "nn.to_nchwc") {
+    int64_t b = n.attrs.i("block");
+    return in(0, Index{idx[0], idx[1] * int_imm(b) + idx[4], idx[2], idx[3]});
+  }
+  if (op == "nn.from_nchwc") {
+    Expr b = int_imm(g_.type_of(n.inputs[0]).shape[4]);
+    return in(0, Index{idx[0], idx[1] / b, idx[2], idx[3], idx[1] % b});
+  }
   if (op == "nn.pad") {
     const auto &pw = n.attrs.ints("pad_width");
     const Shape &s = g_.type_of(n.inputs[0]).shape;

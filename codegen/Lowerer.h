@@ -146,6 +146,8 @@ class Lowerer {
                          const std::function<Expr(const Index &, const Index &)> &term,
                          const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
   Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
+  /** The index of conv's output (n, channel oc, oy, ox): blocked for conv2d_nchwc. */
+  Index conv_output_index(const Node &conv, const Expr &n, const Expr &oc, const Expr &oy, const Expr &ox) const;
   /** The extents of conv's padded, phase-split input copy (no buffer yet). */
   Source padded_geometry(const Node &conv, int64_t phases, int64_t min_h = 0, int64_t min_w = 0) const;
   /**

@@ -132,7 +132,7 @@ bool rows_eligible(const Node &n, const KernelSchedule &s) {
 }
 
 bool winograd_eligible(const Graph &body, const Node &n) {
-  if (n.op != "nn.conv2d" || n.inputs[1].kind != ValueId::Kind::kInput) return false;
+  if (!is_conv_op(n.op) || n.inputs[1].kind != ValueId::Kind::kInput) return false;
   const Shape &w = body.type_of(n.inputs[1]).shape;
   auto ones = [](const std::vector<int64_t> &v) { return v == std::vector<int64_t>{1, 1}; };
   return w[2] == 3 && w[3] == 3 && n.attrs.i("groups") == 1 && ones(n.attrs.ints("strides")) && ones(n.attrs.ints("dilation"));
@@ -254,7 +254,15 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // A 1x1 conv reads each input value for one FMA per channel vector: with 32 registers one
     // vector of channels by 28 pixels beats two by 14 (measured: 64->256 at 56x56 with a residual,
     // 0.50 vs 0.84 ms); with 16 registers two vectors by 6 pixels stay best.
-    if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
+    // In NCHW16c a pixel's channels are contiguous, so four channel vectors by 6 pixels (MLAS's
+    // NCHWc pointwise shape) take fewer loads per FMA, where there are pixels enough (below, the
+    // 7x7 convs stream their weights once per pixel block and keep 1 x 28). Measured alone, AVX-512,
+    // 2 threads (ms, 1 x 28 / 4 x 6 / NCHW pixel vectors): 64->256 at 56x56 with a residual
+    // 0.51/0.31/0.39, 128->512 at 28x28 with a residual 0.41/0.27/0.32.
+    int64_t pixels = n.type.shape[2] * n.type.shape[3];
+    bool nchwc_pointwise = pointwise && regs >= 32 && conv_block(n) > 0 && conv_out_channels(n) % (4 * v) == 0 && pixels >= 4 * 3 * v;
+    if (nchwc_pointwise) ob = 4 * v;
+    else if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
     s.oc_block = ob;
     if (ob == 0) continue;
     s.vector_width = v;
@@ -266,6 +274,12 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // third of the time) are worse than splitting the pixels: 0.27 against 0.16 ms for that 1x1 conv.
     int64_t units = n.type.shape[0] * (conv ? conv_out_channels(n) : n.type.shape[1]) / ob;
     if (conv && units % target.threads != 0 && units < 8 * target.threads) s.parallel = KernelSchedule::Parallel::kPx;
+    // As for NCHW's pixel vectors below, threads split the larger side: with more input channels
+    // than output channels each thread then reads half the input, just written by the kernel
+    // before (alone, input rewritten and weights evicted before each run, ms, channel blocks /
+    // pixel blocks): 256->128 at 56x56 0.78/0.56, 512->128 at 28x28 0.35/0.28. In ResNet-50 at
+    // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
+    if (nchwc_pointwise && body.type_of(n.inputs[1]).shape[1] > conv_out_channels(n)) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
@@ -280,7 +294,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // up). F(4x4) is faster alone but not end to end (ResNet-18 14.5 against 13.6 ms): its
     // transformed tensors are 2.25x larger, and at 56x56 they take the arena past 1.5x the peak
     // of live activations. It stays in the schedule space, for the tuner to measure in place.
-    if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[0]).shape[1] >= 128)) s.winograd = 2;
+    if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n))) s.winograd = 2;
     // A 1x1 conv over enough pixels takes pixel vectors: ob channels x 3 vectors of pixels, as
     // many channels as the registers hold next to the 3 input vectors and a broadcast weight
     // (8 on AVX-512, 4 on AVX2). Measured alone, AVX-512, 2 threads (ms, channel vectors with
@@ -290,7 +304,6 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // 0.35/0.44: 49 pixels make one block and a tail that reads every weight again. Threads
     // split the larger side: pixel blocks when there are more input channels than output
     // channels (each pixel block's input then stays in cache), else channel blocks.
-    int64_t pixels = n.type.shape[2] * n.type.shape[3];
     if (pointwise_eligible(body, n) && pixels >= 4 * 3 * v) {
       int64_t out = n.type.shape[1], in = body.type_of(n.inputs[0]).shape[1];
       int pob = std::min(8, (regs - 4) / 3);

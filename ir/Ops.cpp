@@ -163,6 +163,25 @@ Expected<TensorType> infer_conv2d_nchwc(const OpCall &c) {
   return make_type(DType::kFloat32, {x[0], w[0] / b, hw.first, hw.second, b});
 }
 
+/** nn.to_nchwc: x[N][C][H][W] -> [N][C/b][H][W][b], channel c in block c / b at lane c % b. */
+Expected<TensorType> infer_to_nchwc(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_rank(c, 0, 4));
+  const Shape &x = c.inputs[0].shape;
+  int64_t b = c.attrs.i("block");
+  if (b < 1 || x[1] % b != 0)
+    return make_error("the channel block " + std::to_string(b) + " must be positive and divide " + std::to_string(x[1]) + " channels");
+  return make_type(DType::kFloat32, {x[0], x[1] / b, x[2], x[3], b});
+}
+
+/** nn.from_nchwc: x[N][C/b][H][W][b] -> [N][C][H][W] (b = the input's last dim). */
+Expected<TensorType> infer_from_nchwc(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_rank(c, 0, 5));
+  const Shape &x = c.inputs[0].shape;
+  return make_type(DType::kFloat32, {x[0], x[1] * x[4], x[2], x[3]});
+}
+
 Expected<TensorType> infer_pool2d(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   AT_TRY(need_rank(c, 0, 4));
@@ -372,6 +391,8 @@ std::vector<OpDef> make_ops() {
   ops.push_back({"nn.pad", P::kInjective, 1, 1,
                  {{"pad_width", AttrKind::kInts, std::nullopt}, {"pad_value", AttrKind::kFloat, 0.0}}, infer_pad});
   ops.push_back({"take", P::kInjective, 2, 2, {{"axis", AttrKind::kInt, int64_t{0}}}, infer_take});
+  ops.push_back({"nn.to_nchwc", P::kInjective, 1, 1, {{"block", AttrKind::kInt, int64_t{16}}}, infer_to_nchwc});
+  ops.push_back({"nn.from_nchwc", P::kInjective, 1, 1, {}, infer_from_nchwc});
   ops.push_back({"shape_of", P::kOpaque, 1, 1, {}, infer_shape_of});
   return ops;
 }

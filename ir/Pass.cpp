@@ -25,6 +25,8 @@ const std::vector<Pass> &all_passes() {
       {"fold-batch-norm", 1, fold_batch_norm, {}},
       {"eliminate-common-subexpr", 3, eliminate_common_subexpr, {}},
       {"eliminate-dead-code", 1, eliminate_dead_code, {}},
+      // At TVM's AlterOpLayout's level: on by default.
+      {"nchwc-layout", 3, [](const Graph &g) { return nchwc_layout(g); }, {}},
       {"fuse-ops", 0, [](const Graph &g) { return fuse_ops(g); }, {"infer-shapes"}},
   };
   return passes;
@@ -80,7 +82,7 @@ Expected<Stage> parse_stage(const std::string &s) {
 std::vector<std::string> stage_pipeline(Stage s) {
   std::vector<std::string> names;
   if (s == Stage::kImported) return names;
-  names = {"infer-shapes", "simplify", "fold-constants", "fold-batch-norm", "eliminate-common-subexpr", "eliminate-dead-code"};
+  names = {"infer-shapes", "simplify", "fold-constants", "fold-batch-norm", "eliminate-common-subexpr", "eliminate-dead-code", "nchwc-layout"};
   if (s == Stage::kFused) names.push_back("fuse-ops");
   return names;
 }

@@ -130,23 +130,6 @@ Tensor eval_conv2d(const Node &n, const std::vector<Tensor> &in) {
   return out;
 }
 
-/** x[N][C/b][H][W][b] as NCHW (to_nchw) or the reverse (!to_nchw, `t` in NCHW). */
-Tensor convert_nchwc(const Tensor &t, int64_t b, bool to_nchw) {
-  const Shape &s = t.shape();
-  Shape nchw = to_nchw ? Shape{s[0], s[1] * b, s[2], s[3]} : s;
-  Shape blocked{nchw[0], nchw[1] / b, nchw[2], nchw[3], b};
-  Tensor out(TensorType{DType::kFloat32, to_nchw ? nchw : blocked});
-  int64_t N = nchw[0], C = nchw[1], P = nchw[2] * nchw[3];
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t p = 0; p < P; ++p) {
-        int64_t plain = (n * C + c) * P + p, block = ((n * (C / b) + c / b) * P + p) * b + c % b;
-        if (to_nchw) out.f32()[plain] = t.f32()[block];
-        else out.f32()[block] = t.f32()[plain];
-      }
-  return out;
-}
-
 /** conv2d_nchwc: the NCHW conv of the unblocked input, blocked again. */
 Tensor eval_conv2d_nchwc(const Node &n, std::vector<Tensor> in) {
   int64_t b = n.type.shape[4];
@@ -376,6 +359,23 @@ Expected<Tensor> eval_take(const Node &n, const Tensor &x, const Tensor &idx) {
 
 }  // namespace
 
+Tensor convert_nchwc(const Tensor &t, int64_t b, bool to_nchw) {
+  const Shape &s = t.shape();
+  Shape nchw = to_nchw ? Shape{s[0], s[1] * b, s[2], s[3]} : s;
+  Shape blocked{nchw[0], nchw[1] / b, nchw[2], nchw[3], b};
+  Tensor out(TensorType{DType::kFloat32, to_nchw ? nchw : blocked});
+  int64_t N = nchw[0], C = nchw[1], P = nchw[2] * nchw[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) {
+        int64_t plain = (n * C + c) * P + p, block = ((n * (C / b) + c / b) * P + p) * b + c % b;
+        if (to_nchw) out.f32()[plain] = t.f32()[block];
+        else out.f32()[block] = t.f32()[plain];
+      }
+  return out;
+}
+
+
 Status check_gather_indices(const int64_t *indices, int64_t count, int64_t extent) {
   for (int64_t k = 0; k < count; ++k)
     if (indices[k] < -extent || indices[k] >= extent)
@@ -392,6 +392,8 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   const std::string &op = n.op;
   if (op == "nn.conv2d") return eval_conv2d(n, in);
   if (op == "nn.conv2d_nchwc") return eval_conv2d_nchwc(n, in);
+  if (op == "nn.to_nchwc") return convert_nchwc(in[0], n.attrs.i("block"), false);
+  if (op == "nn.from_nchwc") return convert_nchwc(in[0], in[0].shape()[4], true);
   if (op == "nn.dense") return eval_dense(n, in[0], in[1]);
   if (op == "nn.matmul") return eval_matmul(n, in[0], in[1]);
   if (op == "nn.batch_norm") return eval_batch_norm(n, in);

@@ -17,6 +17,9 @@ Status check_gather_indices(const int64_t *indices, int64_t count, int64_t exten
 /** Checks that `inputs` match the graph's inputs in number, dtype and shape; the error names the input. */
 Status check_inputs(const Graph &g, const std::vector<Tensor> &inputs);
 
+/** x[N][C/b][H][W][b] as NCHW (to_nchw), or NCHW `t` as x[N][C/b][H][W][b] (!to_nchw). */
+Tensor convert_nchwc(const Tensor &t, int64_t b, bool to_nchw);
+
 /** Runs the whole graph; intermediates are freed after their last use. */
 Expected<std::vector<Tensor>> run_reference(const Graph &g, const std::vector<Tensor> &inputs);
 

@@ -195,6 +195,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     if (!lowered[i] || !compiled[i]) continue;
     for (size_t b = lowered[i]->num_params + 1; b < lowered[i]->buffers.size(); ++b) {
       bytes.push_back(lowered[i]->buffers[b]->bytes());
+      m->info_[i].temp_bytes += bytes.back();
       lifetimes.emplace_back(static_cast<int>(i), static_cast<int>(i));
       owner.emplace_back(static_cast<int>(i), static_cast<int>(b));
     }

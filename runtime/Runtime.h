@@ -38,6 +38,7 @@ struct GroupInfo {
   bool tuned = false;    // compiled with a schedule from the tuning database
   std::string untuned_reason;  // with a database: why the default schedule was used
   double flops = 0;      // arithmetic of one call (multiply-adds count 2)
+  size_t temp_bytes = 0; // its kernel's temporaries (padded copies, Winograd's transformed tensors), in the arena
 };
 
 class CompiledModel {

@@ -61,11 +61,12 @@ Examples:
 const char *kPassOptions = R"(Pass options (inspect and run):
   --stage S            imported: as read from ONNX; optimized: after the graph passes
                        (infer-shapes, simplify, fold-constants, fold-batch-norm,
-                       eliminate-common-subexpr, eliminate-dead-code); fused: then fuse-ops
+                       eliminate-common-subexpr, eliminate-dead-code, nchwc-layout);
+                       fused: then fuse-ops
   --opt-level N        run the passes whose opt level is <= N (default 3; TVM's levels:
                        fuse-ops 0, eliminate-dead-code 1, fold-constants 2,
-                       eliminate-common-subexpr 3)
-  --disable-pass P     never run pass P (repeatable)
+                       eliminate-common-subexpr 3, nchwc-layout 3)
+  --disable-pass P     never run pass P (repeatable; e.g. nchwc-layout: convs in NCHW)
   --print-after-all    print the IR after each pass to stderr
   --time-passes        print each pass's time to stderr
   --verify             run the reference executor before and after each pass on seeded

@@ -27,6 +27,13 @@ Expected<Graph> eliminate_dead_code(const Graph &g);
 /** Merges nodes that apply the same op with the same attributes to the same inputs. */
 Expected<Graph> eliminate_common_subexpr(const Graph &g);
 
+/**
+ * Puts activations in NCHW[block]c between convs: each conv2d with one group and channels the
+ * block divides becomes nn.conv2d_nchwc; elementwise ops on blocked values stay blocked;
+ * nn.to_nchwc / nn.from_nchwc convert where a value changes layout (once per value).
+ */
+Expected<Graph> nchwc_layout(const Graph &g, int64_t block = 16);
+
 struct FuseOptions {
   int max_group_size = 256;  // TVM's max_fuse_depth
 };

@@ -227,15 +227,95 @@ TEST(EliminateCommonSubexpr, MergesIdenticalNodes) {
 )");
 }
 
+int count_of(const std::string &text, const std::string &what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(NchwcLayout, ConvertsAChainAtItsEndsAndEachValueOnce) {
+  // conv -> relu -> 1x1 conv -> residual add -> per-channel multiply stays blocked; the pool
+  // reads the plain form and the add after it converts its result back.
+  std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, R"(
+def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 32, 8, 8), float32] {
+  %w1 = constant(Tensor[(32, 16, 3, 3), float32]);
+  %b1 = constant(Tensor[(32), float32]);
+  %w2 = constant(Tensor[(32, 32, 1, 1), float32]);
+  %s = constant(Tensor[(1, 32, 1, 1), float32]);
+  %0 = nn.conv2d(%x, %w1, %b1, padding=[1, 1, 1, 1]);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %w2);
+  %3 = add(%2, %1);
+  %4 = multiply(%3, %s);
+  %5 = nn.max_pool2d(%4, pool_size=[3, 3], padding=[1, 1, 1, 1]);
+  %6 = add(%5, %4);
+  return %6;
+}
+)");
+  EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), 2) << out;
+  EXPECT_EQ(count_of(out, "nn.to_nchwc("), 2) << out;   // the input, and the pool's result
+  EXPECT_EQ(count_of(out, "nn.from_nchwc("), 2) << out; // %4 for the pool (once), and the output
+  EXPECT_NE(out.find("Tensor[(1, 2, 1, 1, 16), float32]"), std::string::npos) << out;  // the per-channel constant, blocked
+}
+
+TEST(NchwcLayout, LeavesConvsNextToADepthwiseConvPlain) {
+  // The 1x1 convs before and after a depthwise conv (MobileNet's block) would each need a layout
+  // change next to it; the two convs after the pool are not next to it and are converted.
+  std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, R"(
+def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] {
+  %w1 = constant(Tensor[(32, 16, 1, 1), float32]);
+  %w2 = constant(Tensor[(32, 1, 3, 3), float32]);
+  %w3 = constant(Tensor[(16, 32, 1, 1), float32]);
+  %w4 = constant(Tensor[(16, 16, 3, 3), float32]);
+  %w5 = constant(Tensor[(16, 16, 1, 1), float32]);
+  %0 = nn.conv2d(%x, %w1);
+  %1 = clip(%0, a_min=0.0, a_max=6.0);
+  %2 = nn.conv2d(%1, %w2, padding=[1, 1, 1, 1], groups=32);
+  %3 = nn.conv2d(%2, %w3);
+  %4 = add(%3, %x);
+  %5 = nn.max_pool2d(%4, pool_size=[3, 3], padding=[1, 1, 1, 1]);
+  %6 = nn.conv2d(%5, %w4, padding=[1, 1, 1, 1]);
+  %7 = nn.relu(%6);
+  %8 = nn.conv2d(%7, %w5);
+  return %8;
+}
+)");
+  EXPECT_EQ(count_of(out, "nn.conv2d("), 3) << out;
+  EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), 2) << out;
+}
+
+TEST(NchwcLayout, LeavesConvsTheBlockDoesNotDivideAndConvsAlone) {
+  // 24 input channels; and a conv with no conv next to it would be converted in and out for itself.
+  std::string ir = R"(
+def @main(%x: Tensor[(1, 24, 6, 6), float32]) -> Tensor[(1, 32, 6, 6), float32] {
+  %w = constant(Tensor[(32, 24, 3, 3), float32]);
+  %w2 = constant(Tensor[(32, 32, 3, 3), float32]);
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
+  %1 = nn.relu(%0);
+  %2 = nn.max_pool2d(%1, pool_size=[3, 3], padding=[1, 1, 1, 1]);
+  %3 = nn.conv2d(%2, %w2, padding=[1, 1, 1, 1]);
+  return %3;
+}
+)";
+  std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, ir);
+  EXPECT_EQ(count_of(out, "nchwc"), 0) << out;
+}
+
 TEST(Pipeline, EveryPassKeepsEveryModelsOutputWithin1e5) {
   for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet18", "resnet18_bn", "resnet50", "resnet50_bn"}) {
-    SCOPED_TRACE(name);
     Graph g = testing::load_model(name);
-    PassContext ctx;
-    ctx.instruments.push_back(std::make_shared<VerifyInstrument>(11, 1e-5));
-    auto fused = lower_to_stage(g, Stage::kFused, ctx);
-    ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
-    EXPECT_TRUE(static_cast<bool>(verify_graph(*fused)));
+    // Every model without nchwc-layout, three with it too (the reference's blocked convs are slow).
+    bool blocked = std::string(name) == "tiny_cnn" || std::string(name) == "resnet18_bn" || std::string(name) == "legacy";
+    for (bool layout : {false, true}) {
+      if (layout && !blocked) continue;
+      SCOPED_TRACE(std::string(name) + (layout ? " with" : " without") + " nchwc-layout");
+      PassContext ctx;
+      if (!layout) ctx.disabled.insert("nchwc-layout");
+      ctx.instruments.push_back(std::make_shared<VerifyInstrument>(11, 1e-5));
+      auto fused = lower_to_stage(g, Stage::kFused, ctx);
+      ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
+      EXPECT_TRUE(static_cast<bool>(verify_graph(*fused)));
+    }
   }
 }
 

@@ -466,7 +466,7 @@ Expected<Graph> conv_add_relu_group(const std::string &op, const std::string &x,
 
 TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   // Activations in NCHW[b]c (b = 8 and 16): padded and unpadded, stride 1 and 2, with a relu and
-  // a residual add read in the same layout; the default and sampled points of the space, on each
+  // a residual add read in the same layout; direct and Winograd; the default and sampled points of the space, on each
   // ISA this host runs. Its blocked indices resolve to whole vectors: every access in a vectorized
   // loop is affine in its lane (no division or modulo left there, so no per-lane gathers).
   struct Case {
@@ -500,6 +500,15 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
           s.pad_at_root = false, s.px_block = px, s.parallel = par, s.ic_block = 0;
           points.push_back(s);
         }
+      // Winograd in the blocked layout (stride 1): transforms over a channel block, odd outputs
+      // leaving a last tile row and column part outside, a tile block and a tail of tiles.
+      if (cs.stride == 1)
+        for (int wg : {2, 4})
+          for (int px : {3, 14}) {
+            KernelSchedule s = default_schedule(body, *t);
+            s.winograd = wg, s.px_block = px, s.ic_block = 0, s.pad_at_root = true;
+            points.push_back(s);
+          }
       for (const KernelSchedule &s : points) {
         ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
         EXPECT_EQ(s.oc_block % cs.b, 0);
@@ -594,8 +603,6 @@ TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
   refused(b, "multiple of its channel block 16");
   b = s, b.pad_at_root = false, b.ic_block = 32;
   refused(b, "no reduction tiles");
-  b = s, b.winograd = 2;
-  refused(b, "winograd needs");
   b = s, b.pixel_epilogue = true;
   refused(b, "pixel_epilogue");
   EXPECT_FALSE(static_cast<bool>(lower_naive(body, "naive", s)));
