@@ -2,9 +2,10 @@
 // epilogue, the dense layer, the pools) compiled alone with its default schedule and run on the
 // thread pool. Reports GFLOP/s and the share of the measured FMA peak of all threads. Each 3x3
 // stride-1 conv is also run with the direct, Winograd F(2x2) and F(4x4) algorithms side by side
-// (benchmarks named .../algo:direct, .../algo:winograd2, .../algo:winograd4), and with the direct
-// kernel on activations in NCHW[lanes]c (conv2d_nchwc, which the graph does not use yet), its
-// padding copied first (.../algo:direct-nchwc-copy) or in its tiles (.../algo:direct-nchwc-tilepad).
+// (benchmarks named .../algo:winograd2, .../algo:winograd4, and for the direct kernel on
+// activations in NCHW[b]c, as nchwc-layout leaves ResNets, .../algo:direct-nchwc-copy with its
+// padding copied first or .../algo:direct-nchwc-tilepad with it in its tiles), and the same conv
+// in NCHW (the model fused without nchwc-layout, named layout:nchw/..., algo:direct too).
 //
 //   bench_kernels [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
 //   (the models default to the generated ResNet-50; any other model's groups can be timed alike)
@@ -92,16 +93,20 @@ Expected<Graph> nchwc_body(const Graph &body, int64_t b) {
 }
 
 /** The direct, F(2x2) and F(4x4) algorithms of a 3x3 stride-1 conv group, one benchmark each. */
-void register_algorithms(const std::string &name, const Graph &body, double flops) {
-  // And the direct kernel with activations in NCHW[lanes]c (conv2d_nchwc), not yet used by models.
-  auto blocked = nchwc_body(body, host_target().lanes);
+void register_algorithms(const std::string &name, const Graph &body, double flops, bool blocked_too = true) {
+  // An NCHW group: also its direct kernel with activations in NCHW[lanes]c. A conv2d_nchwc group
+  // (nchwc-layout): its direct kernel both ways, and no plain direct (it would be the copy).
+  bool nchwc = false;
+  for (const Node &n : body.nodes) nchwc |= conv_block(n) > 0;
+  auto blocked = nchwc ? Expected<Graph>(body) : blocked_too ? nchwc_body(body, host_target().lanes) : make_error("not asked for");
   // Its default pads in the tiles or copies by the image's width; both are run.
   for (int m : {0, 2, 4, -1, -2}) {
-    if (m < 0 && !blocked) continue;
+    if ((m < 0 && !blocked) || (m == 0 && nchwc)) continue;
     Graph g = m < 0 ? *blocked : body;
     KernelSchedule s = default_schedule(g);
     if (m >= 0) s.winograd = m;
     if (m > 0) s.ic_block = 0;
+    if (m < 0) s.winograd = 0;
     if (m == -1) s.pad_at_root = true;                    // a padded copy stage first
     if (m == -2) s.pad_at_root = false, s.ic_block = 0;  // the padding in the tiles: no copy stage
     std::string label = name + "/algo:" +
@@ -123,6 +128,22 @@ void register_model(const std::string &path) {
   if (!g) {
     std::fprintf(stderr, "%s\n", g.error().message.c_str());
     return;
+  }
+  // The 3x3 stride-1 convs in NCHW, for the side by side with the layout the model runs.
+  PassContext plain;
+  plain.disabled.insert("nchwc-layout");
+  if (auto nchw = lower_to_stage(*g, Stage::kFused, plain)) {
+    std::map<std::string, int> seen;
+    for (const Node &fn : nchw->nodes) {
+      bool conv = false;
+      for (const Node &n : fn.body->nodes) conv |= winograd_eligible(*fn.body, n);
+      if (!conv || seen[print_text(*fn.body)]++) continue;
+      std::string ops;
+      for (const Node &n : fn.body->nodes) ops += (ops.empty() ? "" : "+") + n.op.substr(n.op.rfind('.') + 1);
+      std::string name = "layout:nchw/" + path.substr(path.rfind('/') + 1) + "/" + ops + shape_str(fn.type.shape) +
+                         " w" + shape_str(nchw->type_of(fn.inputs[1]).shape);
+      register_algorithms(name, *fn.body, group_flops(*fn.body), /*blocked_too=*/false);  // the model's own groups have those
+    }
   }
   auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
   if (!fused) return;
