@@ -4,9 +4,10 @@
 // Every conv2d with one group and input and output channels that the block divides becomes
 // nn.conv2d_nchwc where its neighbours through elementwise ops are such convs too (see choose():
 // elsewhere the layout changes cost more than the blocked conv gains). The pass walks the graph
-// in order and keeps, for each value, its plain (NCHW) and its blocked form, each made on first need: a blocked value read by an op that
-// works in the blocked layout too (elementwise ops; add, subtract, multiply and divide of two
-// same-shaped activations, or of an activation and a per-channel or single constant) stays
+// in order and keeps, for each value, its plain (NCHW) and its blocked form, each made on first
+// need: a blocked value read by an op that works in the blocked layout too (elementwise ops;
+// add, subtract, multiply and divide of two same-shaped activations, or of an activation and a
+// per-channel or single constant) stays
 // blocked, and everything else reads the plain form, which nn.from_nchwc makes once per value.
 // So a chain conv -> add -> relu -> conv is converted at its ends only, and a value read in
 // both layouts is converted once. Graph outputs are plain. The reference executor computes
@@ -150,26 +151,20 @@ class NchwcLayout {
       blocked_[i] = v;
       return Status::ok();
     }
+    // An operand the blocked op reads blocked: one of the output's shape, or a per-channel constant.
+    auto reads_blocked = [&](ValueId v) { return g_.type_of(v).shape == n.type.shape || per_channel_constant(v, n.type.shape[1]); };
+    auto fits = [&](ValueId v) { return reads_blocked(v) || g_.type_of(v).numel() == 1; };  // a single value broadcasts in any layout
+    // Both operands are checked before either is converted, so no conversion is made for nothing.
     if ((n.op == "add" || n.op == "subtract" || n.op == "multiply" || n.op == "divide") && blockable(n.type) &&
-        (has_blocked(n.inputs[0]) || has_blocked(n.inputs[1]))) {
+        (has_blocked(n.inputs[0]) || has_blocked(n.inputs[1])) && fits(n.inputs[0]) && fits(n.inputs[1])) {
       std::vector<ValueId> in;
-      bool ok = true;
       for (ValueId v : n.inputs) {
-        const Shape &s = g_.type_of(v).shape;
-        if (s == n.type.shape || per_channel_constant(v, n.type.shape[1])) {
-          AT_ASSIGN(bv, blocked(v));
-          in.push_back(bv);
-        } else if (g_.type_of(v).numel() == 1) {
-          in.push_back(rw_.map(v));  // a single value broadcasts in any layout
-        } else {
-          ok = false;
-        }
+        AT_ASSIGN(bv, reads_blocked(v) ? blocked(v) : Expected<ValueId>(rw_.map(v)));
+        in.push_back(bv);
       }
-      if (ok) {
-        AT_ASSIGN(v, rw_.add(n.op, in, n.attrs, n.origin));
-        blocked_[i] = v;
-        return Status::ok();
-      }
+      AT_ASSIGN(v, rw_.add(n.op, in, n.attrs, n.origin));
+      blocked_[i] = v;
+      return Status::ok();
     }
     // Anything else reads plain values.
     std::vector<ValueId> in;
