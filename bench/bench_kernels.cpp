@@ -123,12 +123,23 @@ void register_algorithms(const std::string &name, const Graph &body, double flop
   }
 }
 
+/** A group's benchmark name: the model, its ops, its output shape and its first weight's shape (1x1 or 3x3). */
+std::string group_name(const std::string &model, const Graph &fused, const Node &fn) {
+  std::string ops;
+  for (const Node &n : fn.body->nodes) ops += (ops.empty() ? "" : "+") + n.op.substr(n.op.rfind('.') + 1);
+  std::string weights;
+  for (ValueId v : fn.inputs)
+    if (v.kind == ValueId::Kind::kConstant && weights.empty()) weights = " w" + shape_str(fused.type_of(v).shape);
+  return model + "/" + ops + shape_str(fn.type.shape) + weights;
+}
+
 void register_model(const std::string &path) {
   auto g = import_onnx_file(path);
   if (!g) {
     std::fprintf(stderr, "%s\n", g.error().message.c_str());
     return;
   }
+  std::string model = path.substr(path.rfind('/') + 1);
   // The 3x3 stride-1 convs in NCHW, for the side by side with the layout the model runs.
   PassContext plain;
   plain.disabled.insert("nchwc-layout");
@@ -138,27 +149,17 @@ void register_model(const std::string &path) {
       bool conv = false;
       for (const Node &n : fn.body->nodes) conv |= winograd_eligible(*fn.body, n);
       if (!conv || seen[print_text(*fn.body)]++) continue;
-      std::string ops;
-      for (const Node &n : fn.body->nodes) ops += (ops.empty() ? "" : "+") + n.op.substr(n.op.rfind('.') + 1);
-      std::string name = "layout:nchw/" + path.substr(path.rfind('/') + 1) + "/" + ops + shape_str(fn.type.shape) +
-                         " w" + shape_str(nchw->type_of(fn.inputs[1]).shape);
-      register_algorithms(name, *fn.body, group_flops(*fn.body), /*blocked_too=*/false);  // the model's own groups have those
+      register_algorithms("layout:nchw/" + group_name(model, *nchw, fn), *fn.body, group_flops(*fn.body), /*blocked_too=*/false);  // the model's own groups have those
     }
   }
   auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
   if (!fused) return;
   std::map<std::string, int> seen;  // group body text -> uses
-  std::string model = path.substr(path.rfind('/') + 1);
   for (const Node &fn : fused->nodes) {
     std::string key = print_text(*fn.body);
     if (seen[key]++) continue;
     Graph one = single_group(*fused, fn);
-    std::string ops;
-    for (const Node &n : fn.body->nodes) ops += (ops.empty() ? "" : "+") + n.op.substr(n.op.rfind('.') + 1);
-    std::string weights;  // the first weight's shape tells 1x1 from 3x3 convs
-    for (ValueId v : fn.inputs)
-      if (v.kind == ValueId::Kind::kConstant && weights.empty()) weights = " w" + shape_str(fused->type_of(v).shape);
-    std::string name = model + "/" + ops + shape_str(fn.type.shape) + weights;
+    std::string name = group_name(model, *fused, fn);
     benchmark::RegisterBenchmark(name.c_str(), [one](benchmark::State &state) {
       auto m = CompiledModel::compile(one, {});
       if (!m) return state.SkipWithError(m.error().message.c_str());
