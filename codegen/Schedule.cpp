@@ -290,11 +290,18 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // with the measurer, ms, direct / F(2x2) / F(4x4)):
     //   AVX-512  56x56x64 0.78/0.97/0.53  28x28x128 0.72/0.50/0.37  14x14x256 0.68/0.45/0.47  7x7x512 0.82/0.61/0.89
     //   AVX2     56x56x64 1.19/0.98/0.58  28x28x128 1.18/0.65/0.46  14x14x256 1.13/0.62/0.59  7x7x512 1.33/0.89/0.99
-    // The default is F(2x2) where it beats the direct kernel (on AVX-512 from 128 input channels
-    // up). F(4x4) is faster alone but not end to end (ResNet-18 14.5 against 13.6 ms): its
-    // transformed tensors are 2.25x larger, and at 56x56 they take the arena past 1.5x the peak
-    // of live activations. It stays in the schedule space, for the tuner to measure in place.
-    if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n))) s.winograd = 2;
+    // Winograd is the default where F(2x2) beats the direct kernel (on AVX-512 from 128 input
+    // channels up, and in NCHW16c). Where the output has 28x28 pixels or more it is F(4x4): there
+    // its transformed activations are smaller than F(2x2)'s (36 values per 16 outputs against 16
+    // per 4: 3.6 against 6.4 MB at 56x56x64) and its transformed weights (2.25x F(2x2)'s) are
+    // read by 49 tiles or more. Below that the weights dominate: F(4x4) loses at 7x7 alone and
+    // did not gain at 14x14 in the model. End to end, 3 rounds alternating, medians (ms, Zen 5,
+    // 2 threads; F(2x2) everywhere / F(4x4) from 28x28): ResNet-18 5.67/4.77, its AVX2 kernels
+    // 9.99/8.66, in NCHW (no nchwc-layout) 7.18/6.90; ResNet-50 15.93/15.17, and with F(4x4) at
+    // 14x14 as well 15.57/15.89 against 28x28 up. F(4x4) everywhere had lost end to end
+    // (ResNet-50 on a Rocket Lake Xeon, 24.3-25.0 against 22.7-23.2 ms), with the 7x7 convs.
+    if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n)))
+      s.winograd = n.type.shape[2] * n.type.shape[3] >= 28 * 28 ? 4 : 2;
     // A 1x1 conv over enough pixels takes pixel vectors: ob channels x 3 vectors of pixels, as
     // many channels as the registers hold next to the 3 input vectors and a broadcast weight
     // (8 on AVX-512, 4 on AVX2). Measured alone, AVX-512, 2 threads (ms, channel vectors with

@@ -295,6 +295,32 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
   EXPECT_EQ(checked, 48);
 }
 
+TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
+  // F(4x4) where the output has 28x28 pixels or more (its transformed activations are smaller and
+  // its larger transformed weights serve 49 tiles or more), F(2x2) below, direct where F(2x2)
+  // does not beat the direct kernel (NCHW under 128 input channels on AVX-512).
+  auto conv = [](int64_t c, int64_t hw) {
+    std::string x = "Tensor[(1, " + std::to_string(c) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + "), float32]";
+    std::string w = "Tensor[(" + std::to_string(c) + ", " + std::to_string(c) + ", 3, 3), float32]";
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ") -> " + x + " {\n  %0 = fn (%p0: " + x + ", %p1: " + w + ") -> " + x +
+                        " {\n    %0 = nn.conv2d(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n  }(%x, %w);\n  return %0;\n}");
+    EXPECT_TRUE(static_cast<bool>(g)) << g.error().message;
+    return g.take();
+  };
+  Target avx2 = *resolve_target("avx2"), avx512 = *resolve_target("avx512");
+  struct Case {
+    int64_t c, hw;
+    int avx2, avx512;
+  };
+  for (Case k : {Case{64, 56, 4, 0}, Case{128, 28, 4, 4}, Case{256, 14, 2, 2}, Case{512, 7, 2, 2}, Case{128, 27, 2, 2}}) {
+    Graph g = conv(k.c, k.hw);
+    const Graph &body = *g.nodes[0].body;
+    std::string what = std::to_string(k.c) + " channels at " + std::to_string(k.hw) + "x" + std::to_string(k.hw);
+    EXPECT_EQ(default_schedule(body, avx2).winograd, k.avx2) << what << ", avx2";
+    EXPECT_EQ(default_schedule(body, avx512).winograd, k.avx512) << what << ", avx512";
+  }
+}
+
 TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
   // The depthwise template under each of its knobs: rows per block (with a tail of rows), the
   // padded plane on the stack or in a stage of its own, every vector width; with column strides
