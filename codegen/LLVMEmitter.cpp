@@ -11,6 +11,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <cmath>
 
@@ -140,6 +141,7 @@ class StageEmitter {
   }
 
   llvm::Value *emit_load(const Expr &e) {
+    shared_loads_.insert(e->buffer.get());
     const Expr &index = e->args[0];
     llvm::Type *t = scalar_type(e->type);
     if (!is_vector(index)) return b_.CreateAlignedLoad(t, element_ptr(e->buffer, emit(index)), llvm::Align(4));
@@ -245,7 +247,24 @@ class StageEmitter {
     return it->second.columns[static_cast<size_t>(col - first)];
   }
 
+  /**
+   * `e`'s value, emitted once per straight-line run of stores (shared_): lowering builds DAGs,
+   * and Winograd's transforms share each B^T d term among six stores, so emitting them as trees
+   * gave LLVM six copies of every load and sum to merge again (F(4x4): 1 MB of IR per kernel).
+   */
   llvm::Value *emit(const Expr &e) {
+    if (e->args.empty()) return emit_node(e);  // constants and variables: nothing to share
+    auto key = std::make_pair(e.get(), vector_mode_);
+    if (auto it = shared_.find(key); it != shared_.end()) return it->second;
+    llvm::Value *v = emit_node(e);
+    shared_.emplace(key, v);
+    return v;
+  }
+
+  /** Forgets the shared values: at a statement that is not a store (a loop, a branch, a binding), or a store to a buffer they read. */
+  void forget_shared() { shared_.clear(), shared_loads_.clear(); }
+
+  llvm::Value *emit_node(const Expr &e) {
     switch (e->kind) {
       case ExprKind::kInt: return b_.getInt64(static_cast<uint64_t>(e->int_value));
       case ExprKind::kFloat: return llvm::ConstantFP::get(llvm::Type::getFloatTy(ctx_), e->float_value);
@@ -383,6 +402,7 @@ class StageEmitter {
     b_.SetInsertPoint(loop_body);
     llvm::Value *saved = vars_.count(v) ? vars_[v] : nullptr;
     vars_[v] = iv;
+    forget_shared();
     AT_TRY(emit_stmt(body));
     llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1));
     iv->addIncoming(next, b_.GetInsertBlock());
@@ -401,6 +421,16 @@ class StageEmitter {
   }
 
   Status emit_stmt(const Stmt &s) {
+    // Values are shared between consecutive stores only: anything else changes the bindings, the
+    // vector mode or the block the values were emitted in.
+    bool straight = s->kind == StmtKind::kStore || s->kind == StmtKind::kPrefetch || s->kind == StmtKind::kSeq;
+    if (!straight) forget_shared();
+    Status st = emit_stmt_node(s);
+    if (!straight || (s->kind == StmtKind::kStore && shared_loads_.count(s->buffer.get()))) forget_shared();
+    return st;
+  }
+
+  Status emit_stmt_node(const Stmt &s) {
     switch (s->kind) {
       case StmtKind::kSeq:
         for (const Stmt &x : s->body) AT_TRY(emit_stmt(x));
@@ -414,6 +444,7 @@ class StageEmitter {
           llvm::Value *base = emit(s->min);
           for (int64_t k = 0; k < *extent; ++k) {
             vars_[s->var] = b_.CreateAdd(base, b_.getInt64(static_cast<uint64_t>(k)));
+            forget_shared();
             AT_TRY(emit_stmt(s->body[0]));
           }
           vars_.erase(s->var);
@@ -424,6 +455,7 @@ class StageEmitter {
         lanes_ = static_cast<int>(*extent);
         vars_[s->var] = emit(s->min);
         vector_mode_ = true;
+        forget_shared();
         Status st = emit_stmt(s->body[0]);
         vector_mode_ = false;
         vec_var_.clear();
@@ -491,9 +523,11 @@ class StageEmitter {
         auto *done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
         b_.CreateCondBr(c, then_bb, else_bb);
         b_.SetInsertPoint(then_bb);
+        forget_shared();
         AT_TRY(emit_stmt(s->body[0]));
         b_.CreateBr(done);
         b_.SetInsertPoint(else_bb);
+        forget_shared();  // the then-branch's values do not dominate the else-branch
         if (s->body.size() > 1) AT_TRY(emit_stmt(s->body[1]));
         b_.CreateBr(done);
         b_.SetInsertPoint(done);
@@ -503,6 +537,7 @@ class StageEmitter {
         if (is_vector(s->value)) return make_error("let " + s->var + " of a vector value");
         llvm::Value *saved = vars_.count(s->var) ? vars_[s->var] : nullptr;
         vars_[s->var] = emit(s->value);
+        forget_shared();  // a shared node may mention the name just bound
         AT_TRY(emit_stmt(s->body[0]));
         if (saved) vars_[s->var] = saved;
         else vars_.erase(s->var);
@@ -533,6 +568,10 @@ class StageEmitter {
     std::vector<llvm::Value *> columns;
   };
   std::map<std::tuple<const BufferNode *, int64_t, int, int64_t>, TransposedBlock> transposed_;
+  // Values emitted in the current straight-line run of stores, by expression node and vector
+  // mode, and the buffers they load.
+  std::map<std::pair<const ExprNode *, bool>, llvm::Value *> shared_;
+  std::unordered_set<const BufferNode *> shared_loads_;
 };
 
 }  // namespace
@@ -548,6 +587,15 @@ Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*m, &os)) return make_error(k.name + ": invalid LLVM IR: " + os.str().substr(0, 300));
   return m;
+}
+
+Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &target) {
+  llvm::LLVMContext ctx;
+  AT_ASSIGN(m, emit_llvm(k, ctx, target));
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  m->print(os, nullptr);
+  return os.str();
 }
 
 std::string LoweredKernel::to_string() const {

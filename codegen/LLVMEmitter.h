@@ -19,6 +19,9 @@ namespace autotune {
 
 Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target);
 
+/** The LLVM IR of `k` as emitted, before any optimization, as text (for tests and inspection). */
+Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &target);
+
 /** The name of stage `i`'s entry function. */
 std::string stage_symbol(const LoweredKernel &k, size_t i);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <unordered_map>
 
 #include "ir/Error.h"
 
@@ -141,24 +142,36 @@ bool uses_var(const Expr &e, const std::string &v) {
   return false;
 }
 
-std::optional<int64_t> stride_of(const Expr &e, const std::string &v) {
-  if (!uses_var(e, v)) return 0;
-  switch (e->kind) {
-    case ExprKind::kVar: return 1;
-    case ExprKind::kCast: return stride_of(e->args[0], v);
-    case ExprKind::kBinary: {
-      auto a = stride_of(e->args[0], v), b = stride_of(e->args[1], v);
-      if (!a || !b) return std::nullopt;
-      if (e->op == BinOp::kAdd) return *a + *b;
-      if (e->op == BinOp::kSub) return *a - *b;
-      if (e->op == BinOp::kMul) {
-        if (*a == 0 && as_int(e->args[0])) return *as_int(e->args[0]) * *b;
-        if (*b == 0 && as_int(e->args[1])) return *as_int(e->args[1]) * *a;
-      }
-      return std::nullopt;
-    }
-    default: return std::nullopt;
+namespace {
+
+/** stride_of in one walk: whether `e` uses v, and its stride in v (0 when it does not use v). */
+std::pair<bool, std::optional<int64_t>> stride_walk(const Expr &e, const std::string &v) {
+  if (e->kind == ExprKind::kVar) return e->name == v ? std::pair{true, std::optional<int64_t>(1)} : std::pair{false, std::optional<int64_t>(0)};
+  if (e->kind == ExprKind::kCast) return stride_walk(e->args[0], v);
+  if (e->kind != ExprKind::kBinary) {
+    for (const Expr &a : e->args)
+      if (uses_var(a, v)) return {true, std::nullopt};
+    return {false, 0};
   }
+  auto [ua, a] = stride_walk(e->args[0], v);
+  auto [ub, b] = stride_walk(e->args[1], v);
+  if (!ua && !ub) return {false, 0};
+  if (!a || !b) return {true, std::nullopt};
+  if (e->op == BinOp::kAdd) return {true, *a + *b};
+  if (e->op == BinOp::kSub) return {true, *a - *b};
+  if (e->op == BinOp::kMul) {
+    if (*a == 0 && as_int(e->args[0])) return {true, *as_int(e->args[0]) * *b};
+    if (*b == 0 && as_int(e->args[1])) return {true, *as_int(e->args[1]) * *a};
+  }
+  return {true, std::nullopt};
+}
+
+}  // namespace
+
+std::optional<int64_t> stride_of(const Expr &e, const std::string &v) {
+  // One walk: checking uses_var at every level made it quadratic in the index's depth, and the
+  // emitter and the cost model's features call it for every vectorized access.
+  return stride_walk(e, v).second;
 }
 
 std::optional<Affine> affine_form(const Expr &e) {
@@ -322,42 +335,54 @@ Expr sum_of(const Linear &l, int64_t divide_by, int64_t constant) {
   return out;
 }
 
-Expr simplify_div_mod(const Expr &e, const Ranges &r) {
+/**
+ * Simplified forms of the expressions of one scope (one set of ranges), by node: lowering builds
+ * DAGs (Winograd's transforms share each B^T d term among six stores), and a tree walk would
+ * simplify a shared node once per path and return copies, so the kernel would no longer share it.
+ */
+using Memo = std::unordered_map<const ExprNode *, Expr>;
+
+Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
   if (!e || e->args.empty()) return e;
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
   std::vector<Expr> args;
   bool changed = false;
-  for (const Expr &a : e->args) args.push_back(simplify_div_mod(a, r)), changed |= args.back().get() != a.get();
+  for (const Expr &a : e->args) args.push_back(simplify_div_mod(a, r, memo)), changed |= args.back().get() != a.get();
   Expr x = changed ? with_args(e, std::move(args)) : e;
-  if (x->kind != ExprKind::kBinary || (x->op != BinOp::kDiv && x->op != BinOp::kMod) || x->type != Type::kI64) return x;
-  auto b = as_int(x->args[1]);
-  if (!b || *b <= 1) return x;
-  Linear l;
-  linearize(x->args[0], 1, l);
-  // q: the terms whose coefficient B divides, and B * floor(constant / B); r: the rest.
-  Linear q, rest;
-  for (const auto &[key, t] : l.terms) (t.second % *b == 0 ? q : rest).terms.emplace(key, t);
-  int64_t qc = floor_div(l.constant, *b), rc = l.constant - qc * *b;
-  if (rest.terms.empty() && q.terms.empty()) return x;
-  int64_t lo = rc, hi = rc;
-  for (const auto &[key, t] : rest.terms) {
-    auto iv = interval(t.first, r);
-    if (!iv) return x;
-    int64_t a = iv->first * t.second, c = iv->second * t.second;
-    lo += std::min(a, c), hi += std::max(a, c);
-  }
-  if (lo < 0 || hi >= *b) return x;
-  return x->op == BinOp::kDiv ? sum_of(q, *b, qc) : sum_of(rest, 1, rc);
+  auto simplified = [&]() -> Expr {
+    if (x->kind != ExprKind::kBinary || (x->op != BinOp::kDiv && x->op != BinOp::kMod) || x->type != Type::kI64) return x;
+    auto b = as_int(x->args[1]);
+    if (!b || *b <= 1) return x;
+    Linear l;
+    linearize(x->args[0], 1, l);
+    // q: the terms whose coefficient B divides, and B * floor(constant / B); r: the rest.
+    Linear q, rest;
+    for (const auto &[key, t] : l.terms) (t.second % *b == 0 ? q : rest).terms.emplace(key, t);
+    int64_t qc = floor_div(l.constant, *b), rc = l.constant - qc * *b;
+    if (rest.terms.empty() && q.terms.empty()) return x;
+    int64_t lo = rc, hi = rc;
+    for (const auto &[key, t] : rest.terms) {
+      auto iv = interval(t.first, r);
+      if (!iv) return x;
+      int64_t a = iv->first * t.second, c = iv->second * t.second;
+      lo += std::min(a, c), hi += std::max(a, c);
+    }
+    if (lo < 0 || hi >= *b) return x;
+    return x->op == BinOp::kDiv ? sum_of(q, *b, qc) : sum_of(rest, 1, rc);
+  };
+  return memo.emplace(e.get(), simplified()).first->second;
 }
 
-Stmt simplify_div_mod(const Stmt &s, Ranges &r) {
+Stmt simplify_div_mod(const Stmt &s, Ranges &r, Memo &memo) {
   if (!s) return s;
-  auto ex = [&](const Expr &e) { return e ? simplify_div_mod(e, r) : e; };
+  auto ex = [&](const Expr &e) { return e ? simplify_div_mod(e, r, memo) : e; };
   auto scoped = [&](const std::string &v, std::optional<std::pair<int64_t, int64_t>> iv, const Stmt &body) {
     std::optional<std::pair<int64_t, int64_t>> saved;
     if (auto it = r.find(v); it != r.end()) saved = it->second;
     if (iv) r[v] = *iv;
     else r.erase(v);
-    Stmt out = simplify_div_mod(body, r);
+    Memo inner;  // another range for v: the outer scope's forms may not hold
+    Stmt out = simplify_div_mod(body, r, inner);
     if (saved) r[v] = *saved;
     else r.erase(v);
     return out;
@@ -377,14 +402,14 @@ Stmt simplify_div_mod(const Stmt &s, Ranges &r) {
     }
     case StmtKind::kStore: return store(s->buffer, ex(s->index), ex(s->value));
     case StmtKind::kPrefetch: return prefetch(s->buffer, ex(s->index));
-    case StmtKind::kAllocate: return allocate(s->buffer, simplify_div_mod(s->body[0], r));
+    case StmtKind::kAllocate: return allocate(s->buffer, simplify_div_mod(s->body[0], r, memo));
     case StmtKind::kSeq: {
       std::vector<Stmt> body;
-      for (const Stmt &b : s->body) body.push_back(simplify_div_mod(b, r));
+      for (const Stmt &b : s->body) body.push_back(simplify_div_mod(b, r, memo));
       return seq(std::move(body));
     }
     case StmtKind::kIf:
-      return if_then(ex(s->index), simplify_div_mod(s->body[0], r), s->body.size() > 1 ? simplify_div_mod(s->body[1], r) : nullptr);
+      return if_then(ex(s->index), simplify_div_mod(s->body[0], r, memo), s->body.size() > 1 ? simplify_div_mod(s->body[1], r, memo) : nullptr);
   }
   return s;
 }
@@ -393,7 +418,8 @@ Stmt simplify_div_mod(const Stmt &s, Ranges &r) {
 
 Stmt simplify_div_mod(const Stmt &s, const std::map<std::string, std::pair<int64_t, int64_t>> &ranges) {
   Ranges r = ranges;
-  return simplify_div_mod(s, r);
+  Memo memo;
+  return simplify_div_mod(s, r, memo);
 }
 
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "codegen/Jit.h"
+#include "codegen/LLVMEmitter.h"
 
 namespace autotune {
 namespace {
@@ -129,6 +130,37 @@ TEST(Jit, LocalAccumulatorsUnrolledLoopsLetAndBranches) {
   void *bufs[] = {av.data(), ov.data()};
   ck->stages[0](bufs, 0, 1);
   EXPECT_EQ(ov[0], 2 + 4 + 6 + 8);
+}
+
+TEST(Jit, SharedExpressionsAreEmittedOnceButNeverAcrossAWriteABindingOrABranch) {
+  // Lowering builds DAGs (a Winograd transform shares each B^T d term among six stores): the
+  // emitter emits a shared node once for a run of stores, and again after a store to a buffer it
+  // reads, in each unrolled iteration, under a new binding of a name it uses, and in each branch.
+  Buffer a = make_buffer("a", Type::kF32, 2, BufferScope::kParam), out = make_buffer("out", Type::kF32, 8, BufferScope::kParam);
+  Expr x = load(a, int_imm(0)) + float_imm(1);               // shared by out[0], out[1], out[2], out[6]
+  Expr ix = cast(Type::kF32, var("i")) + load(a, int_imm(1));  // shared by the unrolled loop and the let
+  Stmt body = seq({store(out, int_imm(0), x), store(out, int_imm(1), x * x),
+                   store(a, int_imm(0), float_imm(10)),  // x must be read again after this
+                   store(out, int_imm(2), x),
+                   for_loop("i", int_imm(0), int_imm(2), ForKind::kUnrolled, store(out, var("i") + int_imm(3), ix)),
+                   let("i", int_imm(5), store(out, int_imm(5), ix)),
+                   if_then(load(a, int_imm(1)) < float_imm(100), store(out, int_imm(6), x), store(out, int_imm(6), x * x)),
+                   store(out, int_imm(7), x * x)});
+  LoweredKernel k = kernel("shared", {a, out}, 1, 1, body);
+  auto ir = emit_llvm_text(k, host_target());
+  ASSERT_TRUE(static_cast<bool>(ir)) << ir.error().message;
+  // Float loads: a[0] for out[0..1], again for out[2]; a[1] in each of the two unrolled iterations
+  // and under the let; the branch's condition, each branch, and out[7] after the branch.
+  size_t loads = 0;
+  for (size_t p = ir->find("load float"); p != std::string::npos; p = ir->find("load float", p + 1)) ++loads;
+  EXPECT_EQ(loads, 9u) << *ir;
+  auto jit = make_jit();
+  auto ck = jit->compile(k);
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> av{2, 3}, ov(8, -1);
+  void *bufs[] = {av.data(), ov.data()};
+  ck->stages[0](bufs, 0, 1);
+  EXPECT_EQ(ov, (std::vector<float>{3, 9, 11, 3, 4, 8, 11, 121}));
 }
 
 TEST(Jit, FloorDivisionAndModuloOfNegativeValues) {

@@ -80,6 +80,26 @@ TEST(LoopIR, ResolvesDivisionAndModuloWhereTheLoopRangesProveThem) {
   EXPECT_EQ(stride_of(idx, "t"), 1) << to_string(idx);
 }
 
+TEST(LoopIR, SimplifyingKeepsSharedNodesSharedWithinAScopeOnly) {
+  // A value shared by two stores stays one node (the emitter then emits it once); a loop or a let
+  // inside gives its own ranges, so the same node there is simplified in that scope.
+  Buffer a = make_buffer("a", Type::kF32, 64, BufferScope::kParam), b = make_buffer("b", Type::kF32, 64, BufferScope::kParam);
+  Expr i = var("v") + int_imm(16);
+  Expr shared = load(a, i / int_imm(16)) + load(a, i % int_imm(16));
+  Stmt s = simplify_div_mod(for_loop("v", int_imm(0), int_imm(16), ForKind::kSerial,
+                                     seq({store(b, int_imm(0), shared), store(b, int_imm(1), shared * shared),
+                                          for_loop("w", int_imm(0), int_imm(2), ForKind::kSerial, let("v", var("w") * 16, store(b, int_imm(2), shared)))})));
+  const Stmt &body = s->body[0];
+  ASSERT_EQ(body->kind, StmtKind::kSeq);
+  const Expr &first = body->body[0]->value, &second = body->body[1]->value;
+  EXPECT_EQ(to_string(first), "(a[1] + a[v])");
+  EXPECT_EQ(first.get(), second->args[0].get());
+  EXPECT_EQ(first.get(), second->args[1].get());
+  // Under the let, v = 16w is in [0, 16]: (v + 16) / 16 and (v + 16) % 16 are not proven there.
+  const Expr &inner = body->body[2]->body[0]->body[0]->value;
+  EXPECT_EQ(to_string(inner), "(a[((v + 16) / 16)] + a[((v + 16) % 16)])");
+}
+
 TEST(LoopIR, PrintsLoopNests) {
   Buffer b = make_buffer("out", Type::kF32, 16, BufferScope::kParam);
   Stmt s = for_loop("i", int_imm(0), int_imm(2), ForKind::kParallel,
