@@ -6,7 +6,7 @@
                          [--targets host avx2]
 
 Both run the same model file on the same input with the same thread count, in alternating
-rounds (ONNX Runtime, then autotune, repeated) so that drift on a shared machine hits both
+rounds (ONNX Runtime then autotune, then the other way round) so that drift on a shared machine hits both
 alike. Each reports the median over all its timed runs; the ratio is autotune / ONNX Runtime
 (below 1: autotune is faster). With --db, each round also runs autotune with the tuning
 database, so untuned, tuned and ONNX Runtime are compared in the same run. With --targets, each
@@ -80,14 +80,22 @@ def main():
         ort_all, tuned_all = [], []
         per_target = {t: [] for t in args.targets}
         ort_out = None
-        for _ in range(args.rounds):
+        def run_ort():
+            nonlocal ort_all, ort_out
             t, ort_out = ort_times(path, args.threads, args.runs, x)
             ort_all += t
+
+        def run_autotune():
             for target in args.targets:
                 per_target[target].append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, "", target)["median_ms"])
             if args.db:
                 tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db,
                                                 args.targets[0])["median_ms"])
+
+        # The order alternates round by round: on a shared host the first of a pair was seen to run slower.
+        for r in range(args.rounds):
+            for run in ((run_ort, run_autotune) if r % 2 == 0 else (run_autotune, run_ort)):
+                run()
         at_all = per_target[args.targets[0]]
         # Check that the two compute the same thing on this input.
         out_npy = input_npy.replace("input", "output")
