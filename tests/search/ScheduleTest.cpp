@@ -109,6 +109,9 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
                 in(sp.parallel, d.parallel) && in(sp.unroll_kx, d.unroll_kx) && in(sp.pad_at_root, d.pad_at_root) &&
                 in(sp.ic_block, d.ic_block) && in(sp.pixel_vectors, d.pixel_vectors))
         << t.ops << " " << d.to_string();
+    if (!d.steps.empty()) {
+      EXPECT_TRUE(in(sp.sketches, d.steps)) << t.ops << ": the default's step list is not a sketch point";
+    }
   }
 }
 
@@ -318,6 +321,27 @@ TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
     std::string what = std::to_string(k.c) + " channels at " + std::to_string(k.hw) + "x" + std::to_string(k.hw);
     EXPECT_EQ(default_schedule(body, avx2).winograd, k.avx2) << what << ", avx2";
     EXPECT_EQ(default_schedule(body, avx512).winograd, k.avx512) << what << ", avx512";
+  }
+}
+
+TEST(Schedule, DefaultToNchwcIsTheLoopSketchWithBlocksParallel) {
+  // A conversion to NCHW16c alone: the loop sketch's nest (a vector of the block's lanes, plain
+  // loops over rows and columns, image and channel block parallel), run against the reference on
+  // a shape with odd rows and columns and two images.
+  std::string x = "Tensor[(2, 48, 5, 7), float32]", y = "Tensor[(2, 3, 5, 7, 16), float32]";
+  auto g = parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y +
+                      " {\n    %0 = nn.to_nchwc(%p0, block=16);\n    return %0;\n  }(%x);\n  return %0;\n}");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  for (const char *isa : {"avx2", "avx512"}) {
+    Target t = *resolve_target(isa);
+    KernelSchedule d = default_schedule(body, t);
+    ASSERT_FALSE(d.steps.empty()) << isa;
+    auto k = lower_group(body, "k", d);
+    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+    ASSERT_EQ(k->stages.size(), 1u);
+    EXPECT_EQ(k->stages[0].parallel_extent, 2 * 3) << isa;
+    if (t.runnable_here()) expect_schedule_matches(body, d, std::string("to_nchwc default, ") + isa, 1e-12, t);  // a copy: exact
   }
 }
 
