@@ -217,14 +217,15 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
-  if (body.nodes.size() == 1 && body.nodes[0].op == "nn.to_nchwc") {
-    // A conversion to NCHWc alone reads each block's lanes H*W floats apart, one load per lane
-    // either way. The flat elementwise nest (every output row of one vector a parallel unit, its
-    // indices unravelled by division) spent more in that index arithmetic than in the loads: the
-    // loop sketch's nest, a vector of the block's lanes inside plain loops over rows and columns,
-    // with (image, channel block) parallel, was what tuning picked every time. Zen 5, AVX-512,
-    // 2 threads, ResNet-18's 64 channels at 56x56: 0.071 -> 0.030 ms and 0.048 -> 0.022 ms
-    // measured alone in two tuning runs (ratios 0.39-0.46 over every run's best records).
+  if (body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc")) {
+    // A layout conversion alone reads (to NCHWc) or writes (from it) a block's lanes H*W floats
+    // apart, one access per lane either way. The flat elementwise nest (every output row a
+    // parallel unit, its indices unravelled by division; for to_nchwc each row one vector) spent
+    // more in that index arithmetic than in the accesses: the loop sketch's nest, the innermost
+    // output loop a vector inside plain loops, with (image, channel or channel block) parallel,
+    // was what tuning picked every time. Zen 5, AVX-512, 2 threads, ResNet-18, measured alone:
+    // to_nchwc (64 channels at 56x56) 0.071 -> 0.030 ms and 0.048 -> 0.022 ms in two tuning runs;
+    // from_nchwc (512 at 7x7) at 0.41-0.46 of the default in four.
     if (auto naive = lower_naive(body, "k", s))
       if (auto steps = loop_sketch(*naive, {target.lanes, false, 2, "root", 0})) {
         s.steps = *steps;

@@ -324,24 +324,34 @@ TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
   }
 }
 
-TEST(Schedule, DefaultToNchwcIsTheLoopSketchWithBlocksParallel) {
-  // A conversion to NCHW16c alone: the loop sketch's nest (a vector of the block's lanes, plain
-  // loops over rows and columns, image and channel block parallel), run against the reference on
-  // a shape with odd rows and columns and two images.
-  std::string x = "Tensor[(2, 48, 5, 7), float32]", y = "Tensor[(2, 3, 5, 7, 16), float32]";
-  auto g = parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y +
-                      " {\n    %0 = nn.to_nchwc(%p0, block=16);\n    return %0;\n  }(%x);\n  return %0;\n}");
-  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-  const Graph &body = *g->nodes[0].body;
-  for (const char *isa : {"avx2", "avx512"}) {
-    Target t = *resolve_target(isa);
-    KernelSchedule d = default_schedule(body, t);
-    ASSERT_FALSE(d.steps.empty()) << isa;
-    auto k = lower_group(body, "k", d);
-    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-    ASSERT_EQ(k->stages.size(), 1u);
-    EXPECT_EQ(k->stages[0].parallel_extent, 2 * 3) << isa;
-    if (t.runnable_here()) expect_schedule_matches(body, d, std::string("to_nchwc default, ") + isa, 1e-12, t);  // a copy: exact
+TEST(Schedule, DefaultLayoutConversionsAreTheLoopSketchWithChannelsParallel) {
+  // A conversion to or from NCHW16c alone: the loop sketch's nest (the innermost output loop a
+  // vector inside plain loops, image and channel or channel block parallel), run against the
+  // reference on a shape with odd rows and columns and two images.
+  std::string plain = "Tensor[(2, 48, 5, 7), float32]", blocked = "Tensor[(2, 3, 5, 7, 16), float32]";
+  auto group = [](const std::string &x, const std::string &y, const std::string &call) {
+    return parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y + " {\n    %0 = " + call +
+                      ";\n    return %0;\n  }(%x);\n  return %0;\n}");
+  };
+  struct Case {
+    Expected<Graph> g;
+    int64_t parallel;
+  };
+  Case cases[] = {{group(plain, blocked, "nn.to_nchwc(%p0, block=16)"), 2 * 3}, {group(blocked, plain, "nn.from_nchwc(%p0)"), 2 * 48}};
+  for (Case &c : cases) {
+    ASSERT_TRUE(static_cast<bool>(c.g)) << c.g.error().message;
+    const Graph &body = *c.g->nodes[0].body;
+    for (const char *isa : {"avx2", "avx512"}) {
+      std::string what = body.nodes[0].op + " default, " + isa;
+      Target t = *resolve_target(isa);
+      KernelSchedule d = default_schedule(body, t);
+      ASSERT_FALSE(d.steps.empty()) << what;
+      auto k = lower_group(body, "k", d);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      ASSERT_EQ(k->stages.size(), 1u);
+      EXPECT_EQ(k->stages[0].parallel_extent, c.parallel) << what;
+      if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-12, t);  // a copy: exact
+    }
   }
 }
 
