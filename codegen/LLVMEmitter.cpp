@@ -523,7 +523,6 @@ class StageEmitter {
         auto *done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
         b_.CreateCondBr(c, then_bb, else_bb);
         b_.SetInsertPoint(then_bb);
-        forget_shared();
         AT_TRY(emit_stmt(s->body[0]));
         b_.CreateBr(done);
         b_.SetInsertPoint(else_bb);

@@ -227,7 +227,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // to_nchwc (64 channels at 56x56) 0.071 -> 0.030 ms and 0.048 -> 0.022 ms in two tuning runs;
     // from_nchwc (512 at 7x7) at 0.41-0.46 of the default in four.
     if (auto naive = lower_naive(body, "k", s))
-      if (auto steps = loop_sketch(*naive, {target.lanes, false, 2, "root", 0})) {
+      if (auto steps = loop_sketch(*naive, {.lanes = target.lanes, .parallel_loops = 2})) {
         s.steps = *steps;
         return s;
       }

@@ -112,6 +112,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::set<std::string> measured;  // schedule JSON already in the database
     std::optional<TaskData> data;
     std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
+    KernelSchedule default_point;  // the task's default schedule, and its JSON: made once, asked for every batch
+    std::string default_json;
   };
   rep.search = o.search;
   // The cost model's features of every measured kernel are saved with its record, whatever the
@@ -133,7 +135,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
-    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}};
+    KernelSchedule def = default_schedule(t.body, target);
+    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}, def, schedule_to_json(def)};
     TaskProgress pr;
     pr.uses = static_cast<double>(t.groups.size()), pr.flops = t.flops, pr.kind = t.ops;
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
@@ -244,10 +247,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     int pick = -1;
     std::vector<KernelSchedule> candidates;
     for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
-      std::string def = schedule_to_json(default_schedule(rep.tasks[i].task.body, target));
-      if (!states[i].measured.count(def)) {
+      if (!states[i].measured.count(states[i].default_json)) {
         pick = static_cast<int>(i);
-        candidates.push_back(default_schedule(rep.tasks[i].task.body, target));
+        candidates.push_back(states[i].default_point);
       }
     }
     if (pick < 0) {
@@ -309,14 +311,14 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (r.status == "ok") {
         keep_min(best_ratio, r.schedule, r.relative());
       }
-    std::string def = schedule_to_json(default_schedule(tr.task.body, target));
+    const std::string &def = states[i].default_json;
     std::vector<KernelSchedule> leading;
     bool has_default = false;
     for (const std::string &j : by_ratio(best_ratio)) {
       if (static_cast<int>(leading.size()) >= o.confirm_top) break;
       if (auto s = schedule_from_json(j)) leading.push_back(*s), has_default |= j == def;
     }
-    if (!has_default) leading.push_back(default_schedule(tr.task.body, target));
+    if (!has_default) leading.push_back(states[i].default_point);
     if (leading.size() < 2) continue;  // nothing to choose between
     AT_TRY(ensure_data(i));
     for (int round = 0; round < kConfirmations && !stopped(); ++round) {
