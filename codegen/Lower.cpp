@@ -225,9 +225,8 @@ Expected<LoweredKernel> Lowerer::run_naive() {
     return k_;
   }
   const std::string &op = g_.nodes[anchor_].op;
-  if (op == "nn.conv2d_nchwc") return make_error("conv2d_nchwc has no naive nest (no step lists)");
   if (op == "nn.softmax") AT_TRY(lower_softmax());
-  else if (op == "nn.conv2d") AT_TRY(lower_conv2d());
+  else if (is_conv_op(op)) AT_TRY(lower_conv2d());
   else if (op == "nn.dense") AT_TRY(lower_dense());
   else AT_TRY(lower_reduction_op());
   return k_;

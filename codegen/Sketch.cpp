@@ -101,7 +101,13 @@ void place_pad(const LoweredKernel &naive, const std::string &stage, const std::
   auto at = stage_index(*scratch, in);
   std::vector<std::pair<std::string, int64_t>> loops;
   if (at) loops_of(scratch->stages[*at].body, loops);
+  // A blocked copy (conv2d_nchwc: loops pn, pc, py, px, pl) has its channel lanes innermost: they are the vector.
+  bool blocked = std::any_of(loops.begin(), loops.end(), [&](const auto &l) { return l.first.rfind("pl" + suffix, 0) == 0; });
   for (const auto &[name, ex] : loops) {
+    if (blocked) {
+      if (name.rfind("pl" + suffix, 0) == 0 && ex >= 2) mine.push_back(make("vectorize", name, in));
+      continue;
+    }
     if (name.rfind("px" + suffix, 0) != 0) continue;
     if (ex > 64) {  // rows wider than a vector's 64 lanes: vectors of 16, the rest one masked vector
       Step sp = make("split", name, in);
@@ -120,6 +126,61 @@ void place_pad(const LoweredKernel &naive, const std::string &stage, const std::
     mine.push_back(make("parallel", "pnc", in));
   }
   steps.insert(steps.end(), mine.begin(), mine.end());
+}
+
+
+/**
+ * The register-tile sketch on conv2d_nchwc's naive nest (output loops i0 n, i1 o/b, i2 oy, i3 ox,
+ * i4 o%b; reduction k0 c/b, k1 ky, k2 kx, k3 c%b): tiles of oc_block / b channel blocks x
+ * px_block columns, each block's b lanes one vector (contiguous in the output and the packed
+ * weight), the reduction outside the tile; reduction tiles split the channel blocks.
+ */
+Expected<std::vector<Step>> blocked_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                const TileSketch &knobs) {
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  if (reds.size() != 4) return make_error("the nest of stage " + st.name + " does not have the loops of a blocked conv");
+  int64_t b = outs[4].second, blocks = outs[1].second, CB = reds[0].second;
+  if (knobs.pixel_vectors > 0) return make_error("pixel lanes need a conv in NCHW");
+  if (knobs.oc_block < b || knobs.oc_block % b || blocks % (knobs.oc_block / b))
+    return make_error("oc_block " + std::to_string(knobs.oc_block) + " is not a whole number of " + std::to_string(b) + "-channel blocks dividing " + std::to_string(blocks * b));
+  if (knobs.px_block < 1 || outs[3].second % knobs.px_block) return make_error("px_block " + std::to_string(knobs.px_block) + " does not divide the output width " + std::to_string(outs[3].second));
+  int64_t ib = knobs.ic_block / b;
+  if (knobs.ic_block && (knobs.ic_block % b || ib >= CB || CB % ib || knobs.parallel_rows))
+    return make_error("reduction tiles of " + std::to_string(knobs.ic_block) + " channels need whole blocks of " + std::to_string(b) + " dividing " + std::to_string(CB * b) + " channels, rows not parallel");
+  std::vector<Step> steps;
+  auto step = [&](const std::string &op, const std::string &loop = "") {
+    Step s;
+    s.op = op, s.stage = st.name, s.loop = loop;
+    steps.push_back(s);
+    return &steps.back();
+  };
+  step("split", "i1")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
+  Step *p = step("pack");
+  p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
+  step("split", "i3")->factor = knobs.px_block, steps.back().names = {"xo", "xp"};
+  step("reorder")->names = {"oo", "i2", "xo", "xp", "oi", "i4"};
+  for (const char *l : {"i4", "oi", "xp"}) step("distribute", l);
+  step("reorder")->names = {"k0", "k1", "k2", "k3", "xp_1", "oi_1", "i4_1"};
+  if (ib) {
+    for (const char *l : {"xo", "i2"}) step("distribute", l);
+    step("split", "k0")->factor = ib, steps.back().names = {"co", "ci"};
+    step("reorder")->names = {"co", "i2_1", "xo_1", "ci"};
+    step("cache_write", "xo_1")->buffer = "acc";
+  }
+  Step *pf = step("prefetch", "k3");
+  pf->buffer = weight, pf->factor = 2048;
+  if (naive.stages.size() > 1) place_pad(naive, st.name, knobs.pad, steps);
+  for (const char *sfx : {"", "_1", "_2"}) {
+    step("vectorize", std::string("i4") + sfx);
+    step("unroll", std::string("oi") + sfx);
+    step("unroll", std::string("xp") + sfx);
+  }
+  std::vector<std::string> par{"i0", "oo"};
+  if (knobs.parallel_rows) par.push_back("i2");
+  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  return steps;
 }
 
 }  // namespace
@@ -235,6 +296,8 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   if (!conv && st.name != "dense") return make_error("the tile sketch needs a conv2d or dense nest, not stage " + st.name);
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
+  if (conv && outs.size() == 5) return blocked_tile_sketch(naive, weight, dims, knobs);
+  if (knobs.ic_block) return make_error("reduction tiles need a conv2d_nchwc nest");
   if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);
   int64_t OC = outs[1].second;
   if (knobs.oc_block < 1 || knobs.oc_block > 64 || OC % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(OC) + " channels");
@@ -325,6 +388,28 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
   bool conv = st.name == "conv2d";
+  if (conv && outs.size() == 5 && reds.size() == 4) {
+    // conv2d_nchwc: tiles of whole channel blocks; reduction tiles (the padded input at root,
+    // rows not parallel) of 32 to 128 channels.
+    int64_t b = outs[4].second, width = outs[3].second, C = reds[0].second * b;
+    for (int64_t ob = b; ob <= 64; ob += b) {
+      int64_t vecs = ob / b * ((b + lanes - 1) / lanes);  // registers per column of the tile (AVX2: two per 16-lane block)
+      if (outs[1].second % (ob / b)) continue;
+      for (int64_t px = 1; px <= width; ++px) {
+        if (width % px || vecs * px + vecs + 1 > registers) continue;
+        for (int pad = 0; pad < 3; ++pad)
+          for (bool rows : {false, true})
+            for (int64_t ic : {0, 32, 64, 128}) {
+              if ((naive.stages.size() == 1 && pad) || (ic && (pad || rows || ic >= C || C % ic))) continue;
+              TileSketch t;
+              t.oc_block = ob, t.px_block = px, t.pad = pad == 0 ? "root" : pad == 1 ? "inline" : "i2", t.parallel_rows = rows, t.ic_block = ic;
+              auto steps = tile_sketch(naive, weight, dims, t);
+              if (steps && replay(naive, *steps)) out.push_back({*steps, {static_cast<int>(ob), static_cast<int>(px), pad, rows, 1, 0, static_cast<int>(ic)}});
+            }
+      }
+    }
+    return out;
+  }
   if (outs.size() != (conv ? 4u : 2u)) return out;
   int64_t width = conv ? outs[3].second : 1;
   for (int64_t ob = lanes; ob <= 64; ob += lanes) {

@@ -54,6 +54,8 @@ struct TileSketch {
                           // `lanes` pixels (rows and columns fused), the pixels as the vector lanes; 0: channel lanes
   int lanes = 16;         // pixel lanes: the vector width
   bool pixels_outer = true;  // pixel lanes: the pixel tiles are the parallel loop (else the channel tiles)
+  int64_t ic_block = 0;      // conv2d_nchwc: > 0 splits the input channels into tiles of this many (whole blocks),
+                             // the tile loop outside the rows and columns (the template's reduction tiles); 0: none
 };
 
 /**
@@ -63,7 +65,10 @@ struct TileSketch {
  * (conv) the columns into px_block; move the channel lane innermost; distribute the tile over its
  * init, update and epilogue, so the reduction loops move outside the tile; vectorize the channel
  * lanes and unroll the columns (oc_block x px_block accumulators in registers); fuse the outer
- * loops into the parallel loop; place the padded input.
+ * loops into the parallel loop; place the padded input. On a conv2d_nchwc nest (output loops i0 n,
+ * i1 o/b, i2 oy, i3 ox, i4 o%b; reduction k0 c/b, k1 ky, k2 kx, k3 c%b) the tile is oc_block / b
+ * channel blocks x px_block columns with each block's b lanes one vector (contiguous in the output
+ * and the packed weight), and `ic_block` adds reduction tiles.
  */
 Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                         const TileSketch &knobs);
@@ -74,7 +79,9 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
  * column tiles dividing the output width whose accumulators and weights fit the registers, each
  * placement of the padded input, with and without rows in the parallel loop, both epilogue
  * orders; for a `pointwise` conv (1x1, stride 1, no padding) also the pixel-lane tiles (1 to 16
- * channels x vectors of pixels that divide the output's pixels); only lists that replay on `naive`.
+ * channels x vectors of pixels that divide the output's pixels); for a conv2d_nchwc nest, tiles of
+ * whole channel blocks (each block a vector of its b lanes, split into registers by the target) and reduction tiles of 32 to 128
+ * channels (padded input at root, rows not parallel); only lists that replay on `naive`.
  */
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                        int lanes, int registers, bool pointwise = false);

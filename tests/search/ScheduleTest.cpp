@@ -7,6 +7,7 @@
 #include <set>
 
 #include "codegen/Lower.h"
+#include "codegen/Transform.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
 #include "ir/Pass.h"
@@ -526,7 +527,8 @@ Expected<Graph> conv_add_relu_group(const std::string &op, const std::string &x,
 
 TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   // Activations in NCHW[b]c (b = 8 and 16): padded and unpadded, stride 1 and 2, with a relu and
-  // a residual add read in the same layout; direct and Winograd; the default and sampled points of the space, on each
+  // a residual add read in the same layout; direct and Winograd; the default and sampled points of the space and the
+  // register-tile sketch's step lists, on each
   // ISA this host runs. Its blocked indices resolve to whole vectors: every access in a vectorized
   // loop is affine in its lane (no division or modulo left there, so no per-lane gathers).
   struct Case {
@@ -552,6 +554,21 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
       std::vector<KernelSchedule> points = {default_schedule(body, *t)};
       Rng rng(5);
       for (int i = 0; i < 6; ++i) points.push_back(sp.sample(rng));
+      // The tile sketch's step lists on the blocked naive nest: every third point and every one
+      // with reduction tiles (each register tile reading and writing its partial sums).
+      int lists = 0, reduction_tiles = 0;
+      for (size_t i = 0; i < sp.sketches.size(); ++i) {
+        bool tiles = std::any_of(sp.sketches[i].begin(), sp.sketches[i].end(), [](const Step &st) { return st.op == "cache_write"; });
+        if (i % 3 && !tiles) continue;
+        KernelSchedule s = sp.sketch_knobs;
+        s.steps = sp.sketches[i];
+        points.push_back(s);
+        ++lists, reduction_tiles += tiles;
+      }
+      EXPECT_GE(lists, 3) << isa << " b=" << cs.b;
+      if (cs.c >= 64) {
+        EXPECT_GE(reduction_tiles, 1) << isa;
+      }
       // Padding in the tiles: rows of one tile, of edge tiles only, of edge tiles and a loop
       // between them, and a narrower last tile, under each parallel split.
       for (int px : {3, 4, 5, 14, 32})
@@ -571,7 +588,9 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
           }
       for (const KernelSchedule &s : points) {
         ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
-        EXPECT_EQ(s.oc_block % cs.b, 0);
+        if (s.steps.empty()) {
+          EXPECT_EQ(s.oc_block % cs.b, 0);
+        }
         expect_schedule_matches(body, s, std::string(isa) + " conv2d_nchwc b=" + std::to_string(cs.b), 1e-5, *t);
         auto k = lower_group(body, "k", s);
         ASSERT_TRUE(static_cast<bool>(k));
@@ -665,7 +684,16 @@ TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {
   refused(b, "no reduction tiles");
   b = s, b.pixel_epilogue = true;
   refused(b, "pixel_epilogue");
-  EXPECT_FALSE(static_cast<bool>(lower_naive(body, "naive", s)));
+  // Its naive nest (for step lists): the padded copy and the conv with blocked loops, the
+  // channel lanes i4 and k3 innermost in the output and the reduction.
+  auto naive = lower_naive(body, "naive", s);
+  ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
+  ASSERT_EQ(naive->stages.size(), 2u);
+  std::vector<std::pair<std::string, int64_t>> loops;
+  loops_of(naive->stages[1].body, loops);
+  std::string names;
+  for (const auto &[l, ex] : loops) names += l + ":" + std::to_string(ex) + " ";
+  EXPECT_EQ(names, "i0:1 i1:2 i2:6 i3:6 i4:16 k0:2 k1:3 k2:3 k3:16 ");
 }
 
 }  // namespace
