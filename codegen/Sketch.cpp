@@ -201,6 +201,34 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     s.op = op, s.stage = st.name, s.loop = loop;
     return s;
   };
+  if (knobs.rfactor) {
+    // The reduction as vectors: its loops fused into one (a global pool's plane), split by the
+    // lanes, each lane accumulating a partial result of its own; the partials are summed once
+    // per output element, the remainder of the reduction after them.
+    if (reds.empty() || padded || knobs.rows) return make_error("rfactor needs a one-stage nest with a reduction, stage " + st.name);
+    std::string k = reds[0].first;
+    int64_t ext = reds[0].second;
+    for (size_t d = 1; d < reds.size(); ++d) {
+      Step f = step("fuse", k);
+      f.names = {reds[d].first, "kf" + std::to_string(d)};
+      steps.push_back(f);
+      k = f.names[1], ext *= reds[d].second;
+    }
+    int64_t v = std::min<int64_t>(knobs.lanes, ext);
+    if (v < 2) return make_error("rfactor needs 2 lanes or more of reduction in stage " + st.name);
+    Step sp = step("split", k);
+    sp.factor = v, sp.names = {"ko", "ki"};
+    steps.push_back(sp);
+    Step rf = step("rfactor", "ko");
+    rf.names = {"ki"};
+    steps.push_back(rf);
+    steps.push_back(step("vectorize", "ki"));
+    int fused = knobs.parallel_loops < 0 ? static_cast<int>(outs.size()) : std::min<int>(knobs.parallel_loops, static_cast<int>(outs.size()));
+    std::vector<std::string> par;
+    for (int d = 0; d < fused; ++d) par.push_back(outs[d].first);
+    for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
+    return steps;
+  }
   const auto &[last, len] = outs.back();
   int64_t lanes = std::min<int64_t>(knobs.lanes, len);
   if (knobs.rows > 0) {
@@ -284,8 +312,20 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
             if (r && !unroll) continue;  // rows share loads only across an unrolled window
             auto steps = loop_sketch(naive, {v, unroll, par, pads[pad], r});
             if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
-            if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad), r}});  // a point the nest refuses is not in the space
+            if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad), r, 0}});  // a point the nest refuses is not in the space
           }
+  // The reduction factored into vector lanes, for one-stage nests with a reduction: one vector,
+  // or 2 or 4 of them (independent sums, so a long reduction is not one chain of dependent adds).
+  if (naive.stages.size() == 1 && !reds.empty())
+    for (int v : {lanes / 2, lanes, 2 * lanes, 4 * lanes})
+      for (int par : {-1, 2}) {
+        if (v < 4 || v > 64) continue;
+        LoopSketch k;
+        k.lanes = v, k.parallel_loops = par, k.rfactor = true;
+        auto steps = loop_sketch(naive, k);
+        if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
+        if (replay(naive, *steps)) out.push_back({*steps, {v, 0, par, 0, 0, 1}});
+      }
   return out;
 }
 

@@ -20,6 +20,9 @@ struct LoopSketch {
   std::string pad = "root";      // a conv's padded input: "root", "inline", or the conv's loop to compute it at
   int rows = 0;                  // nests with a reduction: > 0 tiles the last two output loops by rows x lanes
                                  // around the reduction (the lanes must divide the last loop)
+  bool rfactor = false;          // one-stage nests with a reduction: the reduction loops fused, split by `lanes`
+                                 // and factored (rfactor), the lanes vectorized, each with its own partial
+                                 // result, the output loops fused into the parallel loop (a global pool's plane sum)
 };
 
 /**

@@ -23,6 +23,7 @@ std::vector<std::string> fields_of(const std::string &op) {
   if (op == "compute_at") return {"producer", "loop"};
   if (op == "compute_inline") return {"producer"};
   if (op == "cache_write") return {"buffer", "loop"};
+  if (op == "rfactor") return {"loop", "inner"};
   return {};
 }
 
@@ -119,6 +120,7 @@ std::string to_string(const Step &s) {
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
   if (s.op == "compute_inline") return "inline " + s.producer + " into stage " + s.stage;
   if (s.op == "cache_write") return "cache_write " + s.buffer + " at loop " + s.loop + in;
+  if (s.op == "rfactor") return "rfactor loop " + s.loop + " over " + (s.names.empty() ? "" : s.names[0]) + in;
   return s.op + in;
 }
 
@@ -154,6 +156,9 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
     body = distribute(st.body, s.loop);
   } else if (s.op == "partition") {
     body = partition(st.body, s.loop);
+  } else if (s.op == "rfactor") {
+    AT_TRY(need(1));
+    body = rfactor(st.body, s.loop, s.names[0]);
   } else if (s.op == "prefetch") {
     auto b = std::find_if(k.buffers.begin(), k.buffers.end(), [&](const loop::Buffer &x) { return x->name == s.buffer; });
     if (b == k.buffers.end()) return make_error("prefetch: there is no buffer " + s.buffer);

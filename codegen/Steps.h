@@ -12,6 +12,7 @@
 //   compute_at     stage (the consumer), producer, loop
 //   compute_inline stage (the consumer), producer
 //   cache_write    stage, buffer, loop
+//   rfactor        stage, loop (the reduction loop), inner (the loop whose iterations get partials)
 //   distribute     stage, loop
 //   partition      stage, loop (split where the conditions in its body change: borders from the inside)
 //   prefetch       stage, buffer, loop, factor (how many elements ahead)
@@ -30,7 +31,7 @@ struct Step {
   std::string op, stage;
   std::string loop;                // the loop it applies at (fuse: the outer loop)
   int64_t factor = 0;              // split
-  std::vector<std::string> names;  // split: {outer, inner}; fuse: {inner, fused}; reorder: the order
+  std::vector<std::string> names;  // split: {outer, inner}; fuse: {inner, fused}; reorder: the order; rfactor: {inner}
   std::string producer;            // compute_at, compute_inline
   std::string buffer;              // cache_write, pack
   std::vector<int64_t> dims;       // pack: the argument's shape

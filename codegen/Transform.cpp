@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -1114,6 +1115,89 @@ Expected<Stmt> distribute(const Stmt &s, const std::string &name) {
   Stmt out = seq(loops);
   for (auto it = wide.rbegin(); it != wide.rend(); ++it) out = allocate(*it, out);
   return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> { return out; });
+}
+
+Expected<Stmt> rfactor(const Stmt &s, const std::string &outer, const std::string &inner) {
+  std::string where = "rfactor " + outer + " over " + inner + ": ";
+  // The loops around `outer`: none may be vectorized.
+  std::vector<Stmt> path;
+  std::function<bool(const Stmt &)> find = [&](const Stmt &x) {
+    if (!x) return false;
+    if (x->kind == StmtKind::kFor && x->var == outer) return true;
+    path.push_back(x);
+    for (const Stmt &b : x->body)
+      if (find(b)) return true;
+    path.pop_back();
+    return false;
+  };
+  AT_ASSIGN(l, find_loop(s, outer));
+  find(s);
+  for (const Stmt &x : path)
+    if (x->kind == StmtKind::kFor && x->for_kind == ForKind::kVectorized) return make_error(where + "it is inside vectorized loop " + x->var);
+  if (l->for_kind == ForKind::kVectorized || l->for_kind == ForKind::kParallel) return make_error(where + "loop " + outer + " is " + for_kind_name(l->for_kind));
+  if (inner == outer) return make_error(where + "the inner loop is the outer one");
+  AT_ASSIGN(in, find_loop(l, inner));
+  AT_ASSIGN(extent, constant(in->extent, inner, "extent"));
+  AT_ASSIGN(start, constant(in->min, inner, "start"));
+  if (in->for_kind == ForKind::kVectorized || in->for_kind == ForKind::kParallel) return make_error(where + "loop " + inner + " is " + for_kind_name(in->for_kind));
+  if (extent < 2 || extent > 64) return make_error(where + "loop " + inner + " has " + std::to_string(extent) + " iterations; 2 to 64 partials are kept");
+  // Every store in `outer` is inside `inner` and updates one element.
+  std::vector<Stmt> stores, inside;
+  std::function<void(const Stmt &, std::vector<Stmt> &)> collect = [&](const Stmt &x, std::vector<Stmt> &out) {
+    if (!x) return;
+    if (x->kind == StmtKind::kStore) out.push_back(x);
+    for (const Stmt &b : x->body) collect(b, out);
+  };
+  collect(l, stores);
+  collect(in, inside);
+  if (stores.empty()) return make_error(where + "loop " + outer + " stores nothing");
+  if (inside.size() != stores.size()) return make_error(where + "a store in loop " + outer + " is outside loop " + inner);
+  const Buffer buf = stores[0]->buffer;
+  const Expr idx = stores[0]->index;
+  std::multiset<std::string> bound_loops;
+  std::set<std::string> bound;
+  collect_names(l, bound_loops, bound);
+  for (const std::string &v : bound)
+    if (uses_var(idx, v)) return make_error(where + "the element " + buf->name + "[" + to_string(idx) + "] moves with " + v);
+  if (buf->type != Type::kF32) return make_error(where + buf->name + " is not a float buffer");
+  std::string text = to_string(idx);
+  std::vector<Expr> loads, written;
+  accesses_of(l, buf.get(), loads, written);
+  for (const Expr &i : loads)
+    if (to_string(i) != text) return make_error(where + buf->name + " is read at another element, " + to_string(i));
+  std::vector<Expr> loads_inside, written_inside;
+  accesses_of(in, buf.get(), loads_inside, written_inside);
+  if (loads_inside.size() != loads.size()) return make_error(where + buf->name + " is read in loop " + outer + " outside loop " + inner);
+  // The combine: the same for every store, with b[idx] as one operand.
+  auto is_acc = [&](const Expr &e) { return e->kind == ExprKind::kLoad && e->buffer.get() == buf.get(); };
+  auto combine_of = [&](const Expr &v) -> std::string {
+    if (v->kind == ExprKind::kBinary && (v->op == BinOp::kAdd || v->op == BinOp::kMax || v->op == BinOp::kMin) && (is_acc(v->args[0]) != is_acc(v->args[1])))
+      return v->op == BinOp::kAdd ? "add" : v->op == BinOp::kMax ? "max" : "min";
+    if (v->kind == ExprKind::kCall && v->name == "fmuladd" && v->args.size() == 3 && is_acc(v->args[2]) && !is_acc(v->args[0]) && !is_acc(v->args[1])) return "add";
+    return "";
+  };
+  std::string op;
+  for (const Stmt &st : stores) {
+    if (st->buffer.get() != buf.get() || to_string(st->index) != text) return make_error(where + "loop " + outer + " stores to more than one element");
+    std::string c = combine_of(st->value);
+    if (c.empty()) return make_error(where + "the store " + buf->name + "[" + text + "] = " + to_string(st->value) + " is not a sum, max or min into it");
+    if (!op.empty() && c != op) return make_error(where + "the stores combine differently (" + op + ", " + c + ")");
+    op = c;
+  }
+  std::set<std::string> taken;
+  std::string ri = fresh_name(s, inner + "_ri", taken), rc = fresh_name(s, inner + "_rc", taken);
+  Buffer part = make_buffer(buf->name + "_rf", Type::kF32, extent, BufferScope::kLocal);
+  Expr lane = start == 0 ? var(inner) : var(inner) - int_imm(start);
+  AT_ASSIGN(body, map_stmt_loads(
+                      l, buf.get(), [&](const Expr &) -> Expected<Expr> { return load(part, lane); },
+                      [&](const Stmt &x) -> Expected<Stmt> { return store(part, lane, x->value); }));
+  double inf = std::numeric_limits<double>::infinity();
+  Expr identity = float_imm(op == "add" ? 0.0 : op == "max" ? -inf : inf);
+  auto combine = [&](const Expr &a, const Expr &b) { return op == "add" ? a + b : op == "max" ? max(a, b) : min(a, b); };
+  Stmt init = for_loop(ri, int_imm(0), int_imm(extent), ForKind::kVectorized, store(part, var(ri), identity));
+  Stmt fold = for_loop(rc, int_imm(0), int_imm(extent), ForKind::kUnrolled, store(buf, idx, combine(load(buf, idx), load(part, var(rc)))));
+  Stmt out = allocate(part, seq({init, body, fold}));
+  return map_loop(s, outer, [&](const Stmt &) -> Expected<Stmt> { return out; });
 }
 
 Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, const std::vector<int64_t> &dims, int64_t block) {

@@ -63,6 +63,18 @@ Expected<loop::Stmt> fuse(const loop::Stmt &s, const std::string &outer, const s
 Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
 
 /**
+ * Factors the reduction in loop `outer` over its inner loop `inner` (Halide's and TVM's rfactor):
+ * every store in `outer` must update one element b[idx] (idx the same for all and free of the
+ * loops and lets inside `outer`) as b[idx] + t, max(b[idx], t), min(b[idx], t) or fmuladd(x, y,
+ * b[idx]), and lie inside `inner`. Each iteration of `inner` then accumulates into its own element
+ * of a local buffer of partial results, set to the combine's identity before `outer` (a loop
+ * `inner`_ri) and combined into b[idx] after it (a loop `inner`_rc, unrolled), so `inner` can be
+ * vectorized: each lane its own partial, as a global pool sums a plane in vectors. Sums are
+ * reassociated. Refused inside a vectorized loop (a partial buffer per lane would be needed).
+ */
+Expected<loop::Stmt> rfactor(const loop::Stmt &s, const std::string &outer, const std::string &inner);
+
+/**
  * Prefetches the stream `buffer` is read in by loop `name`: at the end of each iteration, one
  * prefetch per 64-byte line of what the body reads, `distance` elements ahead (the templates'
  * weight prefetch: a conv reads its weights from memory once per inference, and the hardware

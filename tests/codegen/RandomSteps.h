@@ -14,7 +14,7 @@ namespace autotune::testing {
 
 inline const std::vector<std::string> &random_step_ops() {
   static const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel",
-                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition"};
+                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor"};
   return ops;
 }
 
@@ -47,6 +47,11 @@ inline Step random_step(const LoweredKernel &k, std::mt19937 &rng, int t) {
     std::shuffle(s.names.begin(), s.names.end(), rng);
   }
   if (s.op == "parallel") s.loop = loops[0].first;
+  if (s.op == "rfactor") {  // over a loop after it (inside it, or not: then refused)
+    size_t i = pick(loops.size());
+    s.loop = loops[i].first;
+    s.names = {loops[std::min(loops.size() - 1, i + 1 + pick(3))].first};
+  }
   const KernelStage &last = k.stages.back();
   if (s.op == "compute_at" || s.op == "compute_inline") s.stage = last.name, s.producer = k.stages.front().name;
   if (s.op == "cache_write") s.stage = last.name, s.buffer = k.buffers[static_cast<size_t>(k.num_params)]->name;

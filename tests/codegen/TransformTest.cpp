@@ -406,6 +406,37 @@ TEST(Transform, DistributeAndPackKeepTheAnswer) {
   EXPECT_EQ(refusal(pack(packed, "w", {5, 4, 3, 3}, 5)), "pack w: it is already packed");
 }
 
+TEST(Transform, RfactorGivesEachLaneItsOwnPartialSum) {
+  // The matmul's reduction over k (20) split by 8, a tail of 4: each of the 8 lanes sums its own
+  // partial, the partials are added once per element, then the tail; through a step list too.
+  Matmul m;
+  Stmt u = ok(split(m.update(), "k", 8, "ko", "ki"));
+  Stmt f = ok(rfactor(u, "ko", "ki"));
+  EXPECT_NE(to_string(f).find("allocate out_rf[8]"), std::string::npos) << to_string(f);
+  f = ok(vectorize(f, "ki"));
+  EXPECT_LT(m.run(Matmul::stage("init", m.init()), Matmul::stage("update", f)), 1e-5) << to_string(f);
+  std::vector<Step> steps{{"split", "update", "k", 4, {"ko", "ki"}, "", "", {}}, {"rfactor", "update", "ko", 0, {"ki"}, "", "", {}},
+                          {"vectorize", "update", "ki", 0, {}, "", "", {}}, {"parallel", "update", "i2", 0, {}, "", "", {}}};
+  std::vector<Step> back = ok(steps_from_json(steps_to_json(steps)));
+  EXPECT_EQ(back, steps);
+  LoweredKernel k = ok(replay(m.kernel(Matmul::stage("init", m.init()), Matmul::stage("update", m.update())), back));
+  EXPECT_LT(m.run(k), 1e-5) << k.to_string();
+  // Refused: the element moves with a loop inside, a store outside the inner loop, the inner loop
+  // already vectors, the inner loop the outer one, a store that is not a sum, max or min into its element.
+  Stmt even = ok(split(m.update(), "k", 4, "ko", "ki"));  // 5 x 4, no tail
+  EXPECT_EQ(refusal(rfactor(even, "j2", "ko")), "rfactor j2 over ko: the element out[((i2 * 37) + j2)] moves with j2");
+  EXPECT_EQ(refusal(rfactor(u, "j2", "ki")), "rfactor j2 over ki: a store in loop j2 is outside loop ki");  // the tail's
+  EXPECT_EQ(refusal(rfactor(f, "ko", "ki")), "rfactor ko over ki: loop ki is vectorized");
+  EXPECT_EQ(refusal(rfactor(u, "ko", "ko")), "rfactor ko over ko: the inner loop is the outer one");
+  Expr one = load(m.out, int_imm(0));
+  Stmt sum = for_loop("ki", int_imm(0), int_imm(4), ForKind::kSerial, store(m.out, int_imm(0), one + load(m.a, var("ko") * 4 + var("ki"))));
+  Stmt outside = for_loop("ko", int_imm(0), int_imm(2), ForKind::kSerial, seq({sum, store(m.out, int_imm(0), one + float_imm(1))}));
+  EXPECT_EQ(refusal(rfactor(outside, "ko", "ki")), "rfactor ko over ki: a store in loop ko is outside loop ki");
+  Stmt copy = for_loop("ko", int_imm(0), int_imm(2), ForKind::kSerial,
+                       for_loop("ki", int_imm(0), int_imm(4), ForKind::kSerial, store(m.out, int_imm(0), load(m.a, var("ki")))));
+  EXPECT_NE(refusal(rfactor(copy, "ko", "ki")).find("is not a sum, max or min into it"), std::string::npos) << refusal(rfactor(copy, "ko", "ki"));
+}
+
 TEST(Transform, AStepListReplaysFromJson) {
   PaddedConv pc;
   std::vector<Step> steps{

@@ -157,7 +157,7 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   // groups, pools, global pools, means, matmul), every seventh of grouped convs' loop-sketch points
   // and of tile-sketch points (convs with one group, dense) of seven generated models round-trips
   // through the schedule's JSON and computes what the reference executor does.
-  int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0, grouped = 0, partitioned = 0, row_tiles = 0;
+  int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0, grouped = 0, partitioned = 0, row_tiles = 0, rfactors = 0, blocked = 0;
   std::set<std::string> ops;
   for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
@@ -177,6 +177,9 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
         if ((tile || conv_loops) && i % 7 != 0) continue;
         bool rows = std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && !st.names.empty() && st.names[0] == "yo"; });
         pixel_lanes += lanes, pixel_tails += tail, grouped += conv_loops, partitioned += parts, row_tiles += rows;
+        // Reductions factored into vector lanes (global pools, means, pools); conv2d_nchwc's register tiles.
+        rfactors += std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "rfactor"; });
+        blocked += tile && t.ops.rfind("nn.conv2d_nchwc", 0) == 0;
         KernelSchedule s = sp.sketch_knobs;
         s.steps = steps;
         auto back = schedule_from_json(schedule_to_json(s));
@@ -189,8 +192,8 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   }
   std::string kinds;
   for (const std::string &o : ops) kinds += o + " ";
-  std::printf("%d sketch points (%d register tiles, %d of them pixel lanes, %d with a remainder; %d of grouped convs; %d with a partitioned padding; %d row tiles) of %d tasks checked: %s\n",
-              points, tiles, pixel_lanes, pixel_tails, grouped, partitioned, row_tiles, tasks_with_sketches, kinds.c_str());
+  std::printf("%d sketch points (%d register tiles, %d of them pixel lanes, %d with a remainder, %d of conv2d_nchwc; %d of grouped convs; %d with a partitioned padding; %d row tiles; %d factored reductions) of %d tasks checked: %s\n",
+              points, tiles, pixel_lanes, pixel_tails, blocked, grouped, partitioned, row_tiles, rfactors, tasks_with_sketches, kinds.c_str());
   EXPECT_GE(tasks_with_sketches, 20);
   EXPECT_GE(tiles, 30);
   EXPECT_GE(pixel_lanes, 10);
@@ -198,6 +201,8 @@ TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   EXPECT_GE(grouped, 50);
   EXPECT_GE(partitioned, 50);
   EXPECT_GE(row_tiles, 50);
+  EXPECT_GE(rfactors, 30);
+  EXPECT_GE(blocked, 10);
   EXPECT_TRUE(ops.count("nn.max_pool2d") && ops.count("nn.global_avg_pool2d") && ops.count("mean") && ops.count("nn.conv2d+nn.relu") && ops.count("nn.softmax")) << kinds;
 }
 
