@@ -361,6 +361,40 @@ TEST(Schedule, DefaultLayoutConversionsAreTheLoopSketchWithChannelsParallel) {
   }
 }
 
+TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
+  // A global average pool's default is the loop sketch's rfactor form: each plane summed as
+  // 8 to 2 x lanes partial sums by plane size (at least 8), all planes parallel; run against the
+  // reference on two images with 5 channels, planes whose size leaves a tail.
+  struct Case {
+    int64_t h, w, avx512, avx2;  // lanes of partials per target
+  };
+  for (const Case &c : {Case{7, 7, 8, 8}, Case{14, 13, 16, 8}, Case{56, 55, 32, 16}}) {
+    std::string x = "Tensor[(2, 5, " + std::to_string(c.h) + ", " + std::to_string(c.w) + "), float32]", y = "Tensor[(2, 5, 1, 1), float32]";
+    auto g = parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y +
+                        " {\n    %0 = nn.global_avg_pool2d(%p0);\n    return %0;\n  }(%x);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (const char *isa : {"avx2", "avx512"}) {
+      std::string what = std::string(isa) + " " + x;
+      Target t = *resolve_target(isa);
+      KernelSchedule d = default_schedule(body, t);
+      ASSERT_FALSE(d.steps.empty()) << what;
+      int64_t lanes = 0;
+      bool factored = false;
+      for (const Step &st : d.steps) {
+        if (st.op == "split" && st.names.size() == 2 && st.names[1] == "ki") lanes = st.factor;
+        factored |= st.op == "rfactor";
+      }
+      EXPECT_TRUE(factored) << what;
+      EXPECT_EQ(lanes, std::string(isa) == "avx512" ? c.avx512 : c.avx2) << what;
+      auto k = lower_group(body, "k", d);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      EXPECT_EQ(k->stages[0].parallel_extent, 10) << what;
+      if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
+    }
+  }
+}
+
 TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
   // The depthwise template under each of its knobs: rows per block (with a tail of rows), the
   // padded plane on the stack or in a stage of its own, every vector width; with column strides
