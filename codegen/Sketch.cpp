@@ -452,9 +452,14 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
   }
   if (outs.size() != (conv ? 4u : 2u)) return out;
   int64_t width = conv ? outs[3].second : 1;
-  for (int64_t ob = lanes; ob <= 64; ob += lanes) {
+  // Channel tiles of whole vectors up to 64 channels, and of half a vector where that is 8 lanes
+  // or more (a dense layer to 1000 classes divides by 8, not 16).
+  std::vector<int64_t> blocks;
+  if (lanes / 2 >= 8) blocks.push_back(lanes / 2);
+  for (int64_t ob = lanes; ob <= 64; ob += lanes) blocks.push_back(ob);
+  for (int64_t ob : blocks) {
     if (outs[1].second % ob) continue;
-    int64_t vecs = ob / lanes;
+    int64_t vecs = (ob + lanes - 1) / lanes;
     for (int64_t px = 1; px <= (conv ? width : 1); ++px) {
       if (width % px || vecs * px + vecs + 1 > registers) continue;
       for (int pad = 0; pad < 3; ++pad)

@@ -78,7 +78,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
 
 /**
  * Points of the tile sketch for a conv (one group) or dense anchor on a target with `lanes` float
- * lanes and `registers` vector registers: channel tiles of whole vectors up to 64 channels,
+ * lanes and `registers` vector registers: channel tiles of whole vectors up to 64 channels (or half a vector of 8 lanes or more),
  * column tiles dividing the output width whose accumulators and weights fit the registers, each
  * placement of the padded input, with and without rows in the parallel loop, both epilogue
  * orders; for a `pointwise` conv (1x1, stride 1, no padding) also the pixel-lane tiles (1 to 16
