@@ -3,7 +3,7 @@
 
 Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
 database and its own kernel cache, records their wall times, then times both plans end to end with
-alternating `autotune bench --db` runs (medians), and says what the winning schedules of the
+alternating `autotune bench --db` runs (medians, and the median of each round's ratio), and says what the winning schedules of the
 `all` run use: how many tasks chose a step list, which sketch (register tile or loop), and where
 the tile lists put the padded input (root, inline, or computed at a loop).
 
@@ -92,11 +92,17 @@ def main():
         result[space]["end_to_end_ms"] = statistics.median(times[space])
         result[space]["rounds_ms"] = times[space]
     result["ratio_all_over_knobs"] = result["all"]["end_to_end_ms"] / result["knobs"]["end_to_end_ms"]
+    # Each round's two runs are neighbours in time: their ratio is what a shift in the host's load
+    # between rounds leaves alone (a load that switches state mid-way moves both medians apart).
+    paired = [b / k for k, b in zip(times["knobs"], times["all"])]
+    result["paired_ratios"] = paired
+    result["paired_ratio_median"] = statistics.median(paired)
     result["all"]["winners"] = dict(winners(a.autotune, a.model, result["all"]["db"]))
     json.dump(result, open(os.path.join(a.out, "result.json"), "w"), indent=2)
     print(f"end to end, median of {a.bench_rounds} alternating rounds: knobs {result['knobs']['end_to_end_ms']:.3f} ms, "
           f"knobs + step lists {result['all']['end_to_end_ms']:.3f} ms ({result['ratio_all_over_knobs']:.3f}); "
           f"wall {result['knobs']['wall_s']:.0f} s vs {result['all']['wall_s']:.0f} s")
+    print(f"round by round (step lists / knobs): {', '.join(f'{x:.3f}' for x in paired)}; median {result['paired_ratio_median']:.3f}")
     for k, v in sorted(result["all"]["winners"].items()):
         print(f"  {k}: {v}")
 
