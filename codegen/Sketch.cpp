@@ -10,6 +10,18 @@ using namespace loop;
 
 namespace {
 
+/** Appends steps on one stage to a list: step(op, loop) adds one and returns it to fill in. */
+struct StageSteps {
+  const std::string &stage;
+  std::vector<Step> &steps;
+  Step *operator()(const std::string &op, const std::string &loop = "") const {
+    Step s;
+    s.op = op, s.stage = stage, s.loop = loop;
+    steps.push_back(s);
+    return &steps.back();
+  }
+};
+
 /** The loops named i0, i1, ... and k0, k1, ... of a naive nest, with their extents, in order. */
 void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &outs, std::vector<std::pair<std::string, int64_t>> &reds) {
   if (!s) return;
@@ -48,12 +60,7 @@ std::vector<Step> parallel_over(const std::string &stage, const std::vector<std:
 std::vector<Step> register_tile(const std::string &stage, const std::vector<std::string> &loops, const std::vector<std::string> &reduction,
                                 bool vector = true) {
   std::vector<Step> out;
-  auto step = [&](const std::string &op, const std::string &loop) {
-    Step s;
-    s.op = op, s.stage = stage, s.loop = loop;
-    out.push_back(s);
-    return &out.back();
-  };
+  StageSteps step{stage, out};
   for (auto l = loops.rbegin(); l != loops.rend(); ++l) step("distribute", *l);
   std::vector<std::string> update = reduction;
   for (const std::string &l : loops) update.push_back(l + "_1");
@@ -150,12 +157,7 @@ Expected<std::vector<Step>> blocked_tile_sketch(const LoweredKernel &naive, cons
   if (knobs.ic_block && (knobs.ic_block % b || ib >= CB || CB % ib || knobs.parallel_rows))
     return make_error("reduction tiles of " + std::to_string(knobs.ic_block) + " channels need whole blocks of " + std::to_string(b) + " dividing " + std::to_string(CB * b) + " channels, rows not parallel");
   std::vector<Step> steps;
-  auto step = [&](const std::string &op, const std::string &loop = "") {
-    Step s;
-    s.op = op, s.stage = st.name, s.loop = loop;
-    steps.push_back(s);
-    return &steps.back();
-  };
+  StageSteps step{st.name, steps};
   step("split", "i1")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
   Step *p = step("pack");
   p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
@@ -343,12 +345,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   if (knobs.oc_block < 1 || knobs.oc_block > 64 || OC % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(OC) + " channels");
   if (conv && knobs.pixel_vectors <= 0 && (knobs.px_block < 1 || outs[3].second % knobs.px_block)) return make_error("px_block " + std::to_string(knobs.px_block) + " does not divide the output width " + std::to_string(outs[3].second));
   std::vector<Step> steps;
-  auto step = [&](const std::string &op, const std::string &loop = "") {
-    Step s;
-    s.op = op, s.stage = st.name, s.loop = loop;
-    steps.push_back(s);
-    return &steps.back();
-  };
+  StageSteps step{st.name, steps};
   // The channel tiles, and the weight packed by them: its first index is then oo * oc_block + oi.
   auto channel_tiles = [&] {
     Step *so = step("split", "i1");
