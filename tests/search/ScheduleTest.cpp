@@ -396,6 +396,35 @@ TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
   }
 }
 
+TEST(Schedule, DefaultDepthwiseAt7x7IsTheRowTileOfTheLoopSketch) {
+  // A 3x3 stride-1 depthwise conv with a 7x7 output: the loop sketch's 7-row x 7-column tile
+  // (the window unrolled, the padded input at root); at 14x14 the template stays the default.
+  // Two images, 5 channels, a bias and a clip, against the reference on both ISAs.
+  for (int64_t hw : {7, 14}) {
+    auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
+    std::string x = ty({2, 5, hw, hw}), w = ty({5, 1, 3, 3}), b = ty({5});
+    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ") -> " + x + " {\n  %0 = fn (%p0: " + x + ", %p1: " + w +
+                        ", %p2: " + b + ") -> " + x + " {\n    %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1], groups=5);\n" +
+                        "    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n  }(%x, %w, %b);\n  return %0;\n}");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (const char *isa : {"avx2", "avx512"}) {
+      std::string what = std::string(isa) + " " + x;
+      Target t = *resolve_target(isa);
+      KernelSchedule d = default_schedule(body, t);
+      if (hw == 14) {
+        EXPECT_TRUE(d.steps.empty()) << what;
+        continue;
+      }
+      int64_t rows = 0;
+      for (const Step &st : d.steps)
+        if (st.op == "split" && st.names == std::vector<std::string>{"yo", "yi"}) rows = st.factor;
+      EXPECT_EQ(rows, 7) << what;
+      if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
+    }
+  }
+}
+
 TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
   // The depthwise template under each of its knobs: rows per block (with a tail of rows), the
   // padded plane on the stack or in a stage of its own, every vector width; with column strides
