@@ -331,15 +331,34 @@ TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
   }
 }
 
+/** A graph of one fused group with parameters of `params` types, returning `out`; `ops` is its body's lines. */
+Expected<Graph> one_group(const std::vector<std::string> &params, const std::string &out, const std::string &ops) {
+  std::string outer, inner, args;
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string n = std::to_string(i), sep = i ? ", " : "";
+    outer += sep + "%a" + n + ": " + params[i], inner += sep + "%p" + n + ": " + params[i], args += sep + "%a" + n;
+  }
+  return parse_text("def @main(" + outer + ") -> " + out + " {\n  %0 = fn (" + inner + ") -> " + out + " {\n" + ops + "  }(" + args +
+                    ");\n  return %0;\n}");
+}
+
+/** Calls check(label with the ISA, target, body, its default schedule) for the one group of `g` on AVX2 and AVX-512. */
+void for_each_isa_default(const Expected<Graph> &g, const std::string &label,
+                          const std::function<void(const std::string &, const Target &, const Graph &, const KernelSchedule &)> &check) {
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  for (const char *isa : {"avx2", "avx512"}) {
+    Target t = *resolve_target(isa);
+    check(std::string(isa) + " " + label, t, body, default_schedule(body, t));
+  }
+}
+
 TEST(Schedule, DefaultLayoutConversionsAreTheLoopSketchWithChannelsParallel) {
   // A conversion to or from NCHW16c alone: the loop sketch's nest (the innermost output loop a
   // vector inside plain loops, image and channel or channel block parallel), run against the
   // reference on a shape with odd rows and columns and two images.
   std::string plain = "Tensor[(2, 48, 5, 7), float32]", blocked = "Tensor[(2, 3, 5, 7, 16), float32]";
-  auto group = [](const std::string &x, const std::string &y, const std::string &call) {
-    return parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y + " {\n    %0 = " + call +
-                      ";\n    return %0;\n  }(%x);\n  return %0;\n}");
-  };
+  auto group = [](const std::string &x, const std::string &y, const std::string &call) { return one_group({x}, y, "    %0 = " + call + ";\n    return %0;\n"); };
   struct Case {
     Expected<Graph> g;
     int64_t parallel;
@@ -371,14 +390,8 @@ TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
   };
   for (const Case &c : {Case{7, 7, 8, 8}, Case{14, 13, 16, 8}, Case{56, 55, 32, 16}}) {
     std::string x = "Tensor[(2, 5, " + std::to_string(c.h) + ", " + std::to_string(c.w) + "), float32]", y = "Tensor[(2, 5, 1, 1), float32]";
-    auto g = parse_text("def @main(%x: " + x + ") -> " + y + " {\n  %0 = fn (%p0: " + x + ") -> " + y +
-                        " {\n    %0 = nn.global_avg_pool2d(%p0);\n    return %0;\n  }(%x);\n  return %0;\n}");
-    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-    const Graph &body = *g->nodes[0].body;
-    for (const char *isa : {"avx2", "avx512"}) {
-      std::string what = std::string(isa) + " " + x;
-      Target t = *resolve_target(isa);
-      KernelSchedule d = default_schedule(body, t);
+    auto g = one_group({x}, y, "    %0 = nn.global_avg_pool2d(%p0);\n    return %0;\n");
+    for_each_isa_default(g, x, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       ASSERT_FALSE(d.steps.empty()) << what;
       int64_t lanes = 0;
       bool factored = false;
@@ -387,12 +400,12 @@ TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
         factored |= st.op == "rfactor";
       }
       EXPECT_TRUE(factored) << what;
-      EXPECT_EQ(lanes, std::string(isa) == "avx512" ? c.avx512 : c.avx2) << what;
+      EXPECT_EQ(lanes, t.lanes == 16 ? c.avx512 : c.avx2) << what;
       auto k = lower_group(body, "k", d);
       ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
       EXPECT_EQ(k->stages[0].parallel_extent, 10) << what;
       if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
-    }
+    });
   }
 }
 
@@ -403,25 +416,18 @@ TEST(Schedule, DefaultDepthwiseAt7x7IsTheRowTileOfTheLoopSketch) {
   for (int64_t hw : {7, 14}) {
     auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
     std::string x = ty({2, 5, hw, hw}), w = ty({5, 1, 3, 3}), b = ty({5});
-    auto g = parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + b + ") -> " + x + " {\n  %0 = fn (%p0: " + x + ", %p1: " + w +
-                        ", %p2: " + b + ") -> " + x + " {\n    %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1], groups=5);\n" +
-                        "    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n  }(%x, %w, %b);\n  return %0;\n}");
-    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-    const Graph &body = *g->nodes[0].body;
-    for (const char *isa : {"avx2", "avx512"}) {
-      std::string what = std::string(isa) + " " + x;
-      Target t = *resolve_target(isa);
-      KernelSchedule d = default_schedule(body, t);
+    auto g = one_group({x, w, b}, x, "    %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1], groups=5);\n    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n");
+    for_each_isa_default(g, x, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       if (hw == 14) {
         EXPECT_TRUE(d.steps.empty()) << what;
-        continue;
+        return;
       }
       int64_t rows = 0;
       for (const Step &st : d.steps)
         if (st.op == "split" && st.names == std::vector<std::string>{"yo", "yi"}) rows = st.factor;
       EXPECT_EQ(rows, 7) << what;
       if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
-    }
+    });
   }
 }
 
