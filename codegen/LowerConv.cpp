@@ -165,41 +165,36 @@ Status Lowerer::naive_conv2d() {
   if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
   bool padded = pd[0] || pd[1] || pd[2] || pd[3];
   int64_t PH = H + pd[0] + pd[2], PW = W + pd[1] + pd[3];
-  Buffer src;
   Buffer w = params_[conv.inputs[1].index];
   auto bias = [&](const Expr &o) { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
-  if (int64_t b = conv_block(conv)) {
+  int64_t b = conv_block(conv);  // conv2d_nchwc: lanes per channel block (C counts the blocks)
+  Buffer src;
+  if (padded) {
+    // for pn, pc, py, px (and pl, a block's lane): padded = the input inside the image, 0 in the
+    // border (a producer nest: compute_at/inline can move it)
+    std::vector<std::string> loops{"pn", "pc", "py", "px"};
+    std::vector<int64_t> extents{N, C, PH, PW};
+    Expr y = var("py") - int_imm(pd[0]), x = var("px") - int_imm(pd[1]);
+    Index at{var("pn"), var("pc"), clamp(y, 0, H - 1), clamp(x, 0, W - 1)};
+    Expr flat = ((var("pn") * C + var("pc")) * PH + var("py")) * PW + var("px");
+    if (b) loops.push_back("pl"), extents.push_back(b), at.push_back(var("pl")), flat = flat * b + var("pl");
+    src = make_buffer("padded", Type::kF32, N * C * PH * PW * std::max<int64_t>(b, 1), BufferScope::kTemp);
+    k_.buffers.push_back(src);
+    Stmt body = store(src, flat, select(both(in_range(y, 0, H), in_range(x, 0, W)), value_at(conv.inputs[0], at), float_imm(0)));
+    add_stage("pad", "u", 1, loop_nest(loops, extents, body));
+  }
+  if (b) {
     // conv2d_nchwc (one group): input [n][c/b][y][x][b], output [n][o/b][oy][ox][b]. The output
     // loops i0 n, i1 o/b, i2 oy, i3 ox, i4 o%b; the reduction k0 c/b, k1 ky, k2 kx, k3 c%b, so
-    // every read is affine; the padded copy keeps the blocked layout (loops pn, pc, py, px, pl).
-    int64_t CB = C;  // xs[1]: channel blocks
-    if (padded) {
-      src = make_buffer("padded", Type::kF32, N * CB * PH * PW * b, BufferScope::kTemp);
-      k_.buffers.push_back(src);
-      Expr y = var("py") - int_imm(pd[0]), x = var("px") - int_imm(pd[1]);
-      Expr v = value_at(conv.inputs[0], {var("pn"), var("pc"), clamp(y, 0, H - 1), clamp(x, 0, W - 1), var("pl")});
-      Stmt body = store(src, (((var("pn") * CB + var("pc")) * PH + var("py")) * PW + var("px")) * b + var("pl"),
-                        select(both(in_range(y, 0, H), in_range(x, 0, W)), v, float_imm(0)));
-      add_stage("pad", "u", 1, loop_nest({"pn", "pc", "py", "px", "pl"}, {N, CB, PH, PW, b}, body));
-    }
+    // every read is affine; the padded copy keeps the blocked layout.
     return naive_reduction(
-        os, {CB, KH, KW, b}, Combine::kSum, [&](const Index &i) { return bias(i[1] * b + i[4]); },
+        os, {C, KH, KW, b}, Combine::kSum, [&](const Index &i) { return bias(i[1] * b + i[4]); },
         [&](const Index &i, const Index &r) {
           Expr y = i[2] * st[0] + r[1] * dl[0], x = i[3] * st[1] + r[2] * dl[1];
-          Expr xin = padded ? load(src, (((i[0] * CB + r[0]) * PH + y) * PW + x) * b + r[3]) : value_at(conv.inputs[0], {i[0], r[0], y, x, r[3]});
+          Expr xin = padded ? load(src, (((i[0] * C + r[0]) * PH + y) * PW + x) * b + r[3]) : value_at(conv.inputs[0], {i[0], r[0], y, x, r[3]});
           return xin * load(w, ((((i[1] * b + i[4]) * CG + r[0] * b + r[3]) * KH + r[1]) * KW + r[2]));
         },
         [](const Expr &a, const Index &) { return a; }, "conv2d");
-  }
-  if (padded) {
-    // for pn, pc, py, px: padded = the input inside the image, 0 in the border (a producer nest: compute_at/inline can move it)
-    src = make_buffer("padded", Type::kF32, N * C * PH * PW, BufferScope::kTemp);
-    k_.buffers.push_back(src);
-    Expr y = var("py") - int_imm(pd[0]), x = var("px") - int_imm(pd[1]);
-    Expr v = value_at(conv.inputs[0], {var("pn"), var("pc"), clamp(y, 0, H - 1), clamp(x, 0, W - 1)});
-    Stmt body = store(src, ((var("pn") * C + var("pc")) * PH + var("py")) * PW + var("px"),
-                      select(both(in_range(y, 0, H), in_range(x, 0, W)), v, float_imm(0)));
-    add_stage("pad", "u", 1, loop_nest({"pn", "pc", "py", "px"}, {N, C, PH, PW}, body));
   }
   return naive_reduction(
       os, {CG, KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },

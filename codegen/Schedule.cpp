@@ -12,6 +12,19 @@
 namespace autotune {
 
 namespace {
+/**
+ * Gives `s` the loop sketch's step list for `knobs` on the group's naive nest (lowered with `s`),
+ * when the sketch makes one and it replays there; says whether it did.
+ */
+bool take_loop_sketch(const Graph &body, KernelSchedule &s, const LoopSketch &knobs) {
+  auto naive = lower_naive(body, "k", s);
+  if (!naive) return false;
+  auto steps = loop_sketch(*naive, knobs);
+  if (!steps || !replay(*naive, *steps)) return false;
+  s.steps = steps.take();
+  return true;
+}
+
 const char *parallel_name(KernelSchedule::Parallel p) {
   switch (p) {
     case KernelSchedule::Parallel::kOc: return "oc";
@@ -218,34 +231,22 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
-  if (body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc")) {
+  if (std::none_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return lowering::is_anchor_op(n.op); })) {
+    // A group without an anchor (elementwise and injective ops alone) takes the loop sketch's
+    // nest: every outer output loop fused into the parallel loop and the innermost a vector with
+    // its remainder masked, the template's shape without its per-row index unravelling. In the
+    // model (Zen 5, 2 threads, `bench --json`, 8 rounds ABBA, these groups' time over the other
+    // groups' in each run): EfficientNet-B0's 17 squeeze-excitation multiplies and reshapes 0.82
+    // of the template's on AVX-512 and 0.66 on its AVX2 kernels; the final reshapes of ResNet-50
+    // and MobileNetV2 level (1.5 against 1.5-1.6 us).
     // A layout conversion alone reads (to NCHWc) or writes (from it) a block's lanes H*W floats
-    // apart, one access per lane either way. The flat elementwise nest (every output row a
-    // parallel unit, its indices unravelled by division; for to_nchwc each row one vector) spent
-    // more in that index arithmetic than in the accesses: the loop sketch's nest, the innermost
-    // output loop a vector inside plain loops, with (image, channel or channel block) parallel,
-    // was what tuning picked every time. Zen 5, AVX-512, 2 threads, ResNet-18, measured alone:
-    // to_nchwc (64 channels at 56x56) 0.071 -> 0.030 ms and 0.048 -> 0.022 ms in two tuning runs;
-    // from_nchwc (512 at 7x7) at 0.41-0.46 of the default in four.
-    if (auto naive = lower_naive(body, "k", s))
-      if (auto steps = loop_sketch(*naive, {.lanes = target.lanes, .parallel_loops = 2})) {
-        s.steps = *steps;
-        return s;
-      }
+    // apart, one access per lane either way; its parallel loop is (image, channel or channel
+    // block), the loops inside it plain. Tuning picked that every time: Zen 5, AVX-512, 2 threads,
+    // ResNet-18, measured alone, to_nchwc (64 channels at 56x56) 0.071 -> 0.030 ms and 0.048 ->
+    // 0.022 ms in two tuning runs; from_nchwc (512 at 7x7) at 0.41-0.46 of the default in four.
+    bool conversion = body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc");
+    if (take_loop_sketch(body, s, {.lanes = target.lanes, .parallel_loops = conversion ? 2 : -1})) return s;
   }
-  // Any other group without an anchor (elementwise and injective ops alone) takes the loop
-  // sketch's nest too, every outer output loop fused into the parallel loop and the innermost a
-  // vector with its remainder masked: the template's shape without its per-row index unravelling.
-  // In the model (Zen 5, 2 threads, `bench --json`, 8 rounds ABBA, these groups' time over the
-  // other groups' in each run): EfficientNet-B0's 17 squeeze-excitation multiplies and reshapes
-  // 0.82 of the template's on AVX-512 and 0.66 on its AVX2 kernels; the final reshapes of
-  // ResNet-50 and MobileNetV2 level (1.5 against 1.5-1.6 us).
-  if (std::none_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return lowering::is_anchor_op(n.op); }))
-    if (auto naive = lower_naive(body, "k", s))
-      if (auto steps = loop_sketch(*naive, {.lanes = target.lanes}); steps && replay(*naive, *steps)) {
-        s.steps = *steps;
-        return s;
-      }
   for (const Node &n : body.nodes) {
     if (n.op != "nn.global_avg_pool2d") continue;
     // A global average pool sums each plane as vectors of partial sums (the loop sketch's rfactor
@@ -258,12 +259,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     int64_t plane = in.size() == 4 ? in[2] * in[3] : 0;
     LoopSketch k;
     k.lanes = std::max(8, plane < 64 ? target.lanes / 2 : plane < 1024 ? target.lanes : 2 * target.lanes), k.rfactor = true;
-    if (plane >= 2 * k.lanes)
-      if (auto naive = lower_naive(body, "k", s))
-        if (auto steps = loop_sketch(*naive, k); steps && replay(*naive, *steps)) {
-          s.steps = *steps;
-          return s;
-        }
+    if (plane >= 2 * k.lanes && take_loop_sketch(body, s, k)) return s;
   }
   // The widest vector that divides the channels (down to 8 lanes), two of them per block where
   // they divide too; the accumulators take what is left of the registers after the weight
@@ -309,13 +305,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       if (ws[2] == 3 && ws[3] == 3 && strides[0] == 1 && strides[1] == 1 && oh == 7 && ow == 7 && target.lanes >= 8) {
         KernelSchedule plain;
         plain.vector_width = target.lanes;
-        LoopSketch k;
-        k.lanes = static_cast<int>(ow), k.unroll_reduction = true, k.parallel_loops = 2, k.rows = 7;
-        if (auto naive = lower_naive(body, "k", plain))
-          if (auto steps = loop_sketch(*naive, k); steps && replay(*naive, *steps)) {
-            plain.steps = *steps;
-            return plain;
-          }
+        if (take_loop_sketch(body, plain, {.lanes = static_cast<int>(ow), .unroll_reduction = true, .parallel_loops = 2, .rows = 7})) return plain;
       }
     }
     int regs = target.vector_registers;

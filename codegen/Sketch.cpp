@@ -10,6 +10,9 @@ using namespace loop;
 
 namespace {
 
+/** Where the tile sketch's points place a conv's padded input (a point's pad coordinate indexes this). */
+constexpr const char *kTilePads[] = {"root", "inline", "i2"};
+
 /** Appends steps on one stage to a list: step(op, loop) adds one and returns it to fill in. */
 struct StageSteps {
   const std::string &stage;
@@ -306,28 +309,24 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
     while (d > 1 && w % d) --d;
     if (d >= 5 && std::find(widths.begin(), widths.end(), d) == widths.end()) widths.insert(widths.begin(), static_cast<int>(d));
   }
+  // A new point of the knobs, if the sketch makes one that the nest takes (a point the nest refuses is not in the space).
+  auto add = [&](const LoopSketch &k, std::vector<int> coords) {
+    auto steps = loop_sketch(naive, k);
+    if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) return;
+    if (replay(naive, *steps)) out.push_back({steps.take(), std::move(coords)});
+  };
   for (int v : widths)
     for (bool unroll : {false, true})
       for (int par : {-1, 2})
         for (size_t pad = 0; pad < pads.size(); ++pad)
-          for (int r : rows) {
-            if (r && !unroll) continue;  // rows share loads only across an unrolled window
-            auto steps = loop_sketch(naive, {v, unroll, par, pads[pad], r});
-            if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
-            if (replay(naive, *steps)) out.push_back({*steps, {v, unroll, par, static_cast<int>(pad), r, 0}});  // a point the nest refuses is not in the space
-          }
+          for (int r : rows)
+            if (!r || unroll) add({v, unroll, par, pads[pad], r}, {v, unroll, par, static_cast<int>(pad), r, 0});  // rows share loads only across an unrolled window
   // The reduction factored into vector lanes, for one-stage nests with a reduction: one vector,
   // or 2 or 4 of them (independent sums, so a long reduction is not one chain of dependent adds).
   if (naive.stages.size() == 1 && !reds.empty())
     for (int v : {lanes / 2, lanes, 2 * lanes, 4 * lanes})
-      for (int par : {-1, 2}) {
-        if (v < 4 || v > 64) continue;
-        LoopSketch k;
-        k.lanes = v, k.parallel_loops = par, k.rfactor = true;
-        auto steps = loop_sketch(naive, k);
-        if (!steps || std::any_of(out.begin(), out.end(), [&](const SketchPoint &p) { return p.steps == *steps; })) continue;
-        if (replay(naive, *steps)) out.push_back({*steps, {v, 0, par, 0, 0, 1}});
-      }
+      for (int par : {-1, 2})
+        if (v >= 4 && v <= 64) add({.lanes = v, .parallel_loops = par, .rfactor = true}, {v, 0, par, 0, 0, 1});
   return out;
 }
 
@@ -439,7 +438,7 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
             for (int64_t ic : {0, 32, 64, 128}) {
               if ((naive.stages.size() == 1 && pad) || (ic && (pad || rows || ic >= C || C % ic))) continue;
               TileSketch t;
-              t.oc_block = ob, t.px_block = px, t.pad = pad == 0 ? "root" : pad == 1 ? "inline" : "i2", t.parallel_rows = rows, t.ic_block = ic;
+              t.oc_block = ob, t.px_block = px, t.pad = kTilePads[pad], t.parallel_rows = rows, t.ic_block = ic;
               auto steps = tile_sketch(naive, weight, dims, t);
               if (steps && replay(naive, *steps)) out.push_back({*steps, {static_cast<int>(ob), static_cast<int>(px), pad, rows, 1, 0, static_cast<int>(ic)}});
             }
@@ -462,7 +461,7 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
       for (int pad = 0; pad < 3; ++pad)
         for (bool rows : {false, true})
           for (bool by_pixels : {true, false}) {
-            const char *where = pad == 0 ? "root" : pad == 1 ? "inline" : "i2";
+            const char *where = kTilePads[pad];
             if (!conv && (pad || rows || !by_pixels)) continue;
             if (conv && naive.stages.size() == 1 && pad) continue;
             auto steps = tile_sketch(naive, weight, dims, {ob, px, where, rows, by_pixels});

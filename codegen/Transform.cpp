@@ -1119,21 +1119,8 @@ Expected<Stmt> distribute(const Stmt &s, const std::string &name) {
 
 Expected<Stmt> rfactor(const Stmt &s, const std::string &outer, const std::string &inner) {
   std::string where = "rfactor " + outer + " over " + inner + ": ";
-  // The loops around `outer`: none may be vectorized.
-  std::vector<Stmt> path;
-  std::function<bool(const Stmt &)> find = [&](const Stmt &x) {
-    if (!x) return false;
-    if (x->kind == StmtKind::kFor && x->var == outer) return true;
-    path.push_back(x);
-    for (const Stmt &b : x->body)
-      if (find(b)) return true;
-    path.pop_back();
-    return false;
-  };
   AT_ASSIGN(l, find_loop(s, outer));
-  find(s);
-  for (const Stmt &x : path)
-    if (x->kind == StmtKind::kFor && x->for_kind == ForKind::kVectorized) return make_error(where + "it is inside vectorized loop " + x->var);
+  if (std::string v = vectorized_around(s, outer); !v.empty()) return make_error(where + "it is inside vectorized loop " + v);
   if (l->for_kind == ForKind::kVectorized || l->for_kind == ForKind::kParallel) return make_error(where + "loop " + outer + " is " + for_kind_name(l->for_kind));
   if (inner == outer) return make_error(where + "the inner loop is the outer one");
   AT_ASSIGN(in, find_loop(l, inner));

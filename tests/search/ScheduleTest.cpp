@@ -364,21 +364,15 @@ TEST(Schedule, DefaultLayoutConversionsAreTheLoopSketchWithChannelsParallel) {
     int64_t parallel;
   };
   Case cases[] = {{group(plain, blocked, "nn.to_nchwc(%p0, block=16)"), 2 * 3}, {group(blocked, plain, "nn.from_nchwc(%p0)"), 2 * 48}};
-  for (Case &c : cases) {
-    ASSERT_TRUE(static_cast<bool>(c.g)) << c.g.error().message;
-    const Graph &body = *c.g->nodes[0].body;
-    for (const char *isa : {"avx2", "avx512"}) {
-      std::string what = body.nodes[0].op + " default, " + isa;
-      Target t = *resolve_target(isa);
-      KernelSchedule d = default_schedule(body, t);
+  for (Case &c : cases)
+    for_each_isa_default(c.g, "layout conversion default", [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       ASSERT_FALSE(d.steps.empty()) << what;
       auto k = lower_group(body, "k", d);
       ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
       ASSERT_EQ(k->stages.size(), 1u);
-      EXPECT_EQ(k->stages[0].parallel_extent, c.parallel) << what;
-      if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-12, t);  // a copy: exact
-    }
-  }
+      EXPECT_EQ(k->stages[0].parallel_extent, c.parallel) << what << " " << body.nodes[0].op;
+      if (t.runnable_here()) expect_schedule_matches(body, d, what + " " + body.nodes[0].op, 1e-12, t);  // a copy: exact
+    });
 }
 
 TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
