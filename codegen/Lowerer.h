@@ -173,6 +173,13 @@ class Lowerer {
   Status lower_conv2d();
   /** The conv as naive nests: a `pad` producer nest (when padded) and the reduction nest reading it. */
   Status naive_conv2d();
+  /**
+   * The padded input of `conv` as a naive producer nest (stage "pad", loops pn, pc, py, [pf,] px
+   * [, pl]) of PH x PW per plane, PW split into `phases` runs of columns (see naive_pad in LowerConv.cpp).
+   */
+  Buffer naive_pad(const Node &conv, int64_t PH, int64_t PW, int64_t phases);
+  /** Winograd F(m x m, 3x3) (the schedule's `winograd` m) as naive nests: pad, wino_in, wino_gemm, wino_out. */
+  Status naive_winograd();
   Status lower_dense();
   Status lower_softmax();
   Status lower_reduction_op();

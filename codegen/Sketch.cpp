@@ -1,6 +1,7 @@
 #include "codegen/Sketch.h"
 
 #include <algorithm>
+#include <map>
 
 #include "codegen/Transform.h"
 
@@ -480,6 +481,172 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
           if (steps && replay(naive, *steps)) out.push_back({*steps, {ob, pv, 0, outer, 1, 1}});
         }
       }
+  return out;
+}
+
+namespace {
+/** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
+std::map<std::string, int64_t> stage_loops(const LoweredKernel &k, const std::string &name) {
+  std::map<std::string, int64_t> out;
+  auto at = stage_index(k, name);
+  if (!at) return out;
+  std::vector<std::pair<std::string, int64_t>> loops;
+  loops_of(k.stages[*at].body, loops);
+  for (const auto &[loop, extent] : loops) out[loop] = extent;
+  return out;
+}
+
+/** Steps splitting loop `loop` (extent `extent`) of a stage by `lanes` (at most the extent) and vectorizing the pieces of 2 lanes or more. */
+void vectorize_by(StageSteps &step, const std::string &loop, int64_t extent, int64_t lanes) {
+  lanes = std::min(lanes, extent);
+  if (lanes < 2) return;
+  if (lanes == extent) {
+    step("vectorize", loop);
+    return;
+  }
+  step("split", loop)->factor = lanes, step.steps.back().names = {loop + "o", loop + "i"};
+  step("vectorize", loop + "i");
+  if (extent % lanes >= 2) step("vectorize", loop + "i_tail");
+}
+}  // namespace
+
+namespace {
+/**
+ * The Winograd sketch's steps before the GEMM's: the padded input placed by `pad`, and the input
+ * and output transforms vectorized (channel lanes, or `lanes` tiles of a row in NCHW) with their
+ * outer loops parallel. They depend on `pad` alone, so the points with one placement share them.
+ */
+std::vector<Step> winograd_transform_steps(const LoweredKernel &naive, const std::string &pad, int lanes) {
+  auto in = stage_loops(naive, "wino_in"), out = stage_loops(naive, "wino_out");
+  bool blocked = in.count("vl") > 0;
+  std::vector<Step> steps;
+  // The padded input first, while the input transform's reads of it are affine in its loops.
+  place_pad(naive, "wino_in", pad, steps);
+  // The input transform: each tile's a x a loads and sums over a vector of channel lanes or of a row's tiles.
+  StageSteps tin{"wino_in", steps};
+  if (blocked) tin("vectorize", "vl");
+  else vectorize_by(tin, "vx", in["vx"], lanes);
+  for (Step &p : parallel_over("wino_in", {"vn", "vc", "vy"})) steps.push_back(p);
+  // The output transform: vectorized like the input's; NCHW first partitions off the last tile
+  // column when it is cut by the edge (its branch would be on the vector's lanes).
+  StageSteps tout{"wino_out", steps};
+  if (blocked) {
+    tout("vectorize", "i4");
+  } else {
+    int64_t TW = out["i3"], main = TW;
+    Step part;
+    part.op = "partition", part.stage = "wino_out", part.loop = "i3";
+    if (apply_step(naive, part)) steps.push_back(part), main = TW - 1;  // no step before touches wino_out
+    vectorize_by(tout, "i3", main, lanes);
+  }
+  for (Step &p : parallel_over("wino_out", {"i0", "i1", "i2"})) steps.push_back(p);
+  return steps;
+}
+
+/** The Winograd sketch's GEMM steps: the register tile of `knobs`, U re-blocked and prefetched, the channel tiles parallel. */
+Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, const WinogradSketch &knobs) {
+  auto gemm = stage_loops(naive, "wino_gemm");
+  bool blocked = gemm.count("i4") > 0;
+  std::vector<Step> steps;
+  // The GEMMs: a register tile around the reduction, each position's channel tiles in parallel.
+  StageSteps step{"wino_gemm", steps};
+  int64_t T = gemm["i3"];
+  // The transformed weight U, packed [xi][c][o] by the naive nest, re-blocked by the channel tile
+  // (each tile's weights one contiguous stream) and prefetched 8 KiB ahead, as the template does.
+  auto weights = [&](const std::string &innermost) {
+    for (const WeightPacking &w : naive.packings)
+      if (w.kind == WeightPacking::kWinograd) {
+        int64_t P = gemm["i0"], O = w.block, C = gemm["k0"] * (gemm.count("k1") ? gemm["k1"] : 1);
+        const std::string &u = naive.buffers[w.param]->name;
+        if (knobs.oc_block < O) {  // one tile of all the channels reads [xi][c][o] contiguously already
+          Step *p = step("pack");
+          p->buffer = u, p->dims = {P, C, O}, p->factor = knobs.oc_block;
+        }
+        Step *pf = step("prefetch", innermost);
+        pf->buffer = u, pf->factor = 2048;
+      }
+  };
+  if (blocked) {
+    int64_t b = gemm["i4"], blocks = gemm["i2"];
+    if (knobs.oc_block < b || knobs.oc_block % b || blocks % (knobs.oc_block / b))
+      return make_error("oc_block " + std::to_string(knobs.oc_block) + " is not a whole number of " + std::to_string(b) + "-channel blocks dividing " + std::to_string(blocks * b));
+    if (knobs.px_block < 1 || knobs.px_block > T) return make_error("px_block " + std::to_string(knobs.px_block) + " is not in [1, " + std::to_string(T) + "] tiles");
+    step("split", "i2")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
+    step("reorder")->names = {"i3", "oi"};
+    step("split", "i3")->factor = knobs.px_block, steps.back().names = {"to", "tp"};
+    for (Step &t : register_tile("wino_gemm", {"tp", "oi", "i4"}, {"k0", "k1"})) steps.push_back(t);
+    weights("k1");
+    if (T % knobs.px_block)
+      for (Step &t : register_tile("wino_gemm", {"tp_tail", "oi_tail", "i4_tail"}, {"k0_tail", "k1_tail"})) steps.push_back(t);
+  } else {
+    int64_t O = gemm["i2"], PB = knobs.px_block * knobs.lanes, rest = T % PB;
+    if (knobs.oc_block < 1 || O % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not divide " + std::to_string(O) + " channels");
+    if (knobs.lanes < 2 || knobs.px_block < 1 || T < PB || rest > knobs.lanes)
+      return make_error(std::to_string(knobs.px_block) + " vectors of " + std::to_string(knobs.lanes) + " tiles do not tile " + std::to_string(T) + " tiles up to a vector");
+    step("split", "i2")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
+    step("reorder")->names = {"i3", "oi"};
+    step("split", "i3")->factor = PB, steps.back().names = {"to", "ti"};
+    step("split", "ti")->factor = knobs.lanes, steps.back().names = {"tv", "tl"};
+    step("reorder")->names = {"oi", "tv", "tl"};
+    for (Step &t : register_tile("wino_gemm", {"oi", "tv", "tl"}, {"k0"})) steps.push_back(t);
+    weights("k0");
+    if (rest) {
+      step("reorder")->names = {"oi_tail", "ti_tail"};
+      for (Step &t : register_tile("wino_gemm", {"oi_tail", "ti_tail"}, {"k0_tail"}, rest >= 2)) steps.push_back(t);
+    }
+  }
+  for (Step &p : parallel_over("wino_gemm", {"i0", "i1", "oo"})) steps.push_back(p);
+  return steps;
+}
+}  // namespace
+
+Expected<std::vector<Step>> winograd_sketch(const LoweredKernel &naive, const WinogradSketch &knobs) {
+  if (stage_loops(naive, "wino_in").empty() || stage_loops(naive, "wino_gemm").empty() || stage_loops(naive, "wino_out").empty() || !stage_index(naive, "pad"))
+    return make_error("the Winograd sketch needs Winograd's naive nests (pad, wino_in, wino_gemm, wino_out)");
+  AT_ASSIGN(gemm, winograd_gemm_steps(naive, knobs));
+  std::vector<Step> steps = winograd_transform_steps(naive, knobs.pad, knobs.lanes);
+  steps.insert(steps.end(), gemm.begin(), gemm.end());
+  return steps;
+}
+
+std::vector<SketchPoint> winograd_sketches(const LoweredKernel &naive, int m, int lanes, int registers) {
+  std::vector<SketchPoint> out;
+  auto gemm = stage_loops(naive, "wino_gemm");
+  if (gemm.empty()) return out;
+  bool blocked = gemm.count("i4") > 0;
+  int64_t b = blocked ? gemm["i4"] : 1, channels = gemm["i2"] * b;
+  std::vector<int64_t> obs, pxs;
+  if (blocked) {
+    for (int64_t ob = b; ob <= 64; ob += b) obs.push_back(ob);
+    pxs = kWinogradTiles;
+  } else {
+    obs = {1, 2, 3, 4, 6, 8, 12, 16};
+    pxs = {1, 2, 3, 4, 6};
+  }
+  // The steps before the GEMM's depend on the padded input's placement alone: replayed once per
+  // placement, and each GEMM tile's steps from there (the transforms' large expressions made
+  // replaying every whole list take 1.4 s per task).
+  for (int pad = 0; pad < 3; ++pad) {
+    std::string where = pad == 2 ? "vy" : kTilePads[pad];
+    std::vector<Step> prefix = winograd_transform_steps(naive, where, lanes);
+    auto start = replay(naive, prefix);
+    if (!start) continue;
+    for (int64_t ob : obs) {
+      if (channels % ob) continue;
+      // Registers per tile column: channel vectors (a block wider than the vector counts twice), or pixel vectors.
+      int64_t vecs = blocked ? ob / b * ((b + lanes - 1) / lanes) : ob;
+      for (int64_t px : pxs) {
+        if (vecs * px + (blocked ? vecs : px) + 1 > registers) continue;
+        WinogradSketch k;
+        k.oc_block = ob, k.px_block = px, k.lanes = lanes, k.pad = where;
+        auto gemm = winograd_gemm_steps(naive, k);
+        if (!gemm || !replay(*start, *gemm)) continue;
+        std::vector<Step> steps = prefix;
+        steps.insert(steps.end(), gemm->begin(), gemm->end());
+        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m}, m});
+      }
+    }
+  }
   return out;
 }
 

@@ -39,6 +39,7 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
 struct SketchPoint {
   std::vector<Step> steps;
   std::vector<int> coords;
+  int winograd = 0;  // the naive nest the steps apply to: the direct one (0) or Winograd F(m x m, 3x3)'s
 };
 
 /** Every point of the loop sketch for a target of `lanes` float lanes whose steps replay on `naive`. */
@@ -88,5 +89,28 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
  */
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                        int lanes, int registers, bool pointwise = false);
+
+/** The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc points. */
+inline const std::vector<int64_t> kWinogradTiles{1, 2, 3, 4, 6, 8, 12, 14, 16};
+
+/** The knobs of the Winograd sketch. */
+struct WinogradSketch {
+  int64_t oc_block = 32;     // GEMM register tile: output channels (conv2d_nchwc: whole channel blocks, each a vector)
+  int64_t px_block = 6;      // GEMM register tile: tiles (conv2d_nchwc), or vectors of `lanes` tiles (NCHW)
+  int lanes = 16;            // NCHW: the vector width over tiles
+  std::string pad = "root";  // the padded input: "root", "inline", or "vy" (per row of tiles, into a local box)
+};
+
+/**
+ * The sketch for Winograd F(m x m, 3x3)'s naive nests (lower_naive with `winograd` m: stages pad,
+ * wino_in, wino_gemm, wino_out): the transforms vectorized over the channel lanes (conv2d_nchwc)
+ * or the tiles of a row (NCHW) with their outer loops fused into the parallel loop; the GEMM as a
+ * register tile of oc_block channels x px_block tiles around the reduction (S-S-R-S), each
+ * position's channel tiles in parallel; the padded input placed by `pad`; edge tiles partitioned off.
+ */
+Expected<std::vector<Step>> winograd_sketch(const LoweredKernel &naive, const WinogradSketch &knobs);
+
+/** Points of the Winograd sketch on `naive` (Winograd F(m x m)'s nests) for `lanes` float lanes and `registers` vector registers. */
+std::vector<SketchPoint> winograd_sketches(const LoweredKernel &naive, int m, int lanes, int registers);
 
 }  // namespace autotune

@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace autotune {
 
@@ -527,12 +529,16 @@ Stmt resolve_ifs(const Stmt &s, const Ranges &r) {
 }
 
 /** Every load of `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first). */
-Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn) {
+using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
+
+Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn, ExprMemo &memo) {
   if (e->args.empty()) return e;
+  // Expressions are DAGs (a Winograd transform shares each partial sum among several outputs): each node is mapped once.
+  if (auto hit = memo.find(e.get()); hit != memo.end()) return hit->second;
   std::vector<Expr> args;
   bool changed = false;
   for (const Expr &a : e->args) {
-    AT_ASSIGN(na, map_loads(a, b, fn));
+    AT_ASSIGN(na, map_loads(a, b, fn, memo));
     changed |= na.get() != a.get();
     args.push_back(na);
   }
@@ -542,15 +548,19 @@ Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function
     copy->args = std::move(args);
     out = copy;
   }
-  if (e->kind == ExprKind::kLoad && e->buffer.get() == b) return fn(out);
+  if (e->kind == ExprKind::kLoad && e->buffer.get() == b) {
+    AT_ASSIGN(mapped, fn(out));
+    out = mapped;
+  }
+  memo.emplace(e.get(), out);
   return out;
 }
 
-/** Every expression of `s` through map_loads; stores to `b` through `on_store` when it is given. */
-Expected<Stmt> map_stmt_loads(const Stmt &s, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn,
-                              const std::function<Expected<Stmt>(const Stmt &)> &on_store = nullptr) {
+/** map_stmt_loads with the memo of the nodes mapped so far. */
+Expected<Stmt> map_stmt_loads_memo(const Stmt &s, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn,
+                                   const std::function<Expected<Stmt>(const Stmt &)> &on_store, ExprMemo &memo) {
   if (!s) return s;
-  auto ex = [&](const Expr &e) { return map_loads(e, b, fn); };
+  auto ex = [&](const Expr &e) { return map_loads(e, b, fn, memo); };
   switch (s->kind) {
     case StmtKind::kStore: {
       AT_ASSIGN(i, ex(s->index));
@@ -567,35 +577,42 @@ Expected<Stmt> map_stmt_loads(const Stmt &s, const BufferNode *b, const std::fun
     case StmtKind::kFor: {
       AT_ASSIGN(mn, ex(s->min));
       AT_ASSIGN(e, ex(s->extent));
-      AT_ASSIGN(body, map_stmt_loads(s->body[0], b, fn, on_store));
+      AT_ASSIGN(body, map_stmt_loads_memo(s->body[0], b, fn, on_store, memo));
       return for_loop(s->var, mn, e, s->for_kind, body);
     }
     case StmtKind::kIf: {
       AT_ASSIGN(c, ex(s->index));
-      AT_ASSIGN(t, map_stmt_loads(s->body[0], b, fn, on_store));
+      AT_ASSIGN(t, map_stmt_loads_memo(s->body[0], b, fn, on_store, memo));
       Stmt e = nullptr;
       if (s->body.size() > 1 && s->body[1]) {
-        AT_ASSIGN(x, map_stmt_loads(s->body[1], b, fn, on_store));
+        AT_ASSIGN(x, map_stmt_loads_memo(s->body[1], b, fn, on_store, memo));
         e = x;
       }
       return if_then(c, t, e);
     }
     case StmtKind::kLet: {
       AT_ASSIGN(v, ex(s->value));
-      AT_ASSIGN(body, map_stmt_loads(s->body[0], b, fn, on_store));
+      AT_ASSIGN(body, map_stmt_loads_memo(s->body[0], b, fn, on_store, memo));
       return let(s->var, v, body);
     }
     case StmtKind::kAllocate:
     case StmtKind::kSeq: {
       std::vector<Stmt> body;
       for (const Stmt &x : s->body) {
-        AT_ASSIGN(nx, map_stmt_loads(x, b, fn, on_store));
+        AT_ASSIGN(nx, map_stmt_loads_memo(x, b, fn, on_store, memo));
         body.push_back(nx);
       }
       return with_body(s, std::move(body));
     }
   }
   return s;
+}
+
+/** Every expression of `s` through map_loads (each shared node once); stores to `b` through `on_store` when it is given. */
+Expected<Stmt> map_stmt_loads(const Stmt &s, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn,
+                              const std::function<Expected<Stmt>(const Stmt &)> &on_store = nullptr) {
+  ExprMemo memo;
+  return map_stmt_loads_memo(s, b, fn, on_store, memo);
 }
 
 /** `s` with the allocation of `from` replaced by one of `to` (the accesses are rewritten separately). */
@@ -638,7 +655,9 @@ Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t 
 
 /** The loads of `b` in `s` (their index expressions) and the number of stores to it. */
 void accesses_of(const Stmt &s, const BufferNode *b, std::vector<Expr> &loads, std::vector<Expr> &stores) {
+  std::unordered_set<const ExprNode *> seen;  // expressions are DAGs: each shared node once
   std::function<void(const Expr &)> ex = [&](const Expr &e) {
+    if (!seen.insert(e.get()).second) return;
     if (e->kind == ExprKind::kLoad && e->buffer.get() == b) loads.push_back(e->args[0]);
     for (const Expr &a : e->args) ex(a);
   };
@@ -1193,13 +1212,24 @@ Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, 
   for (int i = 0; i < k.num_params; ++i)
     if (k.buffers[i]->name == buffer) p = i;
   if (p < 0) return make_error(where + "there is no argument " + buffer);
-  for (const WeightPacking &w : k.packings)
-    if (w.param == p) return make_error(where + "it is already packed");
-  if (dims.size() != 2 && dims.size() != 4) return make_error(where + "only conv (4-d) and dense (2-d) weights are packed");
+  // A Winograd-transformed weight still in its plain layout [xi][c][o] (packed with one block of
+  // all O channels) is re-blocked instead: dims are then that layout's {a * a, C, O}.
+  int winograd = -1;
+  for (size_t i = 0; i < k.packings.size(); ++i)
+    if (k.packings[i].param == p) {
+      const WeightPacking &w = k.packings[i];
+      if (w.kind != WeightPacking::kWinograd || dims.size() != 3 || w.block != dims[2]) return make_error(where + "it is already packed");
+      winograd = static_cast<int>(i);
+    }
+  if (winograd < 0 && dims.size() != 2 && dims.size() != 4) return make_error(where + "only conv (4-d) and dense (2-d) weights are packed");
+  if (winograd >= 0 && k.packings[winograd].block == block) return make_error(where + "it is already in blocks of " + std::to_string(block));
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
-  if (n != k.buffers[p]->size) return make_error(where + "its shape holds " + std::to_string(n) + " elements, the argument " + std::to_string(k.buffers[p]->size));
-  if (block < 1 || dims[0] % block) return make_error(where + "block " + std::to_string(block) + " does not divide " + std::to_string(dims[0]));
+  // The argument holds the weight as the graph gives it (a Winograd weight's 3 x 3 taps become a * a values).
+  int64_t holds = winograd < 0 ? k.buffers[p]->size : k.buffers[p]->size / 9 * (k.packings[winograd].tile + 2) * (k.packings[winograd].tile + 2);
+  if (n != holds) return make_error(where + "its shape holds " + std::to_string(n) + " elements, the argument " + std::to_string(holds));
+  size_t blocked = winograd >= 0 ? 2 : 0;  // the dimension split into blocks: the channels o of [xi][c][o], else the first
+  if (block < 1 || dims[blocked] % block) return make_error(where + "block " + std::to_string(block) + " does not divide " + std::to_string(dims[blocked]));
   Space sp;
   sp.buffer = k.buffers[p];
   int64_t stride = 1;
@@ -1212,17 +1242,21 @@ Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, 
     std::vector<Expr> loads, stores;
     accesses_of(st.body, sp.buffer.get(), loads, stores);
     if (!stores.empty()) return make_error(where + "stage " + st.name + " writes it");
+    if (loads.empty()) continue;
     Ranges ranges = stage_ranges(st);
     auto body = map_stmt_loads(st.body, sp.buffer.get(), [&](const Expr &ld) -> Expected<Expr> {
       AT_ASSIGN(d, digits_of(ld->args[0], sp, ranges));
-      // The first index as block * outer + inner, inner in [0, block).
+      // The blocked index as block * outer + inner, inner in [0, block).
       Affine outer, inner;
-      for (const auto &[v, c] : d[0].coeff) (c % block == 0 ? outer.coeff[v] : inner.coeff[v]) = c % block == 0 ? c / block : c;
-      outer.constant = floor_div(d[0].constant, block);
-      inner.constant = d[0].constant - outer.constant * block;
+      for (const auto &[v, c] : d[blocked].coeff) (c % block == 0 ? outer.coeff[v] : inner.coeff[v]) = c % block == 0 ? c / block : c;
+      outer.constant = floor_div(d[blocked].constant, block);
+      inner.constant = d[blocked].constant - outer.constant * block;
       AT_ASSIGN(r, range_of(inner, ranges));
       if (r.lo < 0 || r.hi >= block)
-        return make_error("the read " + buffer + "[" + to_string(ld->args[0]) + "]: its first index is not a multiple of " + std::to_string(block) + " plus a part in [0, " + std::to_string(block) + ")");
+        return make_error("the read " + buffer + "[" + to_string(ld->args[0]) + "]: its " + (blocked ? "last" : "first") + " index is not a multiple of " +
+                          std::to_string(block) + " plus a part in [0, " + std::to_string(block) + ")");
+      if (blocked)  // [xi][c][o] -> [xi][o / block][c][o % block]
+        return load(sp.buffer, (((to_expr(d[0]) * (dims[2] / block) + to_expr(outer)) * dims[1] + to_expr(d[1])) * block) + to_expr(inner));
       Expr flat = int_imm(0);
       for (size_t x = 1; x < d.size(); ++x) flat = flat + to_expr(d[x]) * sp.strides[x];
       return load(sp.buffer, ((to_expr(outer) * rest + flat) * block) + to_expr(inner));
@@ -1230,7 +1264,8 @@ Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, 
     if (!body) return make_error(where + body.error().message);
     st.body = *body;
   }
-  out.packings.push_back({p, dims.size() == 4 ? WeightPacking::kOIHWToOIHWo : WeightPacking::kNKToNKn, block});
+  if (winograd >= 0) out.packings[winograd].block = block;
+  else out.packings.push_back({p, dims.size() == 4 ? WeightPacking::kOIHWToOIHWo : WeightPacking::kNKToNKn, block});
   return out;
 }
 

@@ -150,7 +150,9 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
  * (a conv's OIHW weight as [O/B][C][KH][KW][B], a dense weight [N][K] as [N/B][K][B]): every read
  * is rewritten, and the kernel asks the runtime to pack the argument once when the model is
  * loaded. A read whose first index is not block * outer + inner with inner provably in [0, block)
- * is refused.
+ * is refused. A Winograd-transformed weight in its naive layout [xi][c][o] (`dims` {a * a, C, O})
+ * is re-blocked by its channels instead, as [xi][o / block][c][o % block]: a register tile of
+ * `block` channels then streams its weights contiguously.
  */
 Expected<LoweredKernel> pack(const LoweredKernel &k, const std::string &buffer, const std::vector<int64_t> &dims, int64_t block);
 

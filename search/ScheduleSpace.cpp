@@ -26,7 +26,9 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   sp.pixel_vectors = {false};
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
-  if (auto naive = steps ? lower_naive(body, "naive", base) : Expected<LoweredKernel>(make_error("knobs only"))) {
+  KernelSchedule direct = base;
+  direct.winograd = 0;  // the direct nests; Winograd's below
+  if (auto naive = steps ? lower_naive(body, "naive", direct) : Expected<LoweredKernel>(make_error("knobs only"))) {
     std::vector<SketchPoint> points;
     if (!anchor || (anchor->op == "nn.conv2d" && anchor->attrs.i("groups") > 1)) {
       points = loop_sketches(*naive, target.lanes);  // elementwise, reductions, grouped and depthwise convs
@@ -35,7 +37,16 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       points = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,
                              target.lanes, target.vector_registers, pixel_lanes);
     }
-    for (SketchPoint &p : points) sp.sketches.push_back(std::move(p.steps)), sp.sketch_coords.push_back(std::move(p.coords));
+    // Winograd F(2x2) and F(4x4) as naive nests of their own (input transform, GEMMs, output transform).
+    if (anchor && winograd_eligible(body, *anchor))
+      for (int m : {2, 4}) {
+        KernelSchedule w;
+        w.winograd = m;
+        if (auto wn = lower_naive(body, "naive", w))
+          for (SketchPoint &p : winograd_sketches(*wn, m, target.lanes, target.vector_registers)) points.push_back(std::move(p));
+      }
+    for (SketchPoint &p : points)
+      sp.sketches.push_back(std::move(p.steps)), sp.sketch_coords.push_back(std::move(p.coords)), sp.sketch_winograd.push_back(p.winograd);
   }
   sp.sketch_knobs = KernelSchedule{};  // the template's knobs do not apply to a step list
   sp.sketch_knobs.vector_width = target.lanes;
@@ -93,13 +104,12 @@ int64_t ScheduleSpace::size() const {
   return n + static_cast<int64_t>(vector_width.size() * pv_oc_block.size() * pv_px_block.size() * parallel.size() + sketches.size());
 }
 
-namespace {
-/** The knob point of `s` with a sketch's steps. */
-KernelSchedule with_steps(KernelSchedule s, const std::vector<Step> &steps) {
-  s.steps = steps;
+KernelSchedule ScheduleSpace::sketch(size_t i) const {
+  KernelSchedule s = sketch_knobs;
+  s.steps = sketches[i];
+  s.winograd = sketch_winograd[i];
   return s;
 }
-}  // namespace
 
 bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
   if (!s.steps.empty()) return true;
@@ -122,7 +132,7 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
   // samples at least, whatever the size of the template's knob space.
   double share = sketches.empty() ? 0.0 : std::clamp(static_cast<double>(sketches.size()) / static_cast<double>(size()), 0.25, 0.75);
   if (rng.unit() < share)
-    return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
+    return sketch(static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size()))));
   return sample_knobs(rng);
 }
 
@@ -163,17 +173,17 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
           for (size_t d = 0; d < c.size() && d < sketch_coords[i].size(); ++d) diff += sketch_coords[i][d] != c[d];
           if (diff == 1) near.push_back(i);
         }
-        if (!near.empty()) return with_steps(sketch_knobs, sketches[near[static_cast<size_t>(rng.uniform(static_cast<int>(near.size())))]]);
+        if (!near.empty()) return sketch(near[static_cast<size_t>(rng.uniform(static_cast<int>(near.size())))]);
       }
     }
     if (sketches.size() > 1 && rng.uniform(2) == 0) {
       for (int attempt = 0; attempt < 10; ++attempt) {
-        const auto &st = sketches[rng.uniform(static_cast<int>(sketches.size()))];
-        if (st != base.steps) return with_steps(sketch_knobs, st);
+        auto i = static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size())));
+        if (sketches[i] != base.steps) return sketch(i);
       }
     }
     if (!base.steps.empty()) return sample_knobs(rng);  // a step list's knobs are not the templates': any template point
-    return with_steps(sketch_knobs, sketches[rng.uniform(static_cast<int>(sketches.size()))]);
+    return sketch(static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size()))));
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
     KernelSchedule s = base;

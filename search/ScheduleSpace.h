@@ -35,7 +35,11 @@ struct ScheduleSpace {
   // generic reductions so far). A schedule with steps keeps the other knobs at the default's.
   std::vector<std::vector<Step>> sketches;
   std::vector<std::vector<int>> sketch_coords;  // each list's sketch knobs: a mutation moves to a list differing in one
-  KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering)
+  std::vector<int> sketch_winograd;  // each list's naive nest: direct (0) or Winograd F(m x m)'s (m)
+  KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering, but for winograd)
+
+  /** Sketch point `i` as a schedule: its steps, on the naive nest it was made for. */
+  KernelSchedule sketch(size_t i) const;
 
   /** The space of `body` on `target`; without `steps`, the template knobs only (the space before issue 10). */
   static ScheduleSpace of(const Graph &body, const Target &target = host_target(), bool steps = true);
