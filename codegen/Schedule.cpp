@@ -403,11 +403,14 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       rows.pad_at_root = false;
       if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) s = rows;
     }
-    // Winograd in NCHW16c as steps on its naive nests (the template's algorithm, its GEMM a
-    // register tile of two channel vectors by 8 tiles, 6 with 16 registers; the padded input
-    // recomputed at its reads). Measured alone against the template, ResNet-50's four 3x3 convs
-    // (ratio, AVX-512 kernels / AVX2 kernels, Zen 5, 2 threads): 56x56x64 F(4x4) 0.92/0.99,
-    // 28x28x128 F(4x4) 0.91/0.99, 14x14x256 F(2x2) see docs, 7x7x512 F(2x2) 0.91/0.96.
+    // Winograd in NCHW16c as steps on its naive nests (the template's algorithm and F(m) rule; its
+    // GEMM a register tile of two channel vectors by 14 tiles, 16 channels by 6 with 16 registers;
+    // the padded input recomputed at its reads, so no copy stage and no barrier before the input
+    // transform). In the model (Zen 5, 2 threads, 6 rounds ABBA, the Winograd groups' time over the
+    // others' in each run): AVX-512 ResNet-50 0.932, ResNet-18 0.929, GoogLeNet 1.019 (each group
+    // 0.95-1.02), DenseNet-121 0.86-0.93 by round; AVX2 kernels ResNet-50 0.993, ResNet-18 1.010.
+    // 32 x 8 tiles (as fast alone) lost in the model on the 14x14 convs, the copy at root on the
+    // 56x56 ones.
     if (s.winograd && conv_block(n)) {
       KernelSchedule w = s;  // the template's knobs ride along, unused: without the steps it is the template's default
       int64_t b = conv_block(n), ob = std::max<int64_t>(b, (2 * target.lanes + b - 1) / b * b);
