@@ -4,8 +4,9 @@
 Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
 database and its own kernel cache, records their wall times, then times both plans end to end with
 alternating `autotune bench --db` runs (medians, and the median of each round's ratio), and says what the winning schedules of the
-`all` run use: how many tasks chose a step list, which sketch (register tile or loop), and where
-the tile lists put the padded input (root, inline, or computed at a loop).
+`all` run use: how many tasks chose a step list, which sketch (register tile, Winograd or loop),
+where the tile lists put the padded input (root, inline, or computed at a loop) and the Winograd
+lists' GEMM tiles.
 
 Example:
   python3 bench/space_comparison.py --model build/torchvision/resnet50.onnx --trials 2000 --out /tmp/space50
@@ -52,7 +53,11 @@ def winners(autotune, model, db):
             kinds["template knobs"] += 1
             continue
         ops = [st["op"] for st in steps]
-        if "pack" in ops:
+        if s.get("winograd"):
+            kinds[f"Winograd F({s['winograd']}) step list"] += 1
+            gemm = [str(st["factor"]) for st in steps if st["stage"] == "wino_gemm" and st["op"] == "split"]
+            kinds[f"  GEMM tile {' x '.join(gemm)} (channel blocks or channels x tiles)"] += 1
+        elif "pack" in ops:
             kinds["register-tile step list"] += 1
             if "compute_inline" in ops:
                 kinds["  padded input inline"] += 1

@@ -1,6 +1,9 @@
 #include "codegen/Lower.h"
 
+#include <algorithm>
+
 #include "codegen/Lowerer.h"
+#include "codegen/Sketch.h"
 #include "codegen/Steps.h"
 #include "codegen/Winograd.h"
 
@@ -272,10 +275,33 @@ Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, 
   return Lowerer(body, name, plain, true).run();
 }
 
+Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  const Node *conv = nullptr;
+  for (const Node &n : body.nodes)
+    if (winograd_eligible(body, n)) conv = &n;
+  if (!conv || !s.winograd) return make_error("winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
+  KernelSchedule plain = s;
+  plain.steps.clear();
+  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  int64_t m = s.winograd, tiles = ((conv->type.shape[2] + m - 1) / m) * ((conv->type.shape[3] + m - 1) / m);
+  WinogradSketch knobs;
+  knobs.oc_block = s.oc_block, knobs.px_block = std::min<int64_t>(s.px_block, tiles), knobs.lanes = s.vector_width;
+  knobs.pad = s.pad_at_root ? "root" : "inline", knobs.channel_lanes = conv_block(*conv) == 0;
+  return winograd_sketch(naive, knobs);
+}
+
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
-  if (s.steps.empty()) return Lowerer(body, name, s).run();
-  AT_ASSIGN(naive, lower_naive(body, name, s));
-  AT_ASSIGN(k, replay(naive, s.steps));
+  KernelSchedule plan = s;
+  bool blocked = std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return conv_block(n) > 0; });
+  if (s.steps.empty() && s.winograd && blocked) {
+    // conv2d_nchwc's Winograd knobs are a point of the Winograd sketch: its steps, not a template.
+    AT_TRY(validate_schedule(body, s));
+    AT_ASSIGN(steps, winograd_steps_of_knobs(body, s));
+    plan.steps = steps;
+  }
+  if (plan.steps.empty()) return Lowerer(body, name, s).run();
+  AT_ASSIGN(naive, lower_naive(body, name, plan));
+  AT_ASSIGN(k, replay(naive, plan.steps));
   k.schedule = s.to_string();
   return k;
 }

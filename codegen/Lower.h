@@ -32,6 +32,15 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
  */
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 
+/**
+ * The Winograd sketch's step list for a Winograd schedule's template knobs: oc_block channels x
+ * px_block tiles (at most the tiles there are) in registers, vectors of vector_width (NCHW: the
+ * channels as the vector), the padded input at root (pad_at_root) or recomputed at its reads.
+ * lower_group lowers a conv2d_nchwc Winograd schedule without steps this way: there the
+ * template's knobs are a thin layer on the steps (NCHW keeps its template).
+ */
+Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s);
+
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */
 Tensor pack_weight(const Tensor &w, const WeightPacking &p);
 

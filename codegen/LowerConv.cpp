@@ -603,78 +603,57 @@ std::vector<std::vector<Expr>> left_multiply(const std::vector<std::vector<doubl
 }  // namespace
 
 /**
- * Winograd F(m x m, 3x3), m = 2 or 4 (Lavin and Gray): each m x m block of outputs ("tile")
- * comes from an a x a patch d of the padded input (a = m + 2) as
+ * Winograd F(m x m, 3x3), m = 2 or 4 (Lavin and Gray), the NCHW template: each m x m block of
+ * outputs ("tile") comes from an a x a patch d of the padded input (a = m + 2) as
  * Y = A^T [sum_c (G g G^T) . (B^T d B)] A. Three stages:
  *   wino_in    V[xi][n][c][t] = (B^T d B)[xi] for every tile t;
  *   wino_gemm  M[xi][n][o][t] = sum_c U[xi][o][c] V[xi][n][c][t]: per position xi a GEMM with the
  *              conv's register block (oc_block channels x px_block tiles), U packed at load time;
  *   wino_out   Y = A^T M A per tile, plus the bias and the epilogue, stored at (m ty + dy, m tx + dx).
- * NCHW: the transforms are vectorized over a row of tiles (the padded copy's columns split into m
+ * The transforms are vectorized over a row of tiles (the padded copy's columns split into m
  * phases, so a row of tiles reads contiguously), and the GEMM stores M one channel at a time.
- * conv2d_nchwc: V and M are [xi][n][c/b][t][b] too, so the transforms are vectorized over a
- * channel block (the blocked padded copy's pixels, whole vectors in and out) and the GEMM stores
- * its accumulators as they are.
+ * conv2d_nchwc's Winograd is the same algorithm as steps on its naive nests (lower_group maps
+ * these knobs to the Winograd sketch's list there).
  */
 Status Lowerer::lower_winograd() {
   const Node &conv = g_.nodes[anchor_];
+  if (conv_block(conv)) return make_error("conv2d_nchwc's Winograd is lowered as steps (winograd_steps_of_knobs)");
   const WinogradMatrices &wm = winograd_matrices(s_.winograd);
   const int m = wm.m, a = wm.a, P = a * a;
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
-  const int64_t cb = conv_block(conv), b = std::max<int64_t>(1, cb);
-  int64_t N = xs[0], C = xs[1] * b, O = os[1] * b, OH = os[2], OW = os[3];
+  int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
   int64_t TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, T = TH * TW;
   int V = s_.vector_width, OB = s_.oc_block;
   int64_t OBN = O / OB, PB = std::max(1, s_.px_block), PBF = T / PB;
   k_.schedule = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3), " + k_.schedule;
   k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinograd, OB, m});
   Buffer u = params_[conv.inputs[1].index];
-  Source src = conv_source(conv, false, cb ? 1 : m, m * TH + 2, m * TW + 2);
+  Source src = conv_source(conv, false, m, m * TH + 2, m * TW + 2);
   Buffer vbuf = make_buffer("wino_v", Type::kF32, P * N * C * T, BufferScope::kTemp);
   Buffer mbuf = make_buffer("wino_m", Type::kF32, P * N * O * T, BufferScope::kTemp);
   k_.buffers.push_back(vbuf);
   k_.buffers.push_back(mbuf);
   // V's and M's element (xi, n, channel c of `channels`, tile t).
   auto vm_at = [&](const Expr &xi, const Expr &n, const Expr &c, const Expr &t, int64_t channels) -> Expr {
-    if (!cb) return ((xi * N + n) * channels + c) * T + t;
-    return (((xi * N + n) * (channels / b) + c / int_imm(b)) * T + t) * b + c % int_imm(b);
-  };
-  // The blocked layouts' loops: tiles of a row in order, a channel block as the vector.
-  auto channel_vectors = [&](int64_t tiles, const std::function<Stmt(Expr tx, Expr ci)> &body) {
-    std::string tx = fresh("tx"), ci = fresh("ci");
-    return for_loop(tx, int_imm(0), int_imm(tiles), ForKind::kSerial,
-                    for_loop(ci, int_imm(0), int_imm(b), ForKind::kVectorized, body(var(tx), var(ci))));
+    return ((xi * N + n) * channels + c) * T + t;
   };
 
-  // Input transform: one row of tiles of one (image, channel or channel block) per unit.
+  // Input transform: one row of tiles of one (image, channel) per unit.
   {
-    Index r = unravel(var("r"), {N, C / b, TH});
-    auto transform = [&](const Expr &c, const std::function<Expr(int, int)> &d_at, const Expr &tx) {
+    Index r = unravel(var("r"), {N, C, TH});
+    Stmt body = row_loops(TW, [&](Expr tx, int lanes, Expr lane) {
       std::vector<std::vector<Expr>> d(a, std::vector<Expr>(a));
       for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j) d[i][j] = d_at(i, j);
+        for (int j = 0; j < a; ++j)
+          d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
       std::vector<std::vector<Expr>> t = left_multiply(wm.bt, d);  // B^T d
       std::vector<Stmt> stores;
       for (int i = 0; i < a; ++i)
         for (int j = 0; j < a; ++j)  // (B^T d) B: row i of t against row j of B^T
-          stores.push_back(store(vbuf, vm_at(int_imm(i * a + j), r[0], c, r[2] * TW + tx, C), linear(wm.bt[j], t[i])));
-      return seq(stores);
-    };
-    Stmt body;
-    if (cb) {
-      body = channel_vectors(TW, [&](Expr tx, Expr ci) {
-        return transform(r[1] * b + ci, [&](int i, int j) {
-          return load(src.buf, (((r[0] * (C / b) + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + tx * m + int_imm(j)) * b + ci);
-        }, tx);
-      });
-    } else {
-      body = row_loops(TW, [&](Expr tx, int lanes, Expr lane) {
-        return lanes_of(lanes, lane, transform(r[1], [&](int i, int j) {
-          return load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
-        }, tx));
-      });
-    }
-    add_stage("wino_in", "r", N * (C / b) * TH, body);
+          stores.push_back(store(vbuf, vm_at(int_imm(i * a + j), r[0], r[1], r[2] * TW + tx, C), linear(wm.bt[j], t[i])));
+      return lanes_of(lanes, lane, seq(stores));
+    });
+    add_stage("wino_in", "r", N * C * TH, body);
   }
 
   // The GEMMs: unit u = (xi, n, channel block); tiles in blocks of PB, the rest in a last block.
@@ -691,11 +670,9 @@ Status Lowerer::lower_winograd() {
           Expr ai = int_imm(p * OB + k * V) + lane;
           init.push_back(vec(store(acc, ai, float_imm(0))));
           Expr wv = load(u, var("ub") + int_imm(k * V) + lane);
-          fma.push_back(vec(store(acc, ai, call("fmuladd", {load(vbuf, var("vb") + int_imm(p * b)), wv, load(acc, ai)}))));
-          // Blocked: a tile's channels are contiguous in M, stored as the accumulators hold them.
-          if (cb) out.push_back(vec(store(mbuf, vm_at(xi, n, ob * OB + int_imm(k * V) + lane, t0 + int_imm(p), O), load(acc, ai))));
+          fma.push_back(vec(store(acc, ai, call("fmuladd", {load(vbuf, var("vb") + int_imm(p)), wv, load(acc, ai)}))));
         }
-      for (int64_t cc = 0; cc < OB && !cb; ++cc) {  // one channel at a time, the tiles as the vector: contiguous in M
+      for (int64_t cc = 0; cc < OB; ++cc) {  // one channel at a time, the tiles as the vector: contiguous in M
         std::string q = fresh("q");
         out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
                                store(mbuf, vm_at(xi, n, ob * OB + int_imm(cc), t0 + var(q), O), load(acc, var(q) * OB + int_imm(cc)))));
@@ -711,42 +688,33 @@ Status Lowerer::lower_winograd() {
     add_stage("wino_gemm", "u", P * N * OBN, seq(parts));
   }
 
-  // Output transform, bias and epilogue: one row of tiles of one (image, channel or channel block) per unit.
+  // Output transform, bias and epilogue: one row of tiles of one (image, channel) per unit.
   {
-    Index r = unravel(var("r"), {N, O / b, TH});
+    Index r = unravel(var("r"), {N, O, TH});
     int64_t last_rows = OH - m * (TH - 1), last_cols = OW - m * (TW - 1);  // outputs of the last tile row / column
-    auto tile = [&](const Expr &oc, const Expr &tx, int64_t cols) {
-      Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {oc}) : float_imm(0);
+    auto tile = [&](const Expr &tx, int64_t cols) {
+      Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {r[1]}) : float_imm(0);
       std::vector<std::vector<Expr>> mm(a, std::vector<Expr>(a));
       for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j) mm[i][j] = load(mbuf, vm_at(int_imm(i * a + j), r[0], oc, r[2] * TW + tx, O));
+        for (int j = 0; j < a; ++j) mm[i][j] = load(mbuf, vm_at(int_imm(i * a + j), r[0], r[1], r[2] * TW + tx, O));
       std::vector<std::vector<Expr>> t = left_multiply(wm.at, mm);  // A^T M
       std::vector<Stmt> rows;
       for (int i = 0; i < m; ++i) {  // (A^T M) A, row by row
         std::vector<Stmt> row;
         for (int j = 0; j < cols; ++j)
-          row.push_back(store_output(conv_output_index(conv, r[0], oc, r[2] * m + int_imm(i), tx * m + int_imm(j)), linear(wm.at[j], t[i]) + bias));
+          row.push_back(store_output({r[0], r[1], r[2] * m + int_imm(i), tx * m + int_imm(j)}, linear(wm.at[j], t[i]) + bias));
         // Rows of the last tile row past the output (OH not a multiple of m) are not stored.
         rows.push_back(i < last_rows ? seq(row) : if_then(r[2] < int_imm(TH - 1), seq(row)));
       }
       return seq(rows);
     };
     std::vector<Stmt> parts;
-    if (cb) {
-      parts.push_back(channel_vectors(OW / m, [&](Expr tx, Expr ci) { return tile(r[1] * b + ci, tx, m); }));
-      if (OW % m) {  // the last tile column: only its first outputs exist
-        std::string ci = fresh("ci");
-        parts.push_back(for_loop(ci, int_imm(0), int_imm(b), ForKind::kVectorized, tile(r[1] * b + var(ci), int_imm(TW - 1), last_cols)));
-      }
-    } else {
-      parts.push_back(row_loops(OW / m, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(r[1], tx, m)); }));
-      if (OW % m) parts.push_back(tile(r[1], int_imm(TW - 1), last_cols));
-    }
-    add_stage("wino_out", "r", N * (O / b) * TH, seq(parts));
+    parts.push_back(row_loops(OW / m, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(tx, m)); }));
+    if (OW % m) parts.push_back(tile(int_imm(TW - 1), last_cols));
+    add_stage("wino_out", "r", N * O * TH, seq(parts));
   }
   return Status::ok();
 }
-
 
 /**
  * Winograd F(m x m, 3x3) as naive nests that steps schedule (issue 10), the same algorithm as

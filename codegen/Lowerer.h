@@ -168,7 +168,7 @@ class Lowerer {
   std::vector<Stmt> pixel_epilogue_stores(const Buffer &acc, const Expr &n, const Expr &oc0, int64_t OB, const Expr &y, const Expr &x0, int64_t np);
   /** A conv with its padding in the tiles (pad_at_root = false, rows_eligible): see LowerConv.cpp. */
   Status lower_conv_rows();
-  /** Winograd F(2x2, 3x3): input transform, a blocked GEMM per transformed position, output transform. */
+  /** Winograd F(m x m, 3x3) in NCHW: input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();
   /** The conv as naive nests: a `pad` producer nest (when padded) and the reduction nest reading it. */

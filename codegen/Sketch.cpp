@@ -578,6 +578,31 @@ Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, cons
     weights("k1");
     if (T % knobs.px_block)
       for (Step &t : register_tile("wino_gemm", {"tp_tail", "oi_tail", "i4_tail"}, {"k0_tail", "k1_tail"})) steps.push_back(t);
+  } else if (knobs.channel_lanes) {
+    // The template's form: oc_block channels (whole vectors) x px_block tiles, U loaded as
+    // vectors and each V broadcast; the epilogue a channel at a time, the tiles as the vector
+    // (contiguous in M), read across the accumulators.
+    int64_t O = gemm["i2"];
+    if (knobs.oc_block < knobs.lanes || knobs.oc_block % knobs.lanes || O % knobs.oc_block)
+      return make_error("oc_block " + std::to_string(knobs.oc_block) + " is not whole vectors of " + std::to_string(knobs.lanes) + " dividing " + std::to_string(O) + " channels");
+    if (knobs.px_block < 1 || knobs.px_block > T) return make_error("px_block " + std::to_string(knobs.px_block) + " is not in [1, " + std::to_string(T) + "] tiles");
+    step("split", "i2")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
+    step("reorder")->names = {"i3", "oi"};
+    step("split", "i3")->factor = knobs.px_block, steps.back().names = {"to", "tp"};
+    int64_t rest = T % knobs.px_block;
+    for (const char *sfx : {"", "_tail"}) {
+      if (*sfx && !rest) continue;
+      std::string tp = std::string("tp") + sfx, oi = std::string("oi") + sfx, k0 = std::string("k0") + sfx;
+      int64_t width = *sfx ? rest : knobs.px_block;
+      step("distribute", oi);
+      step("distribute", tp);
+      step("reorder")->names = {k0, tp + "_1", oi + "_1"};
+      for (const char *l : {"", "_1"}) step("vectorize", oi + l), step("unroll", tp + l);
+      step("reorder")->names = {oi + "_2", tp + "_2"};
+      step(width >= 2 ? "vectorize" : "unroll", tp + "_2");
+      step("unroll", oi + "_2");
+      if (!*sfx) weights("k0");
+    }
   } else {
     int64_t O = gemm["i2"], PB = knobs.px_block * knobs.lanes, rest = T % PB;
     if (knobs.oc_block < 1 || O % knobs.oc_block) return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not divide " + std::to_string(O) + " channels");
@@ -623,6 +648,10 @@ std::vector<SketchPoint> winograd_sketches(const LoweredKernel &naive, int m, in
     obs = {1, 2, 3, 4, 6, 8, 12, 16};
     pxs = {1, 2, 3, 4, 6};
   }
+  // NCHW's channel-lane tiles: whole vectors of channels up to 64 x 1 to 16 tiles.
+  std::vector<int64_t> lane_obs;
+  if (!blocked)
+    for (int64_t ob = lanes; ob <= 64; ob += lanes) lane_obs.push_back(ob);
   // The steps before the GEMM's depend on the padded input's placement alone: replayed once per
   // placement, and each GEMM tile's steps from there (the transforms' large expressions made
   // replaying every whole list take 1.4 s per task).
@@ -643,7 +672,21 @@ std::vector<SketchPoint> winograd_sketches(const LoweredKernel &naive, int m, in
         if (!gemm || !replay(*start, *gemm)) continue;
         std::vector<Step> steps = prefix;
         steps.insert(steps.end(), gemm->begin(), gemm->end());
-        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m}, m});
+        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m, 0}, m});
+      }
+    }
+    for (int64_t ob : lane_obs) {
+      if (channels % ob) continue;
+      int64_t vecs = ob / lanes;
+      for (int64_t px : kWinogradTiles) {
+        if (vecs * px + vecs + 1 > registers) continue;
+        WinogradSketch k;
+        k.oc_block = ob, k.px_block = px, k.lanes = lanes, k.pad = where, k.channel_lanes = true;
+        auto gemm = winograd_gemm_steps(naive, k);
+        if (!gemm || !replay(*start, *gemm)) continue;
+        std::vector<Step> steps = prefix;
+        steps.insert(steps.end(), gemm->begin(), gemm->end());
+        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m, 1}, m});
       }
     }
   }

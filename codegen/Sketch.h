@@ -99,6 +99,8 @@ struct WinogradSketch {
   int64_t px_block = 6;      // GEMM register tile: tiles (conv2d_nchwc), or vectors of `lanes` tiles (NCHW)
   int lanes = 16;            // NCHW: the vector width over tiles
   std::string pad = "root";  // the padded input: "root", "inline", or "vy" (per row of tiles, into a local box)
+  bool channel_lanes = false;  // NCHW: the GEMM's channels as the vector (U loaded, V broadcast, M stored a
+                               // channel at a time with the tiles as the vector), px_block tiles; else tiles as the vector
 };
 
 /**

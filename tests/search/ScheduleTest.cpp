@@ -694,14 +694,14 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
 
 TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
   // Winograd F(2x2) and F(4x4) as naive nests (pad, wino_in, wino_gemm, wino_out) and under the
-  // Winograd sketch's step lists, in NCHW (the padded rows split into phases; the GEMM's tiles as
-  // the vector, with a remainder) and NCHW16c / NCHW8c (channel lanes): outputs that are and are
+  // Winograd sketch's step lists, in NCHW (the padded rows split into phases; the GEMM's tiles or
+  // its channels as the vector, with a remainder) and NCHW16c / NCHW8c: outputs that are and are
   // not multiples of the tile (the last tile row and column partly outside), with and without
   // padding, two images, 3 input channels, a bias and a residual epilogue.
   struct Case {
     int64_t n, c, o, h, w, pad, b;
   };
-  int naive = 0, lists = 0, nchw_tails = 0;
+  int naive = 0, lists = 0, nchw_tails = 0, nchw_lanes = 0;
   for (Case k : {Case{1, 16, 32, 8, 8, 1, 0}, Case{2, 8, 16, 7, 9, 1, 0}, Case{1, 24, 16, 6, 5, 0, 0}, Case{1, 3, 32, 13, 11, 1, 0},
                  Case{1, 32, 32, 9, 9, 1, 16}, Case{2, 16, 24, 6, 6, 0, 8}}) {
     int64_t oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
@@ -731,13 +731,17 @@ TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
         expect_schedule_matches(body, p, what + " steps");
         ++lists;
         nchw_tails += !k.b && std::any_of(p.steps.begin(), p.steps.end(), [](const Step &st) { return st.loop == "ti_tail"; });
+        // NCHW with the channels as the vector: M stored a channel at a time, the tiles as the vector.
+        nchw_lanes += !k.b && std::any_of(p.steps.begin(), p.steps.end(), [](const Step &st) { return st.op == "vectorize" && st.loop == "tp_2"; });
       }
     }
   }
-  std::printf("%d naive Winograd nests and %d Winograd step lists (%d NCHW with a remainder of tiles) checked\n", naive, lists, nchw_tails);
+  std::printf("%d naive Winograd nests and %d Winograd step lists (NCHW: %d with a remainder of tiles as the vector, %d with channel lanes) checked\n",
+              naive, lists, nchw_tails, nchw_lanes);
   EXPECT_EQ(naive, 12);
-  EXPECT_GE(lists, 40);
+  EXPECT_GE(lists, 80);
   EXPECT_GE(nchw_tails, 5);
+  EXPECT_GE(nchw_lanes, 10);
 }
 
 TEST(Schedule, DefaultNchwcWinogradIsTheSketchsStepList) {
