@@ -494,26 +494,34 @@ Expr simplify_over(const Expr &e, const Ranges &r) {
 }
 
 /** The iterations t of loop variable `v` where a comparison, min or max in `e` that depends on v alone changes value at t. */
-void switch_points(const Expr &e, const std::string &v, std::set<int64_t> &out) {
+void switch_points(const Expr &e, const std::string &v, const Ranges &r, std::set<int64_t> &out) {
   if (!e) return;
-  for (const Expr &a : e->args) switch_points(a, v, out);
+  for (const Expr &a : e->args) switch_points(a, v, r, out);
   if (e->kind != ExprKind::kBinary || e->args[0]->type != Type::kI64) return;
   bool cmp = e->op == BinOp::kLT || e->op == BinOp::kLE, minmax = e->op == BinOp::kMin || e->op == BinOp::kMax;
   if (!cmp && !minmax) return;
   auto d = affine_form(e->args[0] - e->args[1]);
-  if (!d || d->coeff.size() != 1 || !d->coeff.count(v)) return;
-  int64_t c = d->coeff.at(v), k = d->constant;
-  if (c != 1 && c != -1) return;
-  // a - b = c v + k; a < b switches where c v + k reaches 0, a <= b (and min/max) where it passes 0.
-  bool strict = e->op == BinOp::kLT;
-  if (c == 1) out.insert(strict ? -k : -k + 1);
-  else out.insert(strict ? k + 1 : k);
+  if (!d || !d->coeff.count(v)) return;
+  // a - b = c v + rest; a < b is d < 0, a <= b (and where a min or max switches) d - 1 < 0.
+  int64_t c = d->coeff.at(v);
+  Affine rest = *d;
+  rest.coeff.erase(v);
+  if (e->op != BinOp::kLT) rest.constant -= 1;
+  // Other loops in `rest` (the phase pf of a column px * m + pf): the condition is decided for
+  // all of their values on either side of the cuts made by rest's least and largest values.
+  auto range = range_of(rest, r);
+  if (!range) return;
+  for (int64_t R : {range->lo, range->hi}) {
+    // The first v at which c v + R < 0 changes value.
+    if (c > 0) out.insert(-floor_div(R, c));          // ceil(-R / c): from there c v + R >= 0
+    else out.insert(floor_div(R, -c) + 1);             // from there -|c| v + R < 0
+  }
 }
 
-void stmt_switch_points(const Stmt &s, const std::string &v, std::set<int64_t> &out) {
+void stmt_switch_points(const Stmt &s, const std::string &v, const Ranges &r, std::set<int64_t> &out) {
   if (!s) return;
-  for (const Expr &e : {s->min, s->extent, s->index, s->value}) switch_points(e, v, out);
-  for (const Stmt &b : s->body) stmt_switch_points(b, v, out);
+  for (const Expr &e : {s->min, s->extent, s->index, s->value}) switch_points(e, v, r, out);
+  for (const Stmt &b : s->body) stmt_switch_points(b, v, r, out);
 }
 
 /** `s` with the ifs whose condition is decided over `r` replaced by their branch. */
@@ -1301,17 +1309,17 @@ Expected<Stmt> partition(const Stmt &s, const std::string &name) {
   AT_ASSIGN(mn, constant(l->min, name, "start"));
   AT_ASSIGN(ex, constant(l->extent, name, "extent"));
   if (l->for_kind != ForKind::kSerial) return make_error("partition: loop " + name + " is already " + for_kind_name(l->for_kind));
-  std::set<int64_t> points;
-  stmt_switch_points(l->body[0], name, points);
-  std::vector<int64_t> cuts{mn};
-  for (int64_t t : points)
-    if (t > mn && t < mn + ex) cuts.push_back(t);
-  cuts.push_back(mn + ex);
   // Each range's body simplified for it (the ranges of every loop around and inside known);
   // neighbours that simplify to the same body are one part (a min or max whose arguments are
   // equal at its switch point gives a cut either side of it).
   Ranges outer;
   loop_ranges(s, outer);
+  std::set<int64_t> points;
+  stmt_switch_points(l->body[0], name, outer, points);
+  std::vector<int64_t> cuts{mn};
+  for (int64_t t : points)
+    if (t > mn && t < mn + ex) cuts.push_back(t);
+  cuts.push_back(mn + ex);
   std::vector<int64_t> kept{mn};
   std::vector<Stmt> bodies;
   for (size_t k = 0; k + 1 < cuts.size(); ++k) {

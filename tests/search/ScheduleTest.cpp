@@ -701,7 +701,7 @@ TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
   struct Case {
     int64_t n, c, o, h, w, pad, b;
   };
-  int naive = 0, lists = 0, nchw_tails = 0, nchw_lanes = 0;
+  int naive = 0, lists = 0, nchw_tails = 0, nchw_lanes = 0, nchw_parts = 0;
   for (Case k : {Case{1, 16, 32, 8, 8, 1, 0}, Case{2, 8, 16, 7, 9, 1, 0}, Case{1, 24, 16, 6, 5, 0, 0}, Case{1, 3, 32, 13, 11, 1, 0},
                  Case{1, 32, 32, 9, 9, 1, 16}, Case{2, 16, 24, 6, 6, 0, 8}}) {
     int64_t oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
@@ -733,15 +733,18 @@ TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
         nchw_tails += !k.b && std::any_of(p.steps.begin(), p.steps.end(), [](const Step &st) { return st.loop == "ti_tail"; });
         // NCHW with the channels as the vector: M stored a channel at a time, the tiles as the vector.
         nchw_lanes += !k.b && std::any_of(p.steps.begin(), p.steps.end(), [](const Step &st) { return st.op == "vectorize" && st.loop == "tp_2"; });
+        // NCHW's phase-split padded copy: its columns (px * m + pf - pad) partitioned into borders and a plain inside.
+        nchw_parts += !k.b && k.pad && std::any_of(p.steps.begin(), p.steps.end(), [](const Step &st) { return st.op == "partition" && st.stage == "pad" && st.loop == "px"; });
       }
     }
   }
-  std::printf("%d naive Winograd nests and %d Winograd step lists (NCHW: %d with a remainder of tiles as the vector, %d with channel lanes) checked\n",
-              naive, lists, nchw_tails, nchw_lanes);
+  std::printf("%d naive Winograd nests and %d Winograd step lists (NCHW: %d with a remainder of tiles as the vector, %d with channel lanes, %d with the copy's columns partitioned) checked\n",
+              naive, lists, nchw_tails, nchw_lanes, nchw_parts);
   EXPECT_EQ(naive, 12);
   EXPECT_GE(lists, 80);
   EXPECT_GE(nchw_tails, 5);
   EXPECT_GE(nchw_lanes, 10);
+  EXPECT_GE(nchw_parts, 5);
 }
 
 TEST(Schedule, DefaultNchwcWinogradIsTheSketchsStepList) {
