@@ -85,8 +85,11 @@ Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &nam
 /**
  * Partitions loop `name` where a condition in its body changes value (Halide's and TVM's loop
  * partitioning, for boundary conditions): every comparison, min and max in the body that depends
- * on the loop's variable alone switches at one iteration, and the loop becomes consecutive loops
- * over the ranges between those iterations, each body simplified for its range (a comparison
+ * on the loop's variable switches where it is decided for every value of the other loops it
+ * depends on (at the iterations where it switches for the least and the largest value of the
+ * rest of its affine form: a column px * m + pf with pf in [0, m)), and the loop becomes
+ * consecutive loops over the ranges between those iterations, each body simplified for its range
+ * (parts that simplify alike merge; a comparison
  * decided there is replaced by its branch, a min or max of known order by its argument). A
  * padded input's row [0, W + 2) becomes the left border, the inside [1, W + 1), whose reads are
  * then affine, clamps and select gone, and the right border. The largest part keeps the name;
