@@ -407,9 +407,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // GEMM a register tile of two channel vectors by 14 tiles, 16 channels by 6 with 16 registers;
     // the padded input recomputed at its reads, so no copy stage and no barrier before the input
     // transform). In the model (Zen 5, 2 threads, 6 rounds ABBA, the Winograd groups' time over the
-    // others' in each run): AVX-512 ResNet-50 0.932, ResNet-18 0.929, GoogLeNet 0.976 (15 of its 16
-    // groups 0.93-0.99; its 208-channel conv, one vector x 16 tiles, 1.08), DenseNet-121 0.86-0.93
-    // by round; AVX2 kernels ResNet-50 0.993, ResNet-18 1.010.
+    // others' in each run): AVX-512 ResNet-50 0.932, ResNet-18 0.929, GoogLeNet 0.972 (its convs with
+    // one channel vector per tile, 208 and 48 channels, take 28 tiles: 0.92 each, 1.08 with 16),
+    // DenseNet-121 0.86-0.93 by round; AVX2 kernels ResNet-50 0.993, ResNet-18 1.010.
     // 32 x 8 tiles (as fast alone) lost in the model on the 14x14 convs, the copy at root on the
     // 56x56 ones.
     if (s.winograd && conv_block(n)) {

@@ -90,8 +90,11 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                        int lanes, int registers, bool pointwise = false);
 
-/** The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc points. */
-inline const std::vector<int64_t> kWinogradTiles{1, 2, 3, 4, 6, 8, 12, 14, 16};
+/**
+ * The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc
+ * points; the widths past 16 fit the registers only with one channel vector.
+ */
+inline const std::vector<int64_t> kWinogradTiles{1, 2, 3, 4, 6, 8, 12, 14, 16, 24, 28};
 
 /** The knobs of the Winograd sketch. */
 struct WinogradSketch {
