@@ -292,8 +292,8 @@ Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const Ker
 
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
   KernelSchedule plan = s;
-  bool blocked = std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return conv_block(n) > 0; });
-  if (s.steps.empty() && s.winograd && blocked) {
+  auto blocked = [&] { return std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return conv_block(n) > 0; }); };
+  if (s.steps.empty() && s.winograd && blocked()) {
     // conv2d_nchwc's Winograd knobs are a point of the Winograd sketch: its steps, not a template.
     AT_TRY(validate_schedule(body, s));
     AT_ASSIGN(steps, winograd_steps_of_knobs(body, s));

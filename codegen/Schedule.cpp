@@ -413,7 +413,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // 32 x 8 tiles (as fast alone) lost in the model on the 14x14 convs, the copy at root on the
     // 56x56 ones.
     if (s.winograd && conv_block(n)) {
-      KernelSchedule w = s;  // the template's knobs ride along, unused: without the steps it is the template's default
+      // The template's knobs ride along, unused by the steps. Without the steps they are lowered as
+      // the sketch's list for them (winograd_steps_of_knobs: the padded input at root), not this one.
+      KernelSchedule w = s;
       int64_t b = conv_block(n), ob = std::max<int64_t>(b, (2 * target.lanes + b - 1) / b * b);
       if (conv_out_channels(n) % ob) ob = b;
       // As many tiles as the registers hold next to the channel vectors and a broadcast (32 x 14 on

@@ -508,9 +508,7 @@ void vectorize_by(StageSteps &step, const std::string &loop, int64_t extent, int
   step("vectorize", loop + "i");
   if (extent % lanes >= 2) step("vectorize", loop + "i_tail");
 }
-}  // namespace
 
-namespace {
 /**
  * The Winograd sketch's steps before the GEMM's: the padded input placed by `pad`, and the input
  * and output transforms vectorized (channel lanes, or `lanes` tiles of a row in NCHW) with their
@@ -626,8 +624,8 @@ Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, cons
 }  // namespace
 
 Expected<std::vector<Step>> winograd_sketch(const LoweredKernel &naive, const WinogradSketch &knobs) {
-  if (stage_loops(naive, "wino_in").empty() || stage_loops(naive, "wino_gemm").empty() || stage_loops(naive, "wino_out").empty() || !stage_index(naive, "pad"))
-    return make_error("the Winograd sketch needs Winograd's naive nests (pad, wino_in, wino_gemm, wino_out)");
+  for (const char *stage : {"pad", "wino_in", "wino_gemm", "wino_out"})
+    if (!stage_index(naive, stage)) return make_error("the Winograd sketch needs Winograd's naive nests (pad, wino_in, wino_gemm, wino_out)");
   AT_ASSIGN(gemm, winograd_gemm_steps(naive, knobs));
   std::vector<Step> steps = winograd_transform_steps(naive, knobs.pad, knobs.lanes);
   steps.insert(steps.end(), gemm.begin(), gemm.end());
@@ -660,34 +658,28 @@ std::vector<SketchPoint> winograd_sketches(const LoweredKernel &naive, int m, in
     std::vector<Step> prefix = winograd_transform_steps(naive, where, lanes);
     auto start = replay(naive, prefix);
     if (!start) continue;
+    // A point for a GEMM tile of ob channels x px tiles, if its steps replay after the prefix.
+    auto add = [&](int64_t ob, int64_t px, bool channel_lanes) {
+      WinogradSketch k;
+      k.oc_block = ob, k.px_block = px, k.lanes = lanes, k.pad = where, k.channel_lanes = channel_lanes;
+      auto gemm = winograd_gemm_steps(naive, k);
+      if (!gemm || !replay(*start, *gemm)) return;
+      std::vector<Step> steps = prefix;
+      steps.insert(steps.end(), gemm->begin(), gemm->end());
+      out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m, channel_lanes}, m});
+    };
     for (int64_t ob : obs) {
       if (channels % ob) continue;
       // Registers per tile column: channel vectors (a block wider than the vector counts twice), or pixel vectors.
       int64_t vecs = blocked ? ob / b * ((b + lanes - 1) / lanes) : ob;
-      for (int64_t px : pxs) {
-        if (vecs * px + (blocked ? vecs : px) + 1 > registers) continue;
-        WinogradSketch k;
-        k.oc_block = ob, k.px_block = px, k.lanes = lanes, k.pad = where;
-        auto gemm = winograd_gemm_steps(naive, k);
-        if (!gemm || !replay(*start, *gemm)) continue;
-        std::vector<Step> steps = prefix;
-        steps.insert(steps.end(), gemm->begin(), gemm->end());
-        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m, 0}, m});
-      }
+      for (int64_t px : pxs)
+        if (vecs * px + (blocked ? vecs : px) + 1 <= registers) add(ob, px, false);
     }
     for (int64_t ob : lane_obs) {
       if (channels % ob) continue;
       int64_t vecs = ob / lanes;
-      for (int64_t px : kWinogradTiles) {
-        if (vecs * px + vecs + 1 > registers) continue;
-        WinogradSketch k;
-        k.oc_block = ob, k.px_block = px, k.lanes = lanes, k.pad = where, k.channel_lanes = true;
-        auto gemm = winograd_gemm_steps(naive, k);
-        if (!gemm || !replay(*start, *gemm)) continue;
-        std::vector<Step> steps = prefix;
-        steps.insert(steps.end(), gemm->begin(), gemm->end());
-        out.push_back({std::move(steps), {static_cast<int>(ob), static_cast<int>(px), pad, m, 1}, m});
-      }
+      for (int64_t px : kWinogradTiles)
+        if (vecs * px + vecs + 1 <= registers) add(ob, px, true);
     }
   }
   return out;

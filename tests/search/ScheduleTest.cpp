@@ -750,7 +750,8 @@ TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
 TEST(Schedule, DefaultNchwcWinogradIsTheSketchsStepList) {
   // A 3x3 stride-1 conv in NCHW16c defaults to Winograd as steps on its naive nests (F(4x4) at
   // 28x28, F(2x2) at 7x7), the transformed weight re-blocked by the register tile; without the
-  // steps it is the template's default, same algorithm. Both run against the reference.
+  // steps its knobs (the template's default) are lowered as the sketch's list for them, the
+  // padded input at root. Both run against the reference.
   for (int64_t size : {28, 7}) {
     auto act = [](int64_t c, int64_t h) { return "Tensor[" + shape_str({1, c / 16, h, h, 16}) + ", float32]"; };
     auto g = conv_add_relu_group("nn.conv2d_nchwc", act(64, size), "Tensor[(64, 64, 3, 3), float32]", "Tensor[(64), float32]", act(64, size), 1, 1);
@@ -767,7 +768,7 @@ TEST(Schedule, DefaultNchwcWinogradIsTheSketchsStepList) {
       expect_schedule_matches(body, d, what + " default", 1e-5, t);
       KernelSchedule plain = d;
       plain.steps.clear();
-      expect_schedule_matches(body, plain, what + " template", 1e-5, t);
+      expect_schedule_matches(body, plain, what + " knobs", 1e-5, t);
     });
   }
 }
