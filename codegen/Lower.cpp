@@ -34,15 +34,11 @@ Expected<LoweredKernel> Lowerer::run() {
   if (!naive_) AT_TRY(validate_schedule(g_, s_));  // naive nests take no knobs
   k_.schedule = s_.to_string();
   if (naive_) return run_naive();
-  if (anchor_ < 0) {
-    AT_TRY(lower_elementwise());
-    return k_;
-  }
+  // Only convs have templates; every other group is its naive nest with steps (steps_of_knobs).
+  if (anchor_ < 0 || !is_conv_op(g_.nodes[anchor_].op))
+    return make_error(std::string(anchor_ < 0 ? "an elementwise group" : g_.nodes[anchor_].op) + " has no template: it is lowered as steps (steps_of_knobs)");
   const std::string &op = g_.nodes[anchor_].op;
-  if (is_conv_op(op)) AT_TRY(lower_conv2d());
-  else if (op == "nn.dense") AT_TRY(lower_dense());
-  else if (op == "nn.softmax") AT_TRY(lower_softmax());
-  else AT_TRY(lower_reduction_op());
+  AT_TRY(lower_conv2d());
   if (op == "nn.conv2d_nchwc") {
     // Its blocked indices, (16 * block + lane) / 16 and % 16, resolved by the loop ranges: vector accesses.
     for (KernelStage &st : k_.stages) st.body = simplify_div_mod(st.body, {{st.parallel_var, {0, st.parallel_extent - 1}}});
@@ -235,26 +231,6 @@ Expected<LoweredKernel> Lowerer::run_naive() {
   return k_;
 }
 
-/** No anchor: one loop over the output, rows in parallel, the last dimension vectorized. */
-Status Lowerer::lower_elementwise() {
-  AT_TRY(check_inlinable());
-  const Shape &s = g_.type_of(g_.outputs[0]).shape;
-  if (s.empty()) {
-    add_stage("elementwise", "r", 1, store_output({}, nullptr));
-    return Status::ok();
-  }
-  Shape prefix(s.begin(), s.end() - 1);
-  int64_t len = s.back(), rows = product(prefix);
-  Index pidx = unravel(var("r"), prefix);
-  Stmt body = row_loops(len, [&](Expr x, int lanes, Expr lane) {
-    Index idx = pidx;
-    idx.push_back(x);
-    return lanes_of(lanes, lane, store_output(idx, nullptr));
-  });
-  add_stage("elementwise", "r", rows, body);
-  return Status::ok();
-}
-
 }  // namespace lowering
 
 using lowering::Lowerer;
@@ -290,19 +266,140 @@ Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const Ker
   return winograd_sketch(naive, knobs);
 }
 
+namespace {
+/** The first of `options` whose loop sketch replays on `naive`, else why the last did not. */
+Expected<std::vector<Step>> first_loop_sketch(const LoweredKernel &naive, const std::vector<LoopSketch> &options) {
+  std::string why = "no loop sketch";
+  for (const LoopSketch &k : options) {
+    auto steps = loop_sketch(naive, k);
+    if (!steps) {
+      why = steps.error().message;
+      continue;
+    }
+    auto r = replay(naive, *steps);
+    if (r) return steps;
+    why = r.error().message;
+  }
+  return make_error(why);
+}
+
+/**
+ * A pool's loop sketch at `lanes`: a strided window cuts its columns into the borders and the
+ * inside (partition: the inside reads plain) and vectorizes the inside by the widest lanes that
+ * divide the row; a row that fits one vector takes the row tile (up to 7 rows x the row around
+ * the window, unrolled, so rows whose windows overlap share loads; stride 1 tries it first);
+ * else the cut columns, else the plain vector. Measured alone with the tuner's protocol (Zen 5,
+ * 2 threads, the template's default against this, the template's time over this list's, AVX-512
+ * / AVX2 kernels): ResNet-50's max pool 3x3/2 at 56x56 1.15/1.22, GoogLeNet's nine max pools
+ * 1.06-4.03/1.14-3.85, DenseNet-121's 2x2/2 average pools 1.22-2.86/3.03-4.18, SqueezeNet's
+ * three max pools 1.10-1.64/1.17-1.59. The template kept the clamps in its rows and read a stride
+ * as gathers.
+ */
+Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &pool, int lanes) {
+  int64_t H = pool.type.shape[2], W = pool.type.shape[3];
+  LoopSketch cut, tile, plain;
+  cut.unroll_reduction = tile.unroll_reduction = plain.unroll_reduction = true;
+  cut.partition = true;
+  cut.lanes = lanes;
+  for (int64_t d = lanes; d >= 5; --d)
+    if (W % d == 0) {
+      cut.lanes = static_cast<int>(d);
+      break;
+    }
+  plain.lanes = cut.lanes;
+  tile.lanes = static_cast<int>(W);
+  for (int r : {7, 6, 4, 3, 2})
+    if (H % r == 0 && !tile.rows) tile.rows = r;
+  std::vector<LoopSketch> options;
+  bool strided = pool.attrs.ints("strides")[1] > 1, tiles = W <= lanes && W >= 2 && tile.rows;
+  if (strided) options.push_back(cut);
+  if (tiles) options.push_back(tile);
+  if (!strided) options.push_back(cut);
+  options.push_back(plain);
+  return first_loop_sketch(naive, options);
+}
+}  // namespace
+
+bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
+  if (!s.steps.empty()) return false;
+  for (const Node &n : body.nodes)
+    if (is_conv_op(n.op)) return !(s.winograd && conv_block(n));
+  return false;
+}
+
+Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  const Node *anchor = nullptr;
+  for (const Node &n : body.nodes)
+    if (lowering::is_anchor_op(n.op)) anchor = &n;
+  if (anchor && is_conv_op(anchor->op)) {
+    if (s.winograd && conv_block(*anchor)) return winograd_steps_of_knobs(body, s);
+    return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
+  }
+  AT_TRY(validate_schedule(body, s));
+  KernelSchedule plain = s;
+  plain.steps.clear();
+  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  int lanes = s.vector_width;
+  if (!anchor) {
+    // Every outer output loop fused into the parallel loop and the innermost a vector with its
+    // remainder masked. In the model (Zen 5, 2 threads, `bench --json`, 8 rounds ABBA, these
+    // groups' time over the other groups' in each run) against the template (rows in parallel,
+    // each row's index unravelled): EfficientNet-B0's 17 squeeze-excitation multiplies and
+    // reshapes 0.82 on AVX-512 and 0.66 on its AVX2 kernels; ResNet-50's and MobileNetV2's final
+    // reshapes level. A layout conversion alone reads (to NCHWc) or writes (from it) a block's
+    // lanes H*W floats apart, one access per lane either way; its parallel loop is (image,
+    // channel or channel block), the loops inside it plain. Tuning picked that every time: Zen 5,
+    // AVX-512, 2 threads, ResNet-18, measured alone, to_nchwc (64 channels at 56x56) 0.071 ->
+    // 0.030 ms and 0.048 -> 0.022 ms in two tuning runs; from_nchwc (512 at 7x7) at 0.41-0.46.
+    bool conversion = body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc");
+    auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = conversion ? 2 : -1}});
+    return steps ? steps : std::vector<Step>{};
+  }
+  const std::string &op = anchor->op;
+  if (op == "nn.dense" && s.oc_block > 0 && anchor->inputs[1].kind == ValueId::Kind::kInput) {
+    // The register tile: oc_block columns of a row in registers, the weight packed by them, every
+    // column tile a parallel unit (the template's shape; alone, ResNet-50's and MobileNetV2's
+    // dense layers to 1000 classes 1.00-1.01 of it).
+    TileSketch t;
+    t.oc_block = s.oc_block;
+    AT_ASSIGN(steps, tile_sketch(naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape, t));
+    AT_TRY(replay(naive, steps));
+    return steps;
+  }
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return pool_steps(naive, *anchor, lanes);
+  if (op == "nn.global_avg_pool2d" && lanes > 1) {
+    // Each plane summed as vectors of partial sums (rfactor), wider for larger planes so that
+    // several independent sums hide the adds' latency: half a vector below 64 pixels, one below
+    // 1024, two from there, at least 8. In the model (Zen 5, 2 threads, `bench --json`, 8 rounds
+    // ABBA, the pools' time over the other groups' in each run) against the template's plane sum:
+    // EfficientNet-B0's 17 pools 0.78 on AVX-512, level on the AVX2 kernels (0.97); ResNet-50's
+    // 0.005 -> 0.004 ms.
+    const Shape &in = body.type_of(anchor->inputs[0]).shape;
+    int64_t plane = in.size() == 4 ? in[2] * in[3] : 0;
+    LoopSketch k;
+    k.lanes = std::max(8, plane < 64 ? lanes / 2 : plane < 1024 ? lanes : 2 * lanes), k.rfactor = true;
+    if (plane >= 2 * k.lanes)
+      if (auto steps = first_loop_sketch(naive, {k})) return steps;
+  }
+  // Means, matmuls, softmax, a dense layer whose weight is computed or not blocked: the innermost
+  // output loop as the vector, the reduction inside it, the outer loops parallel. A nest the
+  // sketch does not fit (a scalar output, no loops) runs as it is: the empty list.
+  auto steps = first_loop_sketch(naive, {{.lanes = lanes}});
+  return steps ? steps : std::vector<Step>{};
+}
+
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
+  if (lowered_by_template(body, s)) return Lowerer(body, name, s).run();
   KernelSchedule plan = s;
-  auto blocked = [&] { return std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return conv_block(n) > 0; }); };
-  if (s.steps.empty() && s.winograd && blocked()) {
-    // conv2d_nchwc's Winograd knobs are a point of the Winograd sketch: its steps, not a template.
+  if (s.steps.empty()) {
+    // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).
     AT_TRY(validate_schedule(body, s));
-    AT_ASSIGN(steps, winograd_steps_of_knobs(body, s));
+    AT_ASSIGN(steps, steps_of_knobs(body, s));
     plan.steps = steps;
   }
-  if (plan.steps.empty()) return Lowerer(body, name, s).run();
   AT_ASSIGN(naive, lower_naive(body, name, plan));
   AT_ASSIGN(k, replay(naive, plan.steps));
-  k.schedule = s.to_string();
+  k.schedule = plan.to_string();  // the steps, also where the knobs stand for them
   return k;
 }
 

@@ -18,7 +18,7 @@ std::string kernel_name(const Graph &body);
 /**
  * Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an
  * error. A schedule with steps is the group's naive nests (lower_naive) with the steps replayed;
- * without, its anchor's template with the schedule's knobs.
+ * without, the steps its knobs stand for (steps_of_knobs), or a conv's template with its knobs.
  */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
 
@@ -27,8 +27,8 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
  * a loop per output dimension (i0, i1, ...) around the output's store; for a reduction (conv,
  * dense, pools, global pools, mean, matmul) the same loops around a local accumulator: acc =
  * init, a loop per reduction dimension (k0, k1, ...) around the update, and the epilogue's store;
- * a padded conv reads a `pad` stage (loops pn, pc, py, px), a producer nest steps can move.
- * Softmax has none yet (an error says so).
+ * a padded conv reads a `pad` stage (loops pn, pc, py, px), a producer nest steps can move;
+ * softmax a loop per dimension but the axis around its three passes over the axis.
  */
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 
@@ -40,6 +40,20 @@ Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, 
  * template's knobs are a thin layer on the steps (NCHW keeps its template).
  */
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s);
+
+/**
+ * The step list a knob schedule stands for: the templates of every anchor but the conv are thin
+ * layers on the sketches. An elementwise group, a pool, a global pool, a mean, a matmul or a
+ * softmax is its loop sketch at the schedule's vector width (default_schedule's rules: a pool's
+ * columns cut at its padding, a global pool's plane summed as vectors of partials); a dense
+ * layer with a packed weight is the register-tile sketch with oc_block columns; a conv2d_nchwc
+ * with Winograd knobs is winograd_steps_of_knobs. An empty list is the naive nest as it is (a
+ * nest no sketch fits). An error for the other convs' knobs: those are their templates'.
+ */
+Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s);
+
+/** Whether `s` is lowered by a template: a conv's knobs without steps, but Winograd's on conv2d_nchwc. */
+bool lowered_by_template(const Graph &body, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */
 Tensor pack_weight(const Tensor &w, const WeightPacking &p);

@@ -1,6 +1,8 @@
-// Reductions: the generic template (rows in parallel, the last dimension vectorized, the reduction
-// innermost) for pools, global pools, means and matmul, and softmax's three passes.
+// Reductions: the naive nests of pools, global pools, means, matmul and softmax (their schedules are
+// step lists: steps_of_knobs), and the generic template (rows in parallel, the last dimension
+// vectorized, the reduction innermost) that the direct conv template is built on.
 #include "codegen/Lowerer.h"
+#include "codegen/Transform.h"
 
 namespace autotune::lowering {
 
@@ -23,7 +25,8 @@ Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_
   Stmt red = loop_nest(k, domain, store(acc, at, combine_step(combine, load(acc, at), term(idx, r))));
   Stmt body = allocate(acc, seq({store(acc, at, init(idx)), red, store_output(idx, finalize(load(acc, at), idx))}));
   k_.schedule = "naive nest";
-  add_stage(stage_name, "u", 1, loop_nest(i, out_shape, body));
+  // Bounds checks that hold everywhere (a pool without padding) are gone from the nest, so no step list carries them.
+  add_stage(stage_name, "u", 1, simplify_over_loops(loop_nest(i, out_shape, body)));
   return Status::ok();
 }
 
@@ -35,9 +38,7 @@ Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_
 Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
-                         const std::function<Expr(const Index &, const Index &)> &interior_term, int64_t interior_begin,
-                         int64_t interior_end) {
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
   if (naive_) return naive_reduction(out_shape, domain, combine, init, term, finalize, stage_name);
   int64_t len = out_shape.empty() ? 1 : out_shape.back();
   Shape prefix = out_shape.empty() ? Shape{} : Shape(out_shape.begin(), out_shape.end() - 1);
@@ -61,15 +62,7 @@ Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_
                               lanes_of(lanes, lane, store_output(idx, finalize(a, idx)))}));
    };
   };
-  Stmt body;
-  if (interior_term && interior_begin < interior_end) {
-    // The columns whose reads need no bounds checks run with the plain term, the edges with the checked one.
-    body = seq({row_loops(interior_begin, row(term)), row_loops(interior_end - interior_begin, row(interior_term), interior_begin),
-                row_loops(len - interior_end, row(term), interior_end)});
-  } else {
-    body = row_loops(len, row(term));
-  }
-  add_stage(stage_name, "r", product(prefix), body);
+  add_stage(stage_name, "r", product(prefix), row_loops(len, row(term)));
   return Status::ok();
 }
 
@@ -78,56 +71,32 @@ Status Lowerer::lower_softmax() {
   const Node &sm = g_.nodes[anchor_];
   const Shape &s = sm.type.shape;
   int axis = *normalize_axis(sm.attrs.i("axis"), static_cast<int>(s.size()));
-  if (naive_) {
-    // A loop per dimension but the axis (i0, i1, ...) around the three passes over the axis: the
-    // maximum (j1), the sum of exponentials (j2), the normalized outputs (j3), each row's maximum
-    // and sum in one-element local buffers. The loop sketch vectorizes the innermost of the
-    // i loops (for a softmax over channels, the pixels), each lane with its own maximum and sum.
-    Shape rest;
-    for (size_t d = 0; d < s.size(); ++d)
-      if (static_cast<int>(d) != axis) rest.push_back(s[d]);
-    std::vector<std::string> i = numbered("i", rest.size());
-    auto at = [&](const Expr &j) {
-      Index idx;
-      for (size_t d = 0, n = 0; d < s.size(); ++d) idx.push_back(static_cast<int>(d) == axis ? j : var(i[n++]));
-      return idx;
-    };
-    Buffer m = make_buffer("max", Type::kF32, 1, BufferScope::kLocal), sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal);
-    Expr zero = int_imm(0);
-    Stmt body = seq({
-        store(m, zero, float_imm(-kInf)),
-        for_loop("j1", zero, int_imm(s[axis]), ForKind::kSerial, store(m, zero, max(load(m, zero), value_at(sm.inputs[0], at(var("j1")))))),
-        store(sum, zero, float_imm(0)),
-        for_loop("j2", zero, int_imm(s[axis]), ForKind::kSerial,
-                 store(sum, zero, load(sum, zero) + call("exp", {value_at(sm.inputs[0], at(var("j2"))) - load(m, zero)}))),
-        for_loop("j3", zero, int_imm(s[axis]), ForKind::kSerial,
-                 store_output(at(var("j3")), call("exp", {value_at(sm.inputs[0], at(var("j3"))) - load(m, zero)}) / load(sum, zero))),
-    });
-    k_.schedule = "naive nest";
-    add_stage("softmax", "u", 1, loop_nest(i, rest, allocate(m, allocate(sum, body))));
-    return Status::ok();
-  }
-  Shape before(s.begin(), s.begin() + axis), after(s.begin() + axis + 1, s.end());
-  int64_t inner = product(after), len = s[axis];
-  Index bi = unravel(var("r") / int_imm(inner), before), ai = unravel(var("r") % int_imm(inner), after);
+  // A loop per dimension but the axis (i0, i1, ...) around the three passes over the axis: the
+  // maximum (j1), the sum of exponentials (j2), the normalized outputs (j3), each row's maximum
+  // and sum in one-element local buffers. The loop sketch vectorizes the innermost of the
+  // i loops (for a softmax over channels, the pixels), each lane with its own maximum and sum.
+  Shape rest;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (static_cast<int>(d) != axis) rest.push_back(s[d]);
+  std::vector<std::string> i = numbered("i", rest.size());
   auto at = [&](const Expr &j) {
-    Index idx = bi;
-    idx.push_back(j);
-    idx.insert(idx.end(), ai.begin(), ai.end());
+    Index idx;
+    for (size_t d = 0, n = 0; d < s.size(); ++d) idx.push_back(static_cast<int>(d) == axis ? j : var(i[n++]));
     return idx;
   };
   Buffer m = make_buffer("max", Type::kF32, 1, BufferScope::kLocal), sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal);
-  Expr zero = int_imm(0), x1 = value_at(sm.inputs[0], at(var("j1"))), x2 = value_at(sm.inputs[0], at(var("j2"))),
-       x3 = value_at(sm.inputs[0], at(var("j3")));
+  Expr zero = int_imm(0);
   Stmt body = seq({
       store(m, zero, float_imm(-kInf)),
-      for_loop("j1", zero, int_imm(len), ForKind::kSerial, store(m, zero, max(load(m, zero), x1))),
+      for_loop("j1", zero, int_imm(s[axis]), ForKind::kSerial, store(m, zero, max(load(m, zero), value_at(sm.inputs[0], at(var("j1")))))),
       store(sum, zero, float_imm(0)),
-      for_loop("j2", zero, int_imm(len), ForKind::kSerial, store(sum, zero, load(sum, zero) + call("exp", {x2 - load(m, zero)}))),
-      for_loop("j3", zero, int_imm(len), ForKind::kSerial,
-               store_output(at(var("j3")), call("exp", {x3 - load(m, zero)}) / load(sum, zero))),
+      for_loop("j2", zero, int_imm(s[axis]), ForKind::kSerial,
+               store(sum, zero, load(sum, zero) + call("exp", {value_at(sm.inputs[0], at(var("j2"))) - load(m, zero)}))),
+      for_loop("j3", zero, int_imm(s[axis]), ForKind::kSerial,
+               store_output(at(var("j3")), call("exp", {value_at(sm.inputs[0], at(var("j3"))) - load(m, zero)}) / load(sum, zero))),
   });
-  add_stage("softmax", "r", product(before) * inner, allocate(m, allocate(sum, body)));
+  k_.schedule = "naive nest";
+  add_stage("softmax", "u", 1, loop_nest(i, rest, allocate(m, allocate(sum, body))));
   return Status::ok();
 }
 
@@ -161,50 +130,13 @@ Status Lowerer::lower_reduction_op() {
       Expr cx = include_pad ? count_1d(xst, -p[1], xs[3] + p[3], k[1], dl[1]) : count_1d(xst, 0, xs[3], k[1], dl[1]);
       return a / cast(Type::kF32, max(cy * cx, int_imm(1)));
     };
-    // Output columns whose whole window lies inside the input read it without clamps (and so
-    // as plain or, for a stride, wide loads); only the rows are checked there.
-    auto interior = [&, is_max](const Index &i, const Index &r) {
-      Expr y = i[2] * st[0] - int_imm(p[0]) + r[0] * dl[0], xx = i[3] * st[1] - int_imm(p[1]) + r[1] * dl[1];
-      Expr v = value_at(x, {i[0], i[1], clamp(y, 0, xs[2] - 1), xx});
-      return select(in_range(y, 0, xs[2]), v, float_imm(is_max ? -kInf : 0.0));
-    };
-    int64_t begin = (p[1] + st[1] - 1) / st[1];                                     // first ox with ox*s - p >= 0
-    int64_t end = std::min<int64_t>(os[3], (xs[3] - 1 + p[1] - (k[1] - 1) * dl[1]) / st[1] + 1);  // past the last inside
-    if (xs[3] - 1 + p[1] - (k[1] - 1) * dl[1] < 0) end = 0;
-    return lower_reduction(os, {k[0], k[1]}, is_max ? Combine::kMax : Combine::kSum,
-                           [is_max](const Index &) { return float_imm(is_max ? -kInf : 0.0); }, term, finalize, "pool2d",
-                           interior, begin, std::max(begin, end));
+    return naive_reduction(os, {k[0], k[1]}, is_max ? Combine::kMax : Combine::kSum,
+                           [is_max](const Index &) { return float_imm(is_max ? -kInf : 0.0); }, term, finalize, "pool2d");
   }
   if (op == "nn.global_avg_pool2d") {
     Shape spatial(xs.begin() + 2, xs.end());
     double count = static_cast<double>(product(spatial));
-    if (x.kind == ValueId::Kind::kInput && s_.vector_width > 1 && !naive_) {
-      // A plane is contiguous: sum it as vectors (four of them, for independent add chains), then
-      // across their lanes. The generic template summed it one scalar at a time, a chain of H*W
-      // dependent adds per channel (EfficientNet-B0's pools took 0.58 of its 6.8 ms).
-      int64_t V = s_.vector_width, HW = product(spatial), U = std::clamp<int64_t>(HW / (4 * V), 1, 4), step = U * V, full = HW / step;
-      Buffer in = params_[x.index];
-      Buffer acc = make_buffer("acc", Type::kF32, step, BufferScope::kLocal);
-      Expr lane = var("l"), base = var("r") * HW;
-      auto vec = [&](Stmt st) { return for_loop("l", int_imm(0), int_imm(V), ForKind::kVectorized, st); };
-      std::vector<Stmt> init, add;
-      for (int64_t u = 0; u < U; ++u) {
-        Expr ai = int_imm(u * V) + lane;
-        init.push_back(vec(store(acc, ai, float_imm(0))));
-        add.push_back(vec(store(acc, ai, load(acc, ai) + load(in, base + var("i") * step + int_imm(u * V) + lane))));
-      }
-      Stmt tail = for_loop("t", int_imm(full * step), int_imm(HW - full * step), ForKind::kSerial,
-                           store(acc, int_imm(0), load(acc, int_imm(0)) + load(in, base + var("t"))));
-      Expr total = load(acc, int_imm(0));
-      for (int64_t i = 1; i < step; ++i) total = total + load(acc, int_imm(i));
-      Index out = unravel(var("r"), {os[0], os[1]});
-      out.push_back(int_imm(0)), out.push_back(int_imm(0));
-      add_stage("global_pool", "r", os[0] * os[1],
-                allocate(acc, seq({seq(init), for_loop("i", int_imm(0), int_imm(full), ForKind::kSerial, seq(add)), tail,
-                                   store_output(out, total * float_imm(1.0 / count))})));
-      return Status::ok();
-    }
-    return lower_reduction(
+    return naive_reduction(
         os, spatial, Combine::kSum, [](const Index &) { return float_imm(0); },
         [&](const Index &i, const Index &r) {
           Index src{i[0], i[1]};
@@ -222,7 +154,7 @@ Status Lowerer::lower_reduction_op() {
     int64_t count = 1;
     for (int d = 0; d < r; ++d)
       if (reduced[d]) domain.push_back(xs[d]), count *= xs[d];
-    return lower_reduction(
+    return naive_reduction(
         os, domain, Combine::kSum, [](const Index &) { return float_imm(0); },
         [&, r, keep](const Index &i, const Index &red) {
           Index src;
@@ -243,7 +175,7 @@ Status Lowerer::lower_reduction_op() {
     Shape as = xs, bs = g_.type_of(n.inputs[1]).shape;
     bool a1 = as.size() == 1, b1 = bs.size() == 1;
     int64_t K = as.back();
-    return lower_reduction(
+    return naive_reduction(
         os, {K}, Combine::kSum, [](const Index &) { return float_imm(0); },
         [&, a1, b1](const Index &i, const Index &r) {
           // The output index is (batch..., m, n) without the dims of promoted 1-D operands.

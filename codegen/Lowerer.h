@@ -121,8 +121,6 @@ class Lowerer {
   void add_stage(const std::string &name, const std::string &pvar, int64_t extent, Stmt body) {
     k_.stages.push_back({name, pvar, std::max<int64_t>(extent, 1), std::move(body)});
   }
-  /** No anchor: one loop over the output, rows in parallel, the last dimension vectorized. */
-  Status lower_elementwise();
   /**
    * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
    * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
@@ -131,9 +129,7 @@ class Lowerer {
   Status lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
-                         const std::function<Expr(const Index &, const Index &)> &interior_term = nullptr,
-                         int64_t interior_begin = 0, int64_t interior_end = 0);
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
   /**
    * The generic reduction as one naive nest (lower_naive): a loop per output dimension (i0, i1,
    * ...) around a one-element local accumulator: acc = init, a loop per reduction dimension (k0,

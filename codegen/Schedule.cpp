@@ -237,36 +237,6 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
-  if (std::none_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return lowering::is_anchor_op(n.op); })) {
-    // A group without an anchor (elementwise and injective ops alone) takes the loop sketch's
-    // nest: every outer output loop fused into the parallel loop and the innermost a vector with
-    // its remainder masked, the template's shape without its per-row index unravelling. In the
-    // model (Zen 5, 2 threads, `bench --json`, 8 rounds ABBA, these groups' time over the other
-    // groups' in each run): EfficientNet-B0's 17 squeeze-excitation multiplies and reshapes 0.82
-    // of the template's on AVX-512 and 0.66 on its AVX2 kernels; the final reshapes of ResNet-50
-    // and MobileNetV2 level (1.5 against 1.5-1.6 us).
-    // A layout conversion alone reads (to NCHWc) or writes (from it) a block's lanes H*W floats
-    // apart, one access per lane either way; its parallel loop is (image, channel or channel
-    // block), the loops inside it plain. Tuning picked that every time: Zen 5, AVX-512, 2 threads,
-    // ResNet-18, measured alone, to_nchwc (64 channels at 56x56) 0.071 -> 0.030 ms and 0.048 ->
-    // 0.022 ms in two tuning runs; from_nchwc (512 at 7x7) at 0.41-0.46 of the default in four.
-    bool conversion = body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc");
-    if (take_loop_sketch(body, s, {.lanes = target.lanes, .parallel_loops = conversion ? 2 : -1})) return s;
-  }
-  for (const Node &n : body.nodes) {
-    if (n.op != "nn.global_avg_pool2d") continue;
-    // A global average pool sums each plane as vectors of partial sums (the loop sketch's rfactor
-    // form), wider for larger planes so that several independent sums hide the adds' latency:
-    // half a vector below 64 pixels, one below 1024, two from there, at least 8. In the model
-    // (Zen 5, 2 threads, `bench --json`, 8 rounds ABBA, the pools' time over the other groups'
-    // in each run) against the template: EfficientNet-B0's 17 pools 0.78 of it on AVX-512, level
-    // on the AVX2 kernels (0.97, the rounds overlap); ResNet-50's 0.005 -> 0.004 ms.
-    const Shape &in = body.type_of(n.inputs[0]).shape;
-    int64_t plane = in.size() == 4 ? in[2] * in[3] : 0;
-    LoopSketch k;
-    k.lanes = std::max(8, plane < 64 ? target.lanes / 2 : plane < 1024 ? target.lanes : 2 * target.lanes), k.rfactor = true;
-    if (plane >= 2 * k.lanes && take_loop_sketch(body, s, k)) return s;
-  }
   // The widest vector that divides the channels (down to 8 lanes), two of them per block where
   // they divide too; the accumulators take what is left of the registers after the weight
   // vectors and the broadcast input value.
@@ -428,6 +398,10 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       if (take_sketch(body, w, [&](const LoweredKernel &naive) { return winograd_sketch(naive, knobs); })) return w;
     }
   }
+  // Every group but a conv is its naive nest with the steps its knobs stand for (steps_of_knobs:
+  // the loop sketch's rules, the register tile for a dense layer).
+  if (std::none_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_conv_op(n.op); }))
+    if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
   return s;
 }
 

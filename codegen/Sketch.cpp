@@ -235,7 +235,20 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
     return steps;
   }
-  const auto &[last, len] = outs.back();
+  auto [last, len] = outs.back();
+  if (knobs.partition) {
+    // The columns cut into the borders and the inside (the largest part keeps the loop's name and
+    // takes the sketch's steps; the borders stay scalar loops of their own).
+    if (padded || knobs.rows) return make_error("partition needs a one-stage nest without a row tile, stage " + st.name);
+    Step part = step("partition", last);
+    auto cut = apply_step(naive, part);
+    if (!cut) return cut.error();
+    steps.push_back(part);
+    std::vector<std::pair<std::string, int64_t>> loops;
+    loops_of(cut->stages.back().body, loops);
+    for (const auto &[name, ex] : loops)
+      if (name == last) len = ex;
+  }
   int64_t lanes = std::min<int64_t>(knobs.lanes, len);
   if (knobs.rows > 0) {
     // A tile of `rows` rows x `lanes` columns (the last two output loops) around the reduction
@@ -321,13 +334,21 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
       for (int par : {-1, 2})
         for (size_t pad = 0; pad < pads.size(); ++pad)
           for (int r : rows)
-            if (!r || unroll) add({v, unroll, par, pads[pad], r}, {v, unroll, par, static_cast<int>(pad), r, 0});  // rows share loads only across an unrolled window
+            if (!r || unroll) add({v, unroll, par, pads[pad], r}, {v, unroll, par, static_cast<int>(pad), r, 0, 0});  // rows share loads only across an unrolled window
+  // The columns partitioned into borders and inside, where a nest's reads have bounds conditions
+  // (pools with padding: the inside columns then read without clamps, as the old pool template's did).
+  Step cut;
+  cut.op = "partition", cut.stage = naive.stages[0].name, cut.loop = outs.empty() ? "" : outs.back().first;
+  if (naive.stages.size() == 1 && !outs.empty() && apply_step(naive, cut))
+    for (int v : widths)
+      for (bool unroll : {false, true})
+        for (int par : {-1, 2}) add({.lanes = v, .unroll_reduction = unroll, .parallel_loops = par, .partition = true}, {v, unroll, par, 0, 0, 0, 1});
   // The reduction factored into vector lanes, for one-stage nests with a reduction: one vector,
   // or 2 or 4 of them (independent sums, so a long reduction is not one chain of dependent adds).
   if (naive.stages.size() == 1 && !reds.empty())
     for (int v : {lanes / 2, lanes, 2 * lanes, 4 * lanes})
       for (int par : {-1, 2})
-        if (v >= 4 && v <= 64) add({.lanes = v, .parallel_loops = par, .rfactor = true}, {v, 0, par, 0, 0, 1});
+        if (v >= 4 && v <= 64) add({.lanes = v, .parallel_loops = par, .rfactor = true}, {v, 0, par, 0, 0, 1, 0});
   return out;
 }
 

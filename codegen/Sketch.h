@@ -23,15 +23,19 @@ struct LoopSketch {
   bool rfactor = false;          // one-stage nests with a reduction: the reduction loops fused, split by `lanes`
                                  // and factored (rfactor), the lanes vectorized, each with its own partial
                                  // result, the output loops fused into the parallel loop (a global pool's plane sum)
+  bool partition = false;        // the innermost output loop cut where its boundary conditions change (a pool's
+                                 // padding: the inside reads plain, no clamp, no select) before it is split
 };
 
 /**
  * The loop sketch for a one-stage naive nest of output loops i0..i{n-1} (and reduction loops
- * k0.. inside them), the shape of the elementwise and generic reduction templates: split the
+ * k0.. inside them), the shape the elementwise and generic reduction templates had: split the
  * innermost output loop by `lanes` and vectorize it, each lane with its own accumulator; its
  * remainder as one vector (masked) when it has 2 or more iterations; the reduction loops
- * unrolled when asked; the outer output loops fused into one parallel loop. A conv's nest with
- * its padded input (grouped and depthwise convs) places the padded input first (`pad`).
+ * unrolled when asked; the outer output loops fused into one parallel loop. With `partition`
+ * the innermost output loop is first cut where its conditions change (the sketch's steps then
+ * apply to the largest part, the inside). A conv's nest with its padded input (grouped and
+ * depthwise convs) places the padded input first (`pad`).
  */
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs);
 

@@ -1304,6 +1304,12 @@ void loops_of(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) 
   for (const Stmt &b : s->body) loops_of(b, out);
 }
 
+Stmt simplify_over_loops(const Stmt &s) {
+  Ranges r;
+  loop_ranges(s, r);
+  return resolve_ifs(map_exprs(s, [&](const Expr &e) { return simplify_over(e, r); }), r);
+}
+
 Expected<Stmt> partition(const Stmt &s, const std::string &name) {
   AT_ASSIGN(l, find_loop(s, name));
   AT_ASSIGN(mn, constant(l->min, name, "start"));

@@ -98,6 +98,13 @@ Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &nam
  */
 Expected<loop::Stmt> partition(const loop::Stmt &s, const std::string &name);
 
+/**
+ * `s` simplified over its own loops' ranges, as partition simplifies each part: a comparison
+ * decided for every iteration is replaced by its branch, a min or max of known order by its
+ * argument (a pool without padding then reads its input plain, with no clamp and no select).
+ */
+loop::Stmt simplify_over_loops(const loop::Stmt &s);
+
 /** Marks loop `name` unrolled (constant extent up to 64). */
 Expected<loop::Stmt> unroll(const loop::Stmt &s, const std::string &name);
 

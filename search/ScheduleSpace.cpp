@@ -95,6 +95,10 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       }
     }
   }
+  // A group without a conv has no template: each of its knob points stands for a point of its
+  // sketch (steps_of_knobs). With the sketches in the space, the knobs keep the default's alone,
+  // so no kernel is in the space twice (twice measured, and two labels for one set of features).
+  if (steps && !sp.sketches.empty() && (!anchor || !is_conv_op(anchor->op))) sp.vector_width = {base.vector_width}, sp.oc_block = {base.oc_block};
   return sp;
 }
 

@@ -133,12 +133,12 @@ TEST_P(Lower, DenseBlockedAndDirect) {
     %1 = add(%0, %b);
     %2 = sigmoid(%1);
     return %2;
-  })", 1e-5, {{"avx2", "vector 8, oc_block 8"}, {"avx512", "vector 8, oc_block 8"}});
+  })", 1e-5, {{"avx2", "split i1/8; pack/8;"}, {"avx512", "split i1/8; pack/8;"}});
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5), float32]) -> Tensor[(2, 7), float32] {
     %w = constant(Tensor[(7, 5), float32]);
     %0 = nn.dense(%x, %w);
     return %0;
-  })", 1e-5, {{"avx2", "direct dense"}, {"avx512", "direct dense"}});
+  })", 1e-5, {{"avx2", "steps: split i1/7; vectorize xi; parallel i0"}, {"avx512", "steps: split i1/7; vectorize xi; parallel i0"}});
 }
 
 TEST_P(Lower, MatmulWithBroadcastBatchAndVectorOperands) {

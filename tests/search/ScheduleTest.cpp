@@ -403,6 +403,67 @@ TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
   }
 }
 
+TEST(Schedule, PoolsHaveNoTemplateTheirKnobsAreTheLoopSketchsSteps) {
+  // A pool's default and its knob points are the loop sketch's steps (steps_of_knobs): a padded
+  // strided window cuts its columns at the padding, so the inside reads the input with no clamp
+  // and no select; a row that fits one vector is the row tile; without padding the naive nest
+  // itself has no bounds checks (an average pool divides by a constant). Each against the
+  // reference, on both ISAs, with two images and rows that leave tails.
+  struct Case {
+    std::string call, x, y;
+    bool cut;      // the default partitions the columns
+    int64_t rows;  // the default's row tile (0: none)
+  };
+  const Case cases[] = {
+      {"nn.max_pool2d(%p0, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1])", "(2, 3, 23, 45)", "(2, 3, 12, 23)", true, 0},
+      {"nn.max_pool2d(%p0, pool_size=[3, 3], strides=[1, 1], padding=[1, 1, 1, 1])", "(1, 4, 7, 7)", "(1, 4, 7, 7)", false, 7},
+      {"nn.avg_pool2d(%p0, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 0, 0], count_include_pad=0)", "(2, 5, 28, 28)", "(2, 5, 14, 14)", false, 7},
+  };
+  for (const Case &c : cases) {
+    auto g = one_group({"Tensor[" + c.x + ", float32]"}, "Tensor[" + c.y + ", float32]", "    %0 = " + c.call + ";\n    return %0;\n");
+    for_each_isa_default(g, c.call, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
+      ASSERT_FALSE(d.steps.empty()) << what;
+      bool cut = false;
+      int64_t rows = 0;
+      for (const Step &st : d.steps) {
+        cut |= st.op == "partition";
+        if (st.op == "split" && st.names == std::vector<std::string>{"yo", "yi"}) rows = st.factor;
+      }
+      EXPECT_EQ(cut, c.cut) << what;
+      if (t.lanes == 16 || !c.rows) {  // AVX2's 8 lanes hold no 14-column row
+        EXPECT_EQ(rows, c.rows) << what;
+      }
+      auto k = lower_group(body, "k", d);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      std::string text = k->to_string();
+      if (c.cut) {
+        // The vectorized inside never compares a column with the row's width (45) nor clamps it to 44.
+        size_t vec = text.find("vectorized");
+        ASSERT_NE(vec, std::string::npos) << what << "\n" << text;
+        std::string inside = text.substr(vec, text.find("out[", vec) - vec);
+        EXPECT_EQ(inside.find("< 45)"), std::string::npos) << what << "\n" << text;
+        EXPECT_EQ(inside.find(", 44)"), std::string::npos) << what << "\n" << text;
+      }
+      if (c.call.find("avg") != std::string::npos) {  // no padding: no check anywhere, a constant divisor
+        EXPECT_EQ(text.find("select"), std::string::npos) << what << "\n" << text;
+        EXPECT_NE(text.find("/ 4.0f"), std::string::npos) << what << "\n" << text;
+      }
+      // The same knobs without steps are lowered as the same steps.
+      KernelSchedule knobs = d;
+      knobs.steps.clear();
+      auto same = lower_group(body, "k", knobs);
+      ASSERT_TRUE(static_cast<bool>(same)) << same.error().message;
+      EXPECT_EQ(same->to_string(), text) << what;
+      if (t.runnable_here()) {
+        expect_schedule_matches(body, d, what, 1e-5, t);
+        KernelSchedule narrow = knobs;  // a narrower vector's knob point
+        narrow.vector_width = 4;
+        expect_schedule_matches(body, narrow, what + " at 4 lanes", 1e-5, t);
+      }
+    });
+  }
+}
+
 TEST(Schedule, DefaultDepthwiseAt7x7IsTheRowTileOfTheLoopSketch) {
   // A 3x3 stride-1 depthwise conv with a 7x7 output: the loop sketch's 7-row x 7-column tile
   // (the window unrolled, the padded input at root); at 14x14 the template stays the default.
