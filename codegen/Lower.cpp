@@ -318,12 +318,45 @@ Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &p
   options.push_back(plain);
   return first_loop_sketch(naive, options);
 }
+
+/**
+ * A conv without channel blocks (depthwise, other narrow groups, output channels no vector
+ * divides): the direct template's knobs, which stand for the loop sketch (direct_steps).
+ */
+bool direct_conv(const Node &conv, const KernelSchedule &s) { return conv.op == "nn.conv2d" && s.oc_block == 0; }
+
+/**
+ * A direct conv's loop sketch for its knobs: the row tile of px_block rows
+ * (the largest that divides the output's height) x the schedule's vector (the whole row where
+ * it is narrower, else vectors and a tail), the window unrolled, the padded input at root
+ * (pad_at_root) or copied per channel plane (at root where that is refused); (image, channel)
+ * parallel, and the row tiles too
+ * where the rows are one loop (input at root, no column tail). Without a row tile (one row, or
+ * lanes 1), the vector alone.
+ */
+Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
+  int64_t H = conv.type.shape[2], W = conv.type.shape[3], rows = s.px_block;
+  while (rows > 1 && H % rows) --rows;
+  LoopSketch tile;
+  tile.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, W));
+  tile.unroll_reduction = true;
+  tile.pad = s.pad_at_root ? "root" : "i1";
+  tile.parallel_loops = s.pad_at_root && W % tile.lanes == 0 ? -1 : 2;
+  tile.rows = rows > 1 ? static_cast<int>(rows) : 0;
+  LoopSketch plain = tile;
+  plain.rows = 0, plain.parallel_loops = 2;
+  // A plane copy that compute_at refuses (a channel multiplier's input channel i1 / m is not
+  // affine in the plane loop) leaves the copy at root.
+  LoopSketch tile_root = tile, plain_root = plain;
+  tile_root.pad = plain_root.pad = "root";
+  return first_loop_sketch(naive, {tile, plain, tile_root, plain_root});
+}
 }  // namespace
 
 bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
   if (!s.steps.empty()) return false;
   for (const Node &n : body.nodes)
-    if (is_conv_op(n.op)) return !(s.winograd && conv_block(n));
+    if (is_conv_op(n.op)) return !(s.winograd && conv_block(n)) && !direct_conv(n, s);
   return false;
 }
 
@@ -331,7 +364,7 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (lowering::is_anchor_op(n.op)) anchor = &n;
-  if (anchor && is_conv_op(anchor->op)) {
+  if (anchor && is_conv_op(anchor->op) && !direct_conv(*anchor, s)) {
     if (s.winograd && conv_block(*anchor)) return winograd_steps_of_knobs(body, s);
     return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
   }
@@ -339,6 +372,7 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   KernelSchedule plain = s;
   plain.steps.clear();
   AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  if (anchor && is_conv_op(anchor->op)) return direct_steps(naive, *anchor, s);
   int lanes = s.vector_width;
   if (!anchor) {
     // Every outer output loop fused into the parallel loop and the innermost a vector with its

@@ -98,65 +98,6 @@ Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int6
   return src;
 }
 
-/**
- * Depthwise template (one input channel per group): a thread owns whole output planes. Each
- * plane's padded, phase-split input is copied into a stack buffer first (pad_at_root = false:
- * the copy computed at the plane, hot in L1/L2, instead of a stage of its own that writes and
- * rereads the whole tensor), then blocks of `px_block` output rows are computed column vector by
- * column vector, the kernel window unrolled so that an input vector loaded once serves every
- * row of the block that reads it.
- */
-Status Lowerer::lower_depthwise() {
-  const Node &conv = g_.nodes[anchor_];
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
-  const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation");
-  int64_t N = xs[0], C = xs[1], O = ws[0], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3], OG = O / C;
-  Source src = padded_geometry(conv, st[1]);
-  bool copy = src.h != xs[2] || src.wp != xs[3] || st[1] > 1 || conv.inputs[0].kind != ValueId::Kind::kInput;
-  bool local = copy && !s_.pad_at_root && src.h * src.w * 4 <= kMaxPlaneBytes;
-  Expr u = var("u"), n = u / int_imm(O), o = u % int_imm(O), c = o / int_imm(OG);
-  Expr plane;  // where plane (n, c) of the source starts
-  if (!copy) {
-    src = {params_[conv.inputs[0].index], xs[2], xs[3]};
-    plane = (n * C + c) * (src.h * src.w);
-  } else if (!local) {
-    src = conv_source(conv, false, st[1]);
-    plane = (n * C + c) * (src.h * src.w);
-  } else {
-    src.buf = make_buffer(fresh("plane"), Type::kF32, src.h * src.w, BufferScope::kLocal);
-    plane = int_imm(0);
-  }
-  Buffer w = params_[conv.inputs[1].index];
-  Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0);
-  int64_t R = std::clamp<int64_t>(s_.px_block, 1, OH);
-  auto rows = [&](const Expr &oy0, int64_t nr) {
-    return row_loops(OW, [&](Expr x, int lanes, Expr lane) {
-      Buffer acc = make_buffer(fresh("acc"), Type::kF32, nr * lanes, BufferScope::kLocal);
-      std::vector<Stmt> init, fma, out;
-      for (int64_t r = 0; r < nr; ++r) {
-        Expr ai = int_imm(r * lanes) + lane;
-        init.push_back(lanes_of(lanes, lane, store(acc, ai, bias)));
-        Expr xin = load(src.buf, plane + ((oy0 + int_imm(r)) * st[0] + var("ky") * dl[0]) * src.w + src.column(x, var("kx") * dl[1]));
-        Expr wv = load(w, (o * KH + var("ky")) * KW + var("kx"));
-        fma.push_back(lanes_of(lanes, lane, store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
-        out.push_back(lanes_of(lanes, lane, store_output({n, o, oy0 + int_imm(r), x}, load(acc, ai))));
-      }
-      Stmt window = for_loop("ky", int_imm(0), int_imm(KH), ForKind::kUnrolled,
-                             for_loop("kx", int_imm(0), int_imm(KW), ForKind::kUnrolled, seq(fma)));
-      return allocate(acc, seq({seq(init), window, seq(out)}));
-    });
-  };
-  std::vector<Stmt> body;
-  if (local) body.push_back(for_loop("py", int_imm(0), int_imm(src.h), ForKind::kSerial, padded_row(conv, src, var("py") * src.w, n, c, var("py"))));
-  if (OH / R > 0) body.push_back(for_loop("ob", int_imm(0), int_imm(OH / R), ForKind::kSerial, rows(var("ob") * R, R)));
-  if (OH % R) body.push_back(rows(int_imm(OH / R * R), OH % R));
-  Stmt s = seq(body);
-  if (local) s = allocate(src.buf, s);
-  k_.schedule = "depthwise conv, " + k_.schedule;
-  add_stage("depthwise_conv2d", "u", N * O, s);
-  return Status::ok();
-}
-
 Buffer Lowerer::naive_pad(const Node &conv, int64_t PH, int64_t PW, int64_t phases) {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   const auto &pd = conv.attrs.ints("padding");
@@ -193,7 +134,23 @@ Status Lowerer::naive_conv2d() {
   int64_t b = conv_block(conv);  // conv2d_nchwc: lanes per channel block (C counts the blocks)
   if (s_.winograd) return naive_winograd();
   Buffer src;
-  if (padded) src = naive_pad(conv, PH, PW, 1);
+  // A grouped conv with a column stride s reads its padded copy split into s phases (column j at
+  // (j % s) * Q + j / s, as the depthwise template's plane copy), its kernel columns as kq * s + kf
+  // (loops k2 kq, k3 kf): a row of outputs then reads consecutive columns of one phase. The taps
+  // past the kernel (kq * s + kf >= KW) are skipped by a condition that unrolling decides.
+  bool phased = padded && !b && OG != ws[0] && st[1] > 1 && dl[1] == 1;
+  int64_t S = phased ? st[1] : 1, KQ = (KW + S - 1) / S, Q = (PW + S - 1) / S;
+  if (padded) src = naive_pad(conv, PH, phased ? Q * S : PW, S);
+  if (phased)
+    return naive_reduction(
+        os, {CG, KH, KQ, S}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },
+        [&](const Index &i, const Index &r) {
+          Expr cin = (i[1] / int_imm(OG)) * CG + r[0], kx = r[2] * S + r[3];
+          Expr xin = load(src, (((i[0] * C + cin) * PH + i[2] * st[0] + r[1] * dl[0]) * S + r[3]) * Q + i[3] + r[2]);
+          Expr wv = load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + min(kx, int_imm(KW - 1)));
+          return select(kx < int_imm(KW), xin * wv, float_imm(0));
+        },
+        [](const Expr &a, const Index &) { return a; }, "conv2d");
   if (b) {
     // conv2d_nchwc (one group): input [n][c/b][y][x][b], output [n][o/b][oy][ox][b]. The output
     // loops i0 n, i1 o/b, i2 oy, i3 ox, i4 o%b; the reduction k0 c/b, k1 ky, k2 kx, k3 c%b, so
@@ -235,27 +192,9 @@ Status Lowerer::lower_conv2d() {
   if (conv.inputs[1].kind != ValueId::Kind::kInput) return make_error("conv2d weight must be an argument");
   int V = s_.vector_width, OB = s_.oc_block;
   bool blocked = OB > 0;
-  if (!blocked && CG == 1) return lower_depthwise();
-  // The direct template vectorizes over output columns: with a column stride, split the copy's
-  // columns by phase so those reads are contiguous (stride-2 depthwise convs ran at 5 GFLOP/s on
-  // per-lane loads).
-  Source src = conv_source(conv, blocked && !s_.pad_at_root, blocked ? 1 : st[1]);
+  if (!blocked) return make_error("a conv without channel blocks has no template: it is lowered as steps (steps_of_knobs)");
+  Source src = conv_source(conv, !s_.pad_at_root, 1);
   auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
-  if (!blocked) {
-    // Direct template (depthwise and other narrow groups): vectorized over output columns.
-    Buffer w = params_[conv.inputs[1].index];
-    k_.schedule = "direct conv, " + k_.schedule;
-    return lower_reduction(
-        os, {CG, KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },
-        [&](const Index &i, const Index &r) {
-          Expr g = i[1] / int_imm(OG);
-          Expr xin = load(src.buf, ((i[0] * C + g * CG + r[0]) * src.h + i[2] * st[0] + r[1] * dl[0]) * src.w +
-                                       src.column(i[3], r[2] * dl[1]));
-          Expr wv = load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
-          return xin * wv;
-        },
-        [](const Expr &a, const Index &) { return a; }, "conv2d");
-  }
   // Register-blocked template: OB output channels (OB / V vectors) x PB output pixels held in
   // registers; the reduction over (c, ky, kx) innermost, reading packed weights
   // wp[O/OB][CG][KH][KW][OB] as vectors and broadcasting each input value. Full pixel blocks

@@ -1,6 +1,5 @@
 // Reductions: the naive nests of pools, global pools, means, matmul and softmax (their schedules are
-// step lists: steps_of_knobs), and the generic template (rows in parallel, the last dimension
-// vectorized, the reduction innermost) that the direct conv template is built on.
+// step lists: steps_of_knobs), and the generic reduction nest the conv and dense nests are built on.
 #include "codegen/Lowerer.h"
 #include "codegen/Transform.h"
 
@@ -8,6 +7,10 @@ namespace autotune::lowering {
 
 Expr Lowerer::combine_step(Combine c, const Expr &a, const Expr &t) {
   if (c == Combine::kMax) return max(a, t);
+  // A term that is a product or nothing (a tap past a kernel): the update or none, so a decided
+  // condition leaves one fused multiply-add or nothing at all.
+  if (t->kind == ExprKind::kSelect && t->args[2]->kind == ExprKind::kFloat && t->args[2]->float_value == 0)
+    return select(t->args[0], combine_step(c, a, t->args[1]), a);
   if (t->kind == ExprKind::kBinary && t->op == BinOp::kMul && t->type == Type::kF32) return call("fmuladd", {t->args[0], t->args[1], a});
   return a + t;
 }
@@ -27,42 +30,6 @@ Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_
   k_.schedule = "naive nest";
   // Bounds checks that hold everywhere (a pool without padding) are gone from the nest, so no step list carries them.
   add_stage(stage_name, "u", 1, simplify_over_loops(loop_nest(i, out_shape, body)));
-  return Status::ok();
-}
-
-/**
- * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
- * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
- * parallel, its last dimension vectorized; the reduction loops are serial and innermost.
- */
-Status Lowerer::lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
-                         const std::function<Expr(const Index &)> &init,
-                         const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
-  if (naive_) return naive_reduction(out_shape, domain, combine, init, term, finalize, stage_name);
-  int64_t len = out_shape.empty() ? 1 : out_shape.back();
-  Shape prefix = out_shape.empty() ? Shape{} : Shape(out_shape.begin(), out_shape.end() - 1);
-  Index pidx = unravel(var("r"), prefix);
-  auto row = [&](const std::function<Expr(const Index &, const Index &)> &term) {
-   return [&, term](Expr x, int lanes, Expr lane) {
-    Index idx = pidx;
-    if (!out_shape.empty()) idx.push_back(x);
-    Buffer acc = make_buffer(fresh("acc"), Type::kF32, lanes, BufferScope::kLocal);
-    Expr a = load(acc, lane);
-    Index r;
-    std::vector<std::string> rvars;
-    for (size_t i = 0; i < domain.size(); ++i) {
-      rvars.push_back(fresh("k"));
-      r.push_back(var(rvars.back()));
-    }
-    Stmt reduce = lanes_of(lanes, lane, store(acc, lane, combine_step(combine, a, term(idx, r))));
-    for (int i = static_cast<int>(domain.size()) - 1; i >= 0; --i)
-      reduce = for_loop(rvars[i], int_imm(0), int_imm(domain[i]), ForKind::kSerial, reduce);
-    return allocate(acc, seq({lanes_of(lanes, lane, store(acc, lane, init(idx))), reduce,
-                              lanes_of(lanes, lane, store_output(idx, finalize(a, idx)))}));
-   };
-  };
-  add_stage(stage_name, "r", product(prefix), row_loops(len, row(term)));
   return Status::ok();
 }
 

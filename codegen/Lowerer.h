@@ -122,15 +122,6 @@ class Lowerer {
     k_.stages.push_back({name, pvar, std::max<int64_t>(extent, 1), std::move(body)});
   }
   /**
-   * Generic reduction: for every output element, acc = init; acc = combine(acc, term(idx, r)) over
-   * the reduction domain; then the epilogue stores finalize(acc). Rows of the output run in
-   * parallel, its last dimension vectorized; the reduction loops are serial and innermost.
-   */
-  Status lower_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
-                         const std::function<Expr(const Index &)> &init,
-                         const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
-  /**
    * The generic reduction as one naive nest (lower_naive): a loop per output dimension (i0, i1,
    * ...) around a one-element local accumulator: acc = init, a loop per reduction dimension (k0,
    * k1, ...) around acc = combine(acc, term), and the epilogue's store of finalize(acc).
@@ -151,9 +142,6 @@ class Lowerer {
    * at src.buf[base, base + src.w): zeros where the row or a column is padding.
    */
   Stmt padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py);
-  /** A plane copied to the stack by the depthwise template at most this big (else a stage of its own). */
-  static constexpr int64_t kMaxPlaneBytes = 512 << 10;
-  Status lower_depthwise();
   Status lower_pointwise();
   /** buf[base + from, base + from + count) = 0, in vectors of the schedule's width: a padded row's zero columns. */
   Stmt zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count);

@@ -15,7 +15,7 @@ namespace autotune {
 namespace {
 /**
  * Gives `s` the step list `sketch` makes for the group's naive nest (lowered with `s`), when it
- * makes one and it replays there; says whether it did. take_loop_sketch: the loop sketch's for `knobs`.
+ * makes one and it replays there; says whether it did.
  */
 bool take_sketch(const Graph &body, KernelSchedule &s, const std::function<Expected<std::vector<Step>>(const LoweredKernel &)> &sketch) {
   auto naive = lower_naive(body, "k", s);
@@ -24,10 +24,6 @@ bool take_sketch(const Graph &body, KernelSchedule &s, const std::function<Expec
   if (!steps || !replay(*naive, *steps)) return false;
   s.steps = steps.take();
   return true;
-}
-
-bool take_loop_sketch(const Graph &body, KernelSchedule &s, const LoopSketch &knobs) {
-  return take_sketch(body, s, [&](const LoweredKernel &naive) { return loop_sketch(naive, knobs); });
 }
 
 const char *parallel_name(KernelSchedule::Parallel p) {
@@ -260,29 +256,25 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       v = std::min<int>(v, static_cast<int>(b));  // a vector within one channel block
       if (ob % b != 0) ob = static_cast<int>(b);
     }
-    if (ob == 0 && conv && body.type_of(n.inputs[1]).shape[1] == 1) {
-      // Depthwise: each plane's padded input copied to the stack, 7 output rows a block. Measured
-      // alone, 2 threads, AVX-512, 3x3 on 144 channels at 56x56 (ms, stride 1 / stride 2): a copy
-      // stage of its own with 1 row a block 0.102/0.064, per plane with 1 row 0.075/0.043, per
-      // plane with 4 rows 0.052/0.042 (the previous template, one row of reductions read from a
-      // copy stage: 0.142/0.182). With masked row tails, 5x5 with SiLU (ms, 4 / 7 rows): 1152
-      // channels at 7x7 0.060/0.045, 672 at 14x14 0.081/0.074, 240 at 28x28 0.096/0.095.
-      s.pad_at_root = false;
-      s.px_block = 7;
-      // 3x3 stride 1 at 7x7: the loop sketch's row tile, the 7 rows x the 7-pixel row, the window
-      // unrolled so overlapping rows share loads, the padded input at root, (image, channel)
-      // parallel. Measured alone with the tuner's protocol (Zen 5, AVX-512, 2 threads),
-      // MobileNetV2's 960 channels: 0.61 of the template. In the model (8 rounds ABBA) its three
-      // such groups 0.65-0.86 each on AVX-512 and 0.93 of the share on the AVX2 kernels; at
-      // 14x14 the same form (0.85 alone) was level in the model, so it stays the template there.
-      const Shape &ws = body.type_of(n.inputs[1]).shape;
-      const auto &strides = n.attrs.ints("strides");
+    if (ob == 0 && conv && n.attrs.i("groups") > 1) {
+      // Depthwise and other narrow groups: the loop sketch's row tile (direct_steps in Lower.cpp:
+      // px_block rows x the vector, the window unrolled so rows whose windows overlap share
+      // loads). The padded input is copied per channel plane (written and reread while in
+      // L1/L2; a strided conv's copy split by phase), but at 7x7, where it stays at root (the
+      // 7x7 default before, 0.72 of the template's share in the model); 8 rows where they divide
+      // a plane wider than 28, else 7; on 16 registers 2 rows where a row takes several vectors.
+      // Against the template this replaced (Zen 5, 2 threads, `bench --json`, 6 rounds ABBA, the
+      // depthwise groups' time over the others' in each run): MobileNetV2 0.984 on AVX-512 and
+      // 0.909 on its AVX2 kernels, EfficientNet-B0 1.020 and 1.002 (end to end 0.994, 0.986). By
+      // group on AVX-512 the stride-2 convs to 56x56 and 28x28 gain (0.83-0.93), the stride-2
+      // convs to 14x14 and 7x7 lose (1.14, 1.19), and so do EfficientNet-B0's 14x14 planes
+      // (1.05-1.12: a 14-lane vector is no native width). At 14x14 the input at root had been
+      // faster alone (0.79-0.96) but was 1.19-1.27 in the model; 2 rows there 1.2-1.6.
       int64_t oh = n.type.shape[2], ow = n.type.shape[3];
-      if (ws[2] == 3 && ws[3] == 3 && strides[0] == 1 && strides[1] == 1 && oh == 7 && ow == 7 && target.lanes >= 8) {
-        KernelSchedule plain;
-        plain.vector_width = target.lanes;
-        if (take_loop_sketch(body, plain, {.lanes = static_cast<int>(ow), .unroll_reduction = true, .parallel_loops = 2, .rows = 7})) return plain;
-      }
+      bool wide = ow > target.lanes;
+      s.vector_width = target.lanes;
+      s.pad_at_root = ow <= 7;
+      s.px_block = target.vector_registers < 32 && wide ? 2 : oh % 8 == 0 && ow > 28 ? 8 : 7;
     }
     int regs = target.vector_registers;
     bool pointwise = conv && body.type_of(n.inputs[1]).shape[2] * body.type_of(n.inputs[1]).shape[3] == 1;
@@ -398,9 +390,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       if (take_sketch(body, w, [&](const LoweredKernel &naive) { return winograd_sketch(naive, knobs); })) return w;
     }
   }
-  // Every group but a conv is its naive nest with the steps its knobs stand for (steps_of_knobs:
-  // the loop sketch's rules, the register tile for a dense layer).
-  if (std::none_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_conv_op(n.op); }))
+  // Every group but a conv with a template is its naive nest with the steps its knobs stand for
+  // (steps_of_knobs: the loop sketch's rules, the register tile for a dense layer).
+  if (!lowered_by_template(body, s))
     if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
   return s;
 }

@@ -256,8 +256,42 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     // stays in a register and rows whose windows overlap share their loads.
     if (outs.size() < 2) return make_error("a tile of rows needs two output loops in the nest of stage " + st.name);
     const auto &[row, height] = outs[outs.size() - 2];
-    if (reds.empty() || lanes < 2 || len % lanes || height % knobs.rows || knobs.rows > height)
+    if (reds.empty() || lanes < 2 || height % knobs.rows || knobs.rows > height)
       return make_error("a tile of " + std::to_string(knobs.rows) + " rows x " + std::to_string(lanes) + " columns does not tile the nest of stage " + st.name);
+    std::vector<std::string> reduction;
+    for (const auto &k : reds) reduction.push_back(k.first);
+    if (len % lanes) {
+      // Columns left over (56 = 3 x 16 + 8): the columns split first, so the leftover is a tail
+      // loop in the row's body; the rows distributed over the full tiles and the tail, each split
+      // into tiles of `rows` and register-tiled the same way (the tail's vector narrower). The
+      // rows then stay out of the parallel loop (they are two loops).
+      if (knobs.parallel_loops < 0 || knobs.parallel_loops > static_cast<int>(outs.size()) - 2)
+        return make_error("a tile of rows with a column tail keeps the rows out of the parallel loop, stage " + st.name);
+      Step sx = step("split", last);
+      sx.factor = lanes, sx.names = {"xo", "xi"};
+      steps.push_back(sx);
+      steps.push_back(step("distribute", row));
+      Step sy = step("split", row);
+      sy.factor = knobs.rows, sy.names = {"yo", "yi"};
+      steps.push_back(sy);
+      Step ty = step("split", row + "_1");
+      ty.factor = knobs.rows, ty.names = {"to", "ti"};
+      steps.push_back(ty);
+      Step r = step("reorder", "");
+      r.names = {"yo", "xo", "yi", "xi"};
+      steps.push_back(r);
+      std::vector<std::string> tail_reduction;
+      for (const std::string &k : reduction) tail_reduction.push_back(k + "_tail");
+      for (Step &t : register_tile(st.name, {"yi", "xi"}, reduction)) steps.push_back(t);
+      for (Step &t : register_tile(st.name, {"ti", "xi_tail"}, tail_reduction)) steps.push_back(t);
+      if (knobs.unroll_reduction)
+        for (const auto &[k, ex] : reds)
+          if (ex > 1 && ex <= 16) steps.push_back(step("unroll", k)), steps.push_back(step("unroll", k + "_tail"));
+      std::vector<std::string> par;
+      for (int d = 0; d < knobs.parallel_loops; ++d) par.push_back(outs[d].first);
+      for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
+      return steps;
+    }
     Step sy = step("split", row);
     sy.factor = knobs.rows, sy.names = {"yo", "yi"};
     steps.push_back(sy);
@@ -271,8 +305,6 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     Step r = step("reorder", "");
     r.names = x == "xi" ? std::vector<std::string>{"yo", "xo", "yi", "xi"} : std::vector<std::string>{"yo", "yi", x};
     steps.push_back(r);
-    std::vector<std::string> reduction;
-    for (const auto &k : reds) reduction.push_back(k.first);
     for (Step &t : register_tile(st.name, {"yi", x}, reduction)) steps.push_back(t);
     if (knobs.unroll_reduction)
       for (const auto &[k, ex] : reds)
@@ -311,8 +343,8 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
   widths.push_back(1);
   // A conv's padded input at root, inline, per channel plane (i1) or per output row (i2).
   std::vector<std::string> pads = naive.stages.size() == 2 ? std::vector<std::string>{"root", "inline", "i1", "i2"} : std::vector<std::string>{"root"};
-  // Row tiles for nests with a reduction (convs, pools): 2 to 8 rows; the columns then need
-  // lanes that divide them (a row narrower than a vector is one vector).
+  // Row tiles for nests with a reduction (convs, pools): 2 to 8 rows; lanes that do not divide
+  // the row leave a tail tile (a row narrower than a vector is one vector).
   std::vector<int> rows{0};
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(naive.stages.back().body, outs, reds);

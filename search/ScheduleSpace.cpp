@@ -95,10 +95,15 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       }
     }
   }
-  // A group without a conv has no template: each of its knob points stands for a point of its
-  // sketch (steps_of_knobs). With the sketches in the space, the knobs keep the default's alone,
-  // so no kernel is in the space twice (twice measured, and two labels for one set of features).
-  if (steps && !sp.sketches.empty() && (!anchor || !is_conv_op(anchor->op))) sp.vector_width = {base.vector_width}, sp.oc_block = {base.oc_block};
+  // A group without a conv, or a conv without channel blocks (depthwise, narrow groups), has no
+  // template: each of its knob points stands for a point of its sketch (steps_of_knobs). With the
+  // sketches in the space, the knobs keep the default's alone, so no kernel is in the space twice
+  // (twice measured, and two labels for one set of features).
+  bool no_template = anchor && anchor->op == "nn.conv2d" && sp.oc_block == std::vector<int>{0};
+  if (steps && !sp.sketches.empty() && (!anchor || !is_conv_op(anchor->op) || no_template)) {
+    sp.vector_width = {base.vector_width}, sp.oc_block = {base.oc_block}, sp.px_block = {base.px_block};
+    sp.pad_at_root = {base.pad_at_root};
+  }
   return sp;
 }
 

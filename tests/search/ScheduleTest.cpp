@@ -464,34 +464,45 @@ TEST(Schedule, PoolsHaveNoTemplateTheirKnobsAreTheLoopSketchsSteps) {
   }
 }
 
-TEST(Schedule, DefaultDepthwiseAt7x7IsTheRowTileOfTheLoopSketch) {
-  // A 3x3 stride-1 depthwise conv with a 7x7 output: the loop sketch's 7-row x 7-column tile
-  // (the window unrolled, the padded input at root); at 14x14 the template stays the default.
-  // Two images, 5 channels, a bias and a clip, against the reference on both ISAs.
-  for (int64_t hw : {7, 14}) {
+TEST(Schedule, DefaultDepthwiseIsTheRowTileOfTheLoopSketch) {
+  // A depthwise conv's default is the loop sketch's row tile (no template): 7 rows (8 where they
+  // divide a plane wider than 28) x the vector, the window unrolled; 7x7 planes keep the padded
+  // input at root, wider ones copy it per channel plane (compute_at i1); with 16
+  // registers a row of several vectors takes 2 rows. Stride 2 reads a phase-split copy. Two
+  // images, 5 channels, a bias and a clip, against the reference on both ISAs.
+  struct Case {
+    int64_t hw, stride, avx512_rows, avx2_rows;
+    bool per_plane;
+  };
+  for (const Case &c : {Case{7, 1, 7, 7, false}, Case{14, 1, 7, 2, true}, Case{56, 1, 8, 2, true}, Case{56, 2, 7, 2, true}}) {
     auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
-    std::string x = ty({2, 5, hw, hw}), w = ty({5, 1, 3, 3}), b = ty({5});
-    auto g = one_group({x, w, b}, x, "    %0 = nn.conv2d(%p0, %p1, %p2, padding=[1, 1, 1, 1], groups=5);\n    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n");
-    for_each_isa_default(g, x, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
-      if (hw == 14) {
-        EXPECT_TRUE(d.steps.empty()) << what;
-        return;
-      }
+    int64_t out = c.hw / c.stride;
+    std::string x = ty({2, 5, c.hw, c.hw}), w = ty({5, 1, 3, 3}), b = ty({5}), y = ty({2, 5, out, out});
+    std::string strides = std::to_string(c.stride);
+    auto g = one_group({x, w, b}, y, "    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + strides + ", " + strides +
+                                     "], padding=[1, 1, 1, 1], groups=5);\n    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n");
+    for_each_isa_default(g, x + " stride " + strides, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
+      ASSERT_FALSE(d.steps.empty()) << what;
       int64_t rows = 0;
-      for (const Step &st : d.steps)
-        if (st.op == "split" && st.names == std::vector<std::string>{"yo", "yi"}) rows = st.factor;
-      EXPECT_EQ(rows, 7) << what;
+      bool per_plane = false;
+      for (const Step &st : d.steps) {
+        if (st.op == "split" && (st.names == std::vector<std::string>{"yo", "yi"})) rows = st.factor;
+        per_plane |= st.op == "compute_at" && st.loop == "i1";
+      }
+      EXPECT_EQ(rows, t.lanes == 16 ? c.avx512_rows : c.avx2_rows) << what;
+      EXPECT_EQ(per_plane, c.per_plane) << what;
       if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
     });
   }
 }
 
 TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
-  // The depthwise template under each of its knobs: rows per block (with a tail of rows), the
-  // padded plane on the stack or in a stage of its own, every vector width; with column strides
-  // 1-3 (a plane split by phase), dilation, asymmetric padding, 5x5 windows, a channel multiplier
-  // of 2, two images, no padding at all (read in place), a plane past the stack limit (copied by
-  // a stage even per plane), and a residual epilogue.
+  // The depthwise knobs, each lowered as the loop sketch's steps it stands for (grouped_steps):
+  // rows per tile (the largest dividing the output's height), the padded plane copied per channel
+  // plane or in a stage of its own, every vector width (a row wider leaves a tail); with column strides
+  // 1-3 (a padded plane split by phase), dilation, asymmetric padding, 5x5 windows, a channel
+  // multiplier of 2, two images, no padding at all (read in place), a 400x380 plane, and a
+  // residual epilogue.
   struct Case {
     int64_t n, c, mult, h, w, k, stride, dil;
     std::vector<int64_t> pad;
@@ -512,14 +523,15 @@ TEST(ScheduleSpace, DepthwiseRowBlocksAndPlaneCopiesMatchTheReference) {
                         ");\n    %1 = add(%0, %p3);\n    %2 = clip(%1, a_min=0f, a_max=6f);\n    return %2;\n  }(%x, %w, %b, %r);\n  return %0;\n}");
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
-    ScheduleSpace sp = ScheduleSpace::of(body);
+    ScheduleSpace sp = ScheduleSpace::of(body, host_target(), false);  // the knobs alone
     EXPECT_EQ(sp.pad_at_root.size(), 2u) << y;
     for (bool root : {false, true})
       for (int rows : {1, 2, 3, 5})
         for (int v : {4, 8, 16}) {
           KernelSchedule s = default_schedule(body);
+          s.steps.clear();
           s.pad_at_root = root, s.px_block = rows, s.vector_width = v;
-          ASSERT_EQ(s.oc_block, 0) << "depthwise convs take the direct template";
+          ASSERT_EQ(s.oc_block, 0) << "depthwise convs have no channel blocks";
           ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
           expect_schedule_matches(body, s, "depthwise " + attrs + " " + y);
           ++checked;
