@@ -259,21 +259,24 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     if (ob == 0 && conv && n.attrs.i("groups") > 1) {
       // Depthwise and other narrow groups: the loop sketch's row tile (direct_steps in Lower.cpp:
       // px_block rows x the vector, the window unrolled so rows whose windows overlap share
-      // loads). The padded input is copied per channel plane (written and reread while in
-      // L1/L2; a strided conv's copy split by phase), but at 7x7, where it stays at root (the
-      // 7x7 default before, 0.72 of the template's share in the model); 8 rows where they divide
-      // a plane wider than 28, else 7; on 16 registers 2 rows where a row takes several vectors.
+      // loads); 8 rows where they divide a plane wider than 28, else 7; on 16 registers 2 rows
+      // where a row takes several vectors. The padded input is copied per channel plane (written
+      // and reread while in L1/L2; a strided conv's copy split by phase), but stays at root at
+      // 7x7 (the 7x7 default before: 0.72 of the template's share in the model) and at 14x14
+      // under a 5x5 window (EfficientNet-B0's three such groups 0.84-0.88 of the per-plane copy
+      // in the model on AVX-512, level on AVX2; 3x3 windows at 14x14 lost 1.19-1.27 at root,
+      // though 0.79-0.96 alone; 2 rows there lost 1.2-1.6).
       // Against the template this replaced (Zen 5, 2 threads, `bench --json`, 6 rounds ABBA, the
-      // depthwise groups' time over the others' in each run): MobileNetV2 0.984 on AVX-512 and
-      // 0.909 on its AVX2 kernels, EfficientNet-B0 1.020 and 1.002 (end to end 0.994, 0.986). By
+      // depthwise groups' time over the others' in each run), before the 5x5 rule: MobileNetV2
+      // 0.984 on AVX-512 and 0.909 on its AVX2 kernels, EfficientNet-B0 1.020 and 1.002 (end to
+      // end 0.994, 0.986); the 5x5 rule then took 0.970 and 0.987 of EfficientNet-B0's share. By
       // group on AVX-512 the stride-2 convs to 56x56 and 28x28 gain (0.83-0.93), the stride-2
-      // convs to 14x14 and 7x7 lose (1.14, 1.19), and so do EfficientNet-B0's 14x14 planes
-      // (1.05-1.12: a 14-lane vector is no native width). At 14x14 the input at root had been
-      // faster alone (0.79-0.96) but was 1.19-1.27 in the model; 2 rows there 1.2-1.6.
+      // convs to 14x14 and 7x7 lose (1.14, 1.19), and EfficientNet-B0's 3x3 14x14 planes lose
+      // 1.05-1.12 (a 14-lane vector is not a native width).
       int64_t oh = n.type.shape[2], ow = n.type.shape[3];
       bool wide = ow > target.lanes;
       s.vector_width = target.lanes;
-      s.pad_at_root = ow <= 7;
+      s.pad_at_root = ow <= 7 || (ow <= 14 && body.type_of(n.inputs[1]).shape[3] >= 5);
       s.px_block = target.vector_registers < 32 && wide ? 2 : oh % 8 == 0 && ow > 28 ? 8 : 7;
     }
     int regs = target.vector_registers;

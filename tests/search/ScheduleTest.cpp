@@ -466,21 +466,23 @@ TEST(Schedule, PoolsHaveNoTemplateTheirKnobsAreTheLoopSketchsSteps) {
 
 TEST(Schedule, DefaultDepthwiseIsTheRowTileOfTheLoopSketch) {
   // A depthwise conv's default is the loop sketch's row tile (no template): 7 rows (8 where they
-  // divide a plane wider than 28) x the vector, the window unrolled; 7x7 planes keep the padded
-  // input at root, wider ones copy it per channel plane (compute_at i1); with 16
+  // divide a plane wider than 28) x the vector, the window unrolled; 7x7 planes (and 14x14 ones
+  // under a 5x5 window) keep the padded input at root, the others copy it per channel plane
+  // (compute_at i1); with 16
   // registers a row of several vectors takes 2 rows. Stride 2 reads a phase-split copy. Two
   // images, 5 channels, a bias and a clip, against the reference on both ISAs.
   struct Case {
-    int64_t hw, stride, avx512_rows, avx2_rows;
+    int64_t hw, k, stride, avx512_rows, avx2_rows;
     bool per_plane;
   };
-  for (const Case &c : {Case{7, 1, 7, 7, false}, Case{14, 1, 7, 2, true}, Case{56, 1, 8, 2, true}, Case{56, 2, 7, 2, true}}) {
+  for (const Case &c : {Case{7, 3, 1, 7, 7, false}, Case{14, 3, 1, 7, 2, true}, Case{14, 5, 1, 7, 2, false}, Case{56, 3, 1, 8, 2, true},
+                        Case{56, 3, 2, 7, 2, true}}) {
     auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
     int64_t out = c.hw / c.stride;
-    std::string x = ty({2, 5, c.hw, c.hw}), w = ty({5, 1, 3, 3}), b = ty({5}), y = ty({2, 5, out, out});
-    std::string strides = std::to_string(c.stride);
-    auto g = one_group({x, w, b}, y, "    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + strides + ", " + strides +
-                                     "], padding=[1, 1, 1, 1], groups=5);\n    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n");
+    std::string x = ty({2, 5, c.hw, c.hw}), w = ty({5, 1, c.k, c.k}), b = ty({5}), y = ty({2, 5, out, out});
+    std::string strides = std::to_string(c.stride), p = std::to_string(c.k / 2);
+    auto g = one_group({x, w, b}, y, "    %0 = nn.conv2d(%p0, %p1, %p2, strides=[" + strides + ", " + strides + "], padding=[" + p + ", " + p +
+                                     ", " + p + ", " + p + "], groups=5);\n    %1 = clip(%0, a_min=0f, a_max=6f);\n    return %1;\n");
     for_each_isa_default(g, x + " stride " + strides, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       ASSERT_FALSE(d.steps.empty()) << what;
       int64_t rows = 0;
