@@ -45,8 +45,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
         if (auto wn = lower_naive(body, "naive", w))
           for (SketchPoint &p : winograd_sketches(*wn, m, target.lanes, target.vector_registers)) points.push_back(std::move(p));
       }
-    for (SketchPoint &p : points)
-      sp.sketches.push_back(std::move(p.steps)), sp.sketch_coords.push_back(std::move(p.coords)), sp.sketch_winograd.push_back(p.winograd);
+    sp.sketches = std::move(points);
   }
   sp.sketch_knobs = KernelSchedule{};  // the template's knobs do not apply to a step list
   sp.sketch_knobs.vector_width = target.lanes;
@@ -115,8 +114,8 @@ int64_t ScheduleSpace::size() const {
 
 KernelSchedule ScheduleSpace::sketch(size_t i) const {
   KernelSchedule s = sketch_knobs;
-  s.steps = sketches[i];
-  s.winograd = sketch_winograd[i];
+  s.steps = sketches[i].steps;
+  s.winograd = sketches[i].winograd;
   return s;
 }
 
@@ -173,13 +172,13 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
   if (!base.steps.empty() || (!sketches.empty() && rng.uniform(6) == 0)) {
     if (!base.steps.empty() && rng.uniform(4) != 0) {
       // A neighbour: the list whose sketch knobs differ from this one's in exactly one.
-      auto at = std::find(sketches.begin(), sketches.end(), base.steps);
+      auto at = std::find_if(sketches.begin(), sketches.end(), [&](const SketchPoint &p) { return p.steps == base.steps; });
       if (at != sketches.end()) {
-        const std::vector<int> &c = sketch_coords[static_cast<size_t>(at - sketches.begin())];
+        const std::vector<int> &c = at->coords;
         std::vector<size_t> near;
         for (size_t i = 0; i < sketches.size(); ++i) {
           int diff = 0;
-          for (size_t d = 0; d < c.size() && d < sketch_coords[i].size(); ++d) diff += sketch_coords[i][d] != c[d];
+          for (size_t d = 0; d < c.size() && d < sketches[i].coords.size(); ++d) diff += sketches[i].coords[d] != c[d];
           if (diff == 1) near.push_back(i);
         }
         if (!near.empty()) return sketch(near[static_cast<size_t>(rng.uniform(static_cast<int>(near.size())))]);
@@ -188,7 +187,7 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
     if (sketches.size() > 1 && rng.uniform(2) == 0) {
       for (int attempt = 0; attempt < 10; ++attempt) {
         auto i = static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size())));
-        if (sketches[i] != base.steps) return sketch(i);
+        if (sketches[i].steps != base.steps) return sketch(i);
       }
     }
     if (!base.steps.empty()) return sample_knobs(rng);  // a step list's knobs are not the templates': any template point

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codegen/Lower.h"
+#include "codegen/Sketch.h"
 
 namespace autotune {
 
@@ -30,12 +31,12 @@ struct ScheduleSpace {
   std::vector<bool> unroll_kx, pad_at_root, pixel_epilogue, pixel_vectors;
   std::vector<int> pv_oc_block, pv_px_block;  // with pixel_vectors: channels and pixel vectors per block
   int register_budget = 15;  // vector registers for accumulators and weights
-  // Step lists of the sketch rules (codegen/Sketch) on the group's naive nests: the points of
-  // the space that are loop transformations instead of template knobs (elementwise groups and
-  // generic reductions so far). A schedule with steps keeps the other knobs at the default's.
-  std::vector<std::vector<Step>> sketches;
-  std::vector<std::vector<int>> sketch_coords;  // each list's sketch knobs: a mutation moves to a list differing in one
-  std::vector<int> sketch_winograd;  // each list's naive nest: direct (0) or Winograd F(m x m)'s (m)
+  // The points of the sketch rules (codegen/Sketch) on the group's naive nests, the points of
+  // the space that are loop transformations instead of template knobs: each its step list, its
+  // sketch knobs as coordinates (a mutation moves to a point differing in one) and the naive
+  // nest it applies to (direct, or Winograd F(m x m)'s). A schedule with steps keeps the other
+  // knobs at sketch_knobs.
+  std::vector<SketchPoint> sketches;
   KernelSchedule sketch_knobs;  // the knobs a sketch point carries (unused by its lowering, but for winograd)
 
   /** Sketch point `i` as a schedule: its steps, on the naive nest it was made for. */
