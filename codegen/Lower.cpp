@@ -300,12 +300,8 @@ Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &p
   LoopSketch cut, tile, plain;
   cut.unroll_reduction = tile.unroll_reduction = plain.unroll_reduction = true;
   cut.partition = true;
-  cut.lanes = lanes;
-  for (int64_t d = lanes; d >= 5; --d)
-    if (W % d == 0) {
-      cut.lanes = static_cast<int>(d);
-      break;
-    }
+  cut.lanes = widest_dividing_lanes(W, lanes);
+  if (!cut.lanes) cut.lanes = lanes;
   plain.lanes = cut.lanes;
   tile.lanes = static_cast<int>(W);
   for (int r : {7, 6, 4, 3, 2})
@@ -364,13 +360,11 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (lowering::is_anchor_op(n.op)) anchor = &n;
-  if (anchor && is_conv_op(anchor->op) && !direct_conv(*anchor, s)) {
-    if (s.winograd && conv_block(*anchor)) return winograd_steps_of_knobs(body, s);
-    return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
-  }
   AT_TRY(validate_schedule(body, s));
   KernelSchedule plain = s;
   plain.steps.clear();
+  if (lowered_by_template(body, plain)) return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
+  if (anchor && is_conv_op(anchor->op) && !direct_conv(*anchor, s)) return winograd_steps_of_knobs(body, s);
   AT_ASSIGN(naive, lower_naive(body, "k", plain));
   if (anchor && is_conv_op(anchor->op)) return direct_steps(naive, *anchor, s);
   int lanes = s.vector_width;
@@ -427,7 +421,6 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
   KernelSchedule plan = s;
   if (s.steps.empty()) {
     // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).
-    AT_TRY(validate_schedule(body, s));
     AT_ASSIGN(steps, steps_of_knobs(body, s));
     plan.steps = steps;
   }

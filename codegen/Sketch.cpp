@@ -37,6 +37,17 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
   for (const Stmt &b : s->body) naive_loops(b, outs, reds);
 }
 
+/** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
+std::map<std::string, int64_t> stage_loops(const LoweredKernel &k, const std::string &name) {
+  std::map<std::string, int64_t> out;
+  auto at = stage_index(k, name);
+  if (!at) return out;
+  std::vector<std::pair<std::string, int64_t>> loops;
+  loops_of(k.stages[*at].body, loops);
+  for (const auto &[loop, extent] : loops) out[loop] = extent;
+  return out;
+}
+
 /** Steps fusing `loops` (outermost first, perfectly nested) of stage `stage` into one loop and making it the parallel loop. */
 std::vector<Step> parallel_over(const std::string &stage, const std::vector<std::string> &loops) {
   std::vector<Step> out;
@@ -244,10 +255,7 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     auto cut = apply_step(naive, part);
     if (!cut) return cut.error();
     steps.push_back(part);
-    std::vector<std::pair<std::string, int64_t>> loops;
-    loops_of(cut->stages.back().body, loops);
-    for (const auto &[name, ex] : loops)
-      if (name == last) len = ex;
+    len = stage_loops(*cut, st.name)[last];
   }
   int64_t lanes = std::min<int64_t>(knobs.lanes, len);
   if (knobs.rows > 0) {
@@ -336,6 +344,12 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
   return steps;
 }
 
+int widest_dividing_lanes(int64_t width, int lanes) {
+  for (int d = lanes; d >= 5; --d)
+    if (width % d == 0) return d;
+  return 0;
+}
+
 std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
   std::vector<SketchPoint> out;
   std::vector<int> widths;
@@ -351,9 +365,8 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
   if (outs.size() >= 2 && !reds.empty()) {
     for (int r : {2, 3, 4, 6, 7, 8}) rows.push_back(r);
     // The widest lanes that divide the row (28 columns: 14 lanes; 7: 7), if not a width already.
-    int64_t w = outs.back().second, d = std::min<int64_t>(w, lanes);
-    while (d > 1 && w % d) --d;
-    if (d >= 5 && std::find(widths.begin(), widths.end(), d) == widths.end()) widths.insert(widths.begin(), static_cast<int>(d));
+    int d = widest_dividing_lanes(outs.back().second, lanes);
+    if (d && std::find(widths.begin(), widths.end(), d) == widths.end()) widths.insert(widths.begin(), d);
   }
   // A new point of the knobs, if the sketch makes one that the nest takes (a point the nest refuses is not in the space).
   auto add = [&](const LoopSketch &k, std::vector<int> coords) {
@@ -538,17 +551,6 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
 }
 
 namespace {
-/** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
-std::map<std::string, int64_t> stage_loops(const LoweredKernel &k, const std::string &name) {
-  std::map<std::string, int64_t> out;
-  auto at = stage_index(k, name);
-  if (!at) return out;
-  std::vector<std::pair<std::string, int64_t>> loops;
-  loops_of(k.stages[*at].body, loops);
-  for (const auto &[loop, extent] : loops) out[loop] = extent;
-  return out;
-}
-
 /** Steps splitting loop `loop` (extent `extent`) of a stage by `lanes` (at most the extent) and vectorizing the pieces of 2 lanes or more. */
 void vectorize_by(StageSteps &step, const std::string &loop, int64_t extent, int64_t lanes) {
   lanes = std::min(lanes, extent);

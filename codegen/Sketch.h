@@ -46,6 +46,9 @@ struct SketchPoint {
   int winograd = 0;  // the naive nest the steps apply to: the direct one (0) or Winograd F(m x m, 3x3)'s
 };
 
+/** The widest lanes, from `lanes` down to 5, that divide a row of `width` (56: 14 of 16); 0 when none does. */
+int widest_dividing_lanes(int64_t width, int lanes);
+
 /** Every point of the loop sketch for a target of `lanes` float lanes whose steps replay on `naive`. */
 std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes);
 

@@ -536,6 +536,11 @@ Stmt resolve_ifs(const Stmt &s, const Ranges &r) {
   return with_body(s, body);
 }
 
+/** `s` simplified over `r`: every expression by simplify_over, the ifs decided there by resolve_ifs. */
+Stmt simplify_stmt_over(const Stmt &s, const Ranges &r) {
+  return resolve_ifs(map_exprs(s, [&](const Expr &e) { return simplify_over(e, r); }), r);
+}
+
 /** Every load of `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first). */
 using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
 
@@ -1307,7 +1312,7 @@ void loops_of(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &out) 
 Stmt simplify_over_loops(const Stmt &s) {
   Ranges r;
   loop_ranges(s, r);
-  return resolve_ifs(map_exprs(s, [&](const Expr &e) { return simplify_over(e, r); }), r);
+  return simplify_stmt_over(s, r);
 }
 
 Expected<Stmt> partition(const Stmt &s, const std::string &name) {
@@ -1331,7 +1336,7 @@ Expected<Stmt> partition(const Stmt &s, const std::string &name) {
   for (size_t k = 0; k + 1 < cuts.size(); ++k) {
     Ranges r = outer;
     r[name] = {cuts[k], cuts[k + 1] - 1};
-    Stmt body = resolve_ifs(map_exprs(l->body[0], [&](const Expr &e) { return simplify_over(e, r); }), r);
+    Stmt body = simplify_stmt_over(l->body[0], r);
     if (!bodies.empty() && to_string(body) == to_string(bodies.back())) {
       kept.back() = cuts[k + 1];
       continue;
