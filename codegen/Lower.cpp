@@ -347,12 +347,36 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
   tile_root.pad = plain_root.pad = "root";
   return first_loop_sketch(naive, {tile, plain, tile_root, plain_root});
 }
+
+/**
+ * The register-blocked conv's knobs as the tile sketch with flat pixels (flat_tile_sketch): the
+ * template's kernel as steps. oc_block channels x px_block pixels of the flattened output (the
+ * pixels left over a tile of their own), the reduction in the packed weight's order (c, ky, kx),
+ * kx unrolled with unroll_kx, reduction tiles of ic_block channels, the weight prefetched 8 KiB
+ * ahead, the padded input at root
+ * (pad_at_root) or recomputed at every read, the threads over the channel tiles, the pixel tiles
+ * or both (`parallel`), the epilogue a channel at a time in NCHW with pixel_epilogue.
+ */
+Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
+  int64_t P = conv.type.shape[2] * conv.type.shape[3];
+  TileSketch t;
+  t.flat_pixels = true, t.lanes_outer = true;
+  t.oc_block = s.oc_block, t.px_block = std::min<int64_t>(std::max(1, s.px_block), P);
+  t.parallel = s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
+  t.pad = s.pad_at_root ? "root" : "inline", t.unroll_kx = s.unroll_kx, t.pixel_epilogue = s.pixel_epilogue;
+  t.ic_block = s.ic_block;
+  const ValueId &w = conv.inputs[1];
+  return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
+}
 }  // namespace
 
 bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
   if (!s.steps.empty()) return false;
   for (const Node &n : body.nodes)
-    if (is_conv_op(n.op)) return !(s.winograd && conv_block(n)) && !direct_conv(n, s);
+    if (is_conv_op(n.op)) {
+      if (s.winograd) return !conv_block(n);  // NCHW Winograd
+      return s.pixel_vectors || rows_eligible(n, s);
+    }
   return false;
 }
 
@@ -364,9 +388,14 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   KernelSchedule plain = s;
   plain.steps.clear();
   if (lowered_by_template(body, plain)) return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
-  if (anchor && is_conv_op(anchor->op) && !direct_conv(*anchor, s)) return winograd_steps_of_knobs(body, s);
+  if (anchor && is_conv_op(anchor->op) && s.winograd) return winograd_steps_of_knobs(body, s);
   AT_ASSIGN(naive, lower_naive(body, "k", plain));
-  if (anchor && is_conv_op(anchor->op)) return direct_steps(naive, *anchor, s);
+  if (anchor && is_conv_op(anchor->op)) {
+    if (direct_conv(*anchor, s)) return direct_steps(naive, *anchor, s);
+    AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s));
+    AT_TRY(replay(naive, steps));
+    return steps;
+  }
   int lanes = s.vector_width;
   if (!anchor) {
     // Every outer output loop fused into the parallel loop and the innermost a vector with its

@@ -48,13 +48,15 @@ Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const Ker
  * columns cut at its padding, a global pool's plane summed as vectors of partials); a dense
  * layer with a packed weight is the register-tile sketch with oc_block columns; a conv without
  * channel blocks (oc_block 0: depthwise, narrow groups) the loop sketch's row tile of px_block
- * rows with its padded input at root (pad_at_root) or per channel plane; a conv2d_nchwc with
- * Winograd knobs is winograd_steps_of_knobs. An empty list is the naive nest as it is (a nest no
- * sketch fits). An error for the other convs' knobs: those are their templates'.
+ * rows with its padded input at root (pad_at_root) or per channel plane; a conv with channel
+ * blocks its register tile of oc_block channels x px_block pixels of the flattened output (the
+ * tile sketch's flat pixels: the blocked template's kernel); a conv2d_nchwc with Winograd knobs
+ * is winograd_steps_of_knobs. An empty list is the naive nest as it is (a nest no sketch fits).
+ * An error for the knobs of the conv templates left (lowered_by_template).
  */
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s);
 
-/** Whether `s` is lowered by a template: a conv's knobs without steps, but Winograd's on conv2d_nchwc and those without channel blocks. */
+/** Whether `s` is lowered by a template: a conv's knobs without steps for its padding in the tiles (rows_eligible), NCHW pixel vectors or NCHW Winograd. */
 bool lowered_by_template(const Graph &body, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */

@@ -200,6 +200,111 @@ Expected<std::vector<Step>> blocked_tile_sketch(const LoweredKernel &naive, cons
   return steps;
 }
 
+/**
+ * The register-tile sketch with flat pixels (the register-blocked conv template's shape): the
+ * output rows and columns fused into one pixel loop split into tiles of px_block pixels (a tile
+ * may cross rows; the pixels left over take a tile of their own after the full ones), each tile
+ * oc_block channels (conv2d_nchwc: whole blocks, each block's lanes a vector; NCHW: the channels
+ * one vector, split into registers by the target) around the reduction, the weight packed by the
+ * tile and streamed in order (NCHW16c with lanes_outer: c, ky, kx) and prefetched, the padded
+ * input at root or recomputed at every read. Threads split n and the channel tiles, n and the
+ * pixel tiles, or all three; in the last two, the remainder's tiles are a stage of their own.
+ */
+Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                             const TileSketch &knobs) {
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  bool blocked = outs.size() == 5;
+  if (st.name != "conv2d" || (outs.size() != 4 && !blocked) || reds.size() != (blocked ? 4u : 3u))
+    return make_error("flat pixels need the nest of a conv2d, not of stage " + st.name);
+  int64_t b = blocked ? outs[4].second : 1, channels = outs[1].second * b, P = outs[2].second * outs[3].second, PB = knobs.px_block;
+  if (knobs.oc_block < b || knobs.oc_block % b || channels % knobs.oc_block || (!blocked && knobs.oc_block > 64))
+    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(channels) + " channels" + (blocked ? " in blocks of " + std::to_string(b) : ""));
+  if (PB < 1 || PB > P) return make_error("px_block " + std::to_string(PB) + " is not 1 to the " + std::to_string(P) + " output pixels");
+  if (knobs.pixel_vectors) return make_error("flat pixels take channel lanes");
+  int64_t C = reds[0].second * b, ib = knobs.ic_block / b;
+  if (knobs.ic_block && (knobs.ic_block % b || ib >= reds[0].second || reds[0].second % ib))
+    return make_error("reduction tiles of " + std::to_string(knobs.ic_block) + " channels need whole blocks of " + std::to_string(b) + " dividing " + std::to_string(C) + " channels");
+  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("flat pixels: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
+  if (knobs.pad != "root" && knobs.pad != "inline") return make_error("flat pixels place the padded input at root or inline, not at " + knobs.pad);
+  int64_t rest = P % PB;
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  step("split", "i1")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
+  // The padded input placed first: its reads are affine in the rows and columns until they are fused.
+  if (naive.stages.size() > 1) place_pad(naive, st.name, knobs.pad, steps);
+  step("fuse", "i2")->names = {"i3", "p"};
+  std::vector<std::string> tile{"pp", "oi"}, order = knobs.parallel == 1 ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
+  if (blocked) tile.push_back("i4"), order.push_back("i4");
+  step("reorder")->names = order;
+  step("split", "p")->factor = PB, steps.back().names = {"po", "pp"};
+  std::vector<std::string> reduction = !blocked ? std::vector<std::string>{"k0", "k1", "k2"}
+                                       : knobs.lanes_outer ? std::vector<std::string>{"k0", "k3", "k1", "k2"}
+                                                           : std::vector<std::string>{"k0", "k1", "k2", "k3"};
+  bool by_pixels = !blocked && knobs.pixel_epilogue;
+  // The register tile of the full tiles (sfx "") or of the remainder ("_tail", `px` pixels).
+  auto register_tile_of = [&](const std::string &sfx, int64_t px) {
+    if (knobs.parallel == 1) step("reorder")->names = {"oo" + sfx, "pp" + sfx};
+    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l + sfx);
+    std::vector<std::string> update;
+    for (const std::string &k : reduction) update.push_back(k + sfx);
+    for (const std::string &l : tile) update.push_back(l + sfx + "_1");
+    step("reorder")->names = update;
+    Step *pf = step("prefetch", update[reduction.size() - 1]);
+    pf->buffer = weight, pf->factor = 2048;
+    if (knobs.unroll_kx) step("unroll", "k2" + sfx);
+    for (const char *part : {"", "_1", "_2"}) {
+      std::string pp = "pp" + sfx + part, oi = "oi" + sfx + part;
+      bool epilogue = std::string(part) == "_2";
+      if (blocked) {
+        step("vectorize", "i4" + sfx + part), step("unroll", oi), step("unroll", pp);
+      } else if (epilogue && by_pixels && px >= 2) {
+        // The epilogue a channel at a time, the tile's pixels as the vector: contiguous in NCHW.
+        step("reorder")->names = {oi, pp};
+        step("vectorize", pp), step("unroll", oi);
+      } else {
+        if (knobs.oc_block >= 2) step("vectorize", oi);
+        else step("unroll", oi);
+        step("unroll", pp);
+      }
+    }
+  };
+  register_tile_of("", PB);
+  if (rest) register_tile_of("_tail", rest);
+  if (ib) {
+    // Reduction tiles (the template's ic_block): the input channels split into tiles, the tile
+    // loop outside the unit's loop over register tiles (its pixel tiles, or with pixel tiles as the
+    // units its channel tiles), whose partial sums become a local buffer of the unit's whole output,
+    // each register tile reading its partial sums in and writing them back (cache_write). A unit of
+    // one register tile (and the remainder's tile) keeps its sums in registers across the tiles.
+    std::string around = knobs.parallel == 0 ? "po" : knobs.parallel == 1 ? "oo" : "";
+    if (!around.empty()) step("distribute", around);
+    step("split", "k0")->factor = ib, steps.back().names = {"co", "ci"};
+    if (!around.empty()) {
+      step("reorder")->names = {around + "_1", "co"};
+      step("cache_write", around + "_1")->buffer = "acc";
+    }
+    if (rest) step("split", "k0_tail")->factor = ib, steps.back().names = {"co_tail", "ci_tail"};
+  }
+  if (knobs.parallel == 0) {
+    for (Step &x : parallel_over(st.name, {"i0", "oo"})) steps.push_back(x);
+    return steps;
+  }
+  std::vector<std::string> par{"i0", "po"};
+  if (knobs.parallel == 2) par = {"i0", "oo", "po"};
+  if (rest) {
+    // The remainder's tiles a stage of their own, parallel over n and the channel tiles.
+    if (knobs.parallel == 2) step("distribute", "oo");
+    step("fission", "i0");
+    for (Step &x : parallel_over(st.name + "_1", {"i0_1", knobs.parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
+  }
+  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  return steps;
+}
+
 }  // namespace
 
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs) {
@@ -404,6 +509,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   if (!conv && st.name != "dense") return make_error("the tile sketch needs a conv2d or dense nest, not stage " + st.name);
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
+  if (conv && knobs.flat_pixels) return flat_tile_sketch(naive, weight, dims, knobs);
   if (conv && outs.size() == 5) return blocked_tile_sketch(naive, weight, dims, knobs);
   if (knobs.ic_block) return make_error("reduction tiles need a conv2d_nchwc nest");
   if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);

@@ -67,6 +67,16 @@ struct TileSketch {
   bool pixels_outer = true;  // pixel lanes: the pixel tiles are the parallel loop (else the channel tiles)
   int64_t ic_block = 0;      // conv2d_nchwc: > 0 splits the input channels into tiles of this many (whole blocks),
                              // the tile loop outside the rows and columns (the template's reduction tiles); 0: none
+  bool flat_pixels = false;  // conv: rows and columns fused into one pixel loop, split into px_block pixels (any
+                             // px_block: a tile may cross rows, the pixels left over take a tile of their own),
+                             // the register-blocked conv template's shape; channel lanes only
+  int parallel = 0;          // flat_pixels: the parallel loop is n and the channel tiles (0, each thread running
+                             // its tiles' pixel blocks and remainder), n and the pixel blocks (1, each running
+                             // every channel tile) or all three (2); the remainder's tiles are then a stage of
+                             // their own, parallel over n and the channel tiles
+  bool unroll_kx = false;    // flat_pixels: unroll the kernel-column loop of the reduction
+  bool lanes_outer = false;  // conv2d_nchwc: the input channel's lanes (k3) outside the window loops, so the
+                             // packed weight is read in order (the template's c, ky, kx); else innermost
 };
 
 /**

@@ -1149,6 +1149,30 @@ Expected<Stmt> distribute(const Stmt &s, const std::string &name) {
   return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> { return out; });
 }
 
+Expected<LoweredKernel> fission(const LoweredKernel &k, const std::string &stage, const std::string &name) {
+  AT_ASSIGN(i, stage_index(k, stage));
+  const KernelStage &st = k.stages[i];
+  if (st.parallel_extent != 1 || (!st.parallel_var.empty() && stmt_uses_var(st.body, st.parallel_var)))
+    return make_error("fission: stage " + stage + " is already parallel over " + st.parallel_var);
+  if (st.body->kind != StmtKind::kFor || st.body->var != name) return make_error("fission: loop " + name + " is not the whole body of stage " + stage);
+  AT_ASSIGN(pieces, distribute(st.body, name));
+  // A buffer the pieces share (an allocation in the loop's body, expanded across it) would have
+  // to outlive a stage: refused.
+  if (pieces->kind != StmtKind::kSeq) return make_error("fission: the statements of loop " + name + " share a buffer allocated in it");
+  LoweredKernel out = k;
+  std::vector<KernelStage> made;
+  for (size_t j = 0; j < pieces->body.size(); ++j) {
+    KernelStage piece = st;
+    piece.name = j ? stage + "_" + std::to_string(j) : stage;
+    if (j && stage_index(k, piece.name)) return make_error("fission: there is a stage " + piece.name + " already");
+    piece.body = pieces->body[j];
+    made.push_back(piece);
+  }
+  out.stages.erase(out.stages.begin() + static_cast<std::ptrdiff_t>(i));
+  out.stages.insert(out.stages.begin() + static_cast<std::ptrdiff_t>(i), made.begin(), made.end());
+  return out;
+}
+
 Expected<Stmt> rfactor(const Stmt &s, const std::string &outer, const std::string &inner) {
   std::string where = "rfactor " + outer + " over " + inner + ": ";
   AT_ASSIGN(l, find_loop(s, outer));

@@ -63,6 +63,17 @@ Expected<loop::Stmt> fuse(const loop::Stmt &s, const std::string &outer, const s
 Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
 
 /**
+ * Splits stage `stage` into consecutive stages (loop fission at the stage level): loop `name`,
+ * the whole body of the stage, is distributed over its statements (as distribute does) and each
+ * copy becomes a stage of its own, the first keeping the name, copy j named `stage`_j, so each
+ * can take its own parallel loop: the pixel blocks of a conv in one, their remainder's channel
+ * blocks in the next. The runtime runs stages in order with a barrier between them, so every
+ * piece sees what the pieces before it wrote. Refused when the stage is parallel already or the
+ * statements share a buffer allocated in the loop.
+ */
+Expected<LoweredKernel> fission(const LoweredKernel &k, const std::string &stage, const std::string &name);
+
+/**
  * Factors the reduction in loop `outer` over its inner loop `inner` (Halide's and TVM's rfactor):
  * every store in `outer` must update one element b[idx] (idx the same for all and free of the
  * loops and lets inside `outer`) as b[idx] + t, max(b[idx], t), min(b[idx], t) or fmuladd(x, y,

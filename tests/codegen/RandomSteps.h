@@ -14,7 +14,7 @@ namespace autotune::testing {
 
 inline const std::vector<std::string> &random_step_ops() {
   static const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel",
-                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor"};
+                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor", "fission"};
   return ops;
 }
 
@@ -46,7 +46,7 @@ inline Step random_step(const LoweredKernel &k, std::mt19937 &rng, int t) {
     for (size_t j = i + 1; j < loops.size() && s.names.size() < 3; ++j) s.names.push_back(loops[j].first);
     std::shuffle(s.names.begin(), s.names.end(), rng);
   }
-  if (s.op == "parallel") s.loop = loops[0].first;
+  if (s.op == "parallel" || s.op == "fission") s.loop = loops[0].first;
   if (s.op == "rfactor") {  // over a loop after it (inside it, or not: then refused)
     size_t i = pick(loops.size());
     s.loop = loops[i].first;

@@ -413,6 +413,25 @@ TEST(Transform, DistributeAndPackKeepTheAnswer) {
   EXPECT_EQ(refusal(pack(packed, "w", {5, 4, 3, 3}, 5)), "pack w: it is already packed");
 }
 
+TEST(Transform, FissionMakesAStageOfEachStatement) {
+  // The bias of every output, then every reduction: two stages, each parallel over its own channels.
+  PaddedConv pc;
+  LoweredKernel k = pc.kernel();
+  k.stages[1].body = ok(distribute(k.stages[1].body, "ox"));
+  k.stages[1].body = ok(distribute(k.stages[1].body, "oy"));
+  LoweredKernel two = ok(fission(k, "conv", "o"));
+  ASSERT_EQ(two.stages.size(), 3u);
+  EXPECT_EQ(two.stages[1].name, "conv");
+  EXPECT_EQ(two.stages[2].name, "conv_1");
+  two.stages[1] = ok(parallelize(two.stages[1], "o"));
+  two.stages[2] = ok(parallelize(two.stages[2], "o_1"));
+  EXPECT_LT(pc.run(two), 1e-5) << two.to_string();
+  EXPECT_EQ(refusal(fission(pc.kernel(), "conv", "o")), "distribute: the body of loop o is not a sequence of statements");
+  EXPECT_EQ(refusal(fission(k, "conv", "oy")), "fission: loop oy is not the whole body of stage conv");
+  EXPECT_EQ(refusal(fission(two, "conv", "o")), "fission: stage conv is already parallel over o");
+  EXPECT_EQ(refusal(fission(k, "gemm", "o")), "there is no stage gemm");
+}
+
 TEST(Transform, RfactorGivesEachLaneItsOwnPartialSum) {
   // The matmul's reduction over k (20) split by 8, a tail of 4: each of the 8 lanes sums its own
   // partial, the partials are added once per element, then the tail; through a step list too.

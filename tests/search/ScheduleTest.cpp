@@ -61,20 +61,26 @@ TEST(Schedule, ValidationGivesTheReason) {
   ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
   const Graph &body = *g->nodes[0].body;
   Target avx2 = *resolve_target("avx2");  // 8-lane vectors: the messages below name them
-  KernelSchedule s = default_schedule(body, avx2);
+  // The default's knobs without its steps (which they stand for): the knobs are what is validated.
+  auto knobs = [&](const Target &t) {
+    KernelSchedule k = default_schedule(body, t);
+    k.steps.clear();
+    return k;
+  };
+  KernelSchedule s = knobs(avx2);
   EXPECT_TRUE(static_cast<bool>(validate_schedule(body, s)));
   s.oc_block = 32;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 32 does not divide 48 output channels per group");
   s.oc_block = 12;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: oc_block 12 is not a multiple of vector_width 8");
-  s = default_schedule(body, avx2);
+  s = knobs(avx2);
   s.px_block = 0;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: px_block 0 is not in [1, 32]");
-  s = default_schedule(body);
+  s = knobs(host_target());
   s.ic_block = 12;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: ic_block 12 does not divide 16 input channels per group");
   EXPECT_FALSE(static_cast<bool>(lower_group(body, "k", s)));  // lowering refuses it too, with the same reason
-  s = default_schedule(body);
+  s = knobs(host_target());
   s.pixel_vectors = true;
   EXPECT_EQ(validate_schedule(body, s).error().message,
             "illegal schedule: pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
@@ -111,8 +117,13 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
                 in(sp.ic_block, d.ic_block) && in(sp.pixel_vectors, d.pixel_vectors))
         << t.ops << " " << d.to_string();
     if (!d.steps.empty()) {
-      EXPECT_TRUE(std::any_of(sp.sketches.begin(), sp.sketches.end(), [&](const SketchPoint &p) { return p.steps == d.steps; }))
-          << t.ops << ": the default's step list is not a sketch point";
+      // A sketch point, or the step list its knobs (a point of the knob space, above) stand for.
+      KernelSchedule plain = d;
+      plain.steps.clear();
+      auto of_knobs = steps_of_knobs(t.body, plain);
+      EXPECT_TRUE(std::any_of(sp.sketches.begin(), sp.sketches.end(), [&](const SketchPoint &p) { return p.steps == d.steps; }) ||
+                  (of_knobs && *of_knobs == d.steps))
+          << t.ops << ": the default's step list is neither a sketch point nor its knobs' list";
     }
   }
 }
@@ -297,6 +308,7 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
       for (int v : {8, 16})
         for (int px : {1, 3, 6}) {
           KernelSchedule s = default_schedule(body);
+          s.steps.clear();  // the knobs, not the steps the default's stand for
           s.winograd = m, s.vector_width = v, s.oc_block = 16, s.px_block = px, s.ic_block = 0;
           ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
           expect_schedule_matches(body, s, "winograd " + y);  // measured: F(2x2) 1.8e-7, F(4x4) 2.6e-6 at most
@@ -571,6 +583,7 @@ TEST(ScheduleSpace, PointwisePixelVectorsMatchTheReference) {
           for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
             if (k.o % ob) continue;
             KernelSchedule s = default_schedule(body);
+            s.steps.clear();  // the knobs, not the steps the default's stand for
             s.pixel_vectors = true, s.oc_block = ob, s.px_block = pv, s.vector_width = v, s.parallel = par;
             ASSERT_TRUE(ScheduleSpace::legalize(s));
             ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
@@ -591,6 +604,7 @@ TEST(Schedule, WinogradIsRefusedWhereItDoesNotApply) {
   })");
   ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
   KernelSchedule s = default_schedule(*g->nodes[0].body);
+  s.steps.clear();  // the knobs, not the steps they stand for
   s.winograd = 2;
   EXPECT_EQ(validate_schedule(*g->nodes[0].body, s).error().message,
             "illegal schedule: winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
@@ -615,6 +629,7 @@ TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
   for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx})
     for (bool root : {true, false}) {
       KernelSchedule s = default_schedule(body);
+      s.steps.clear();  // the knobs, not the steps the default's stand for
       s.ic_block = 16, s.parallel = par, s.pad_at_root = root, s.px_block = 5;
       ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
       expect_schedule_matches(body, s, "tiled conv");
@@ -645,6 +660,7 @@ TEST(ScheduleSpace, PixelEpiloguesTransposeTilesOfEveryShape) {
       for (int px : {2, 5, 8, 9, 16, 17, 27, 32})
         for (int ib : {0, 4}) {
           KernelSchedule s = default_schedule(body, *t);
+          s.steps.clear();  // the knobs, not the steps the default's stand for
           s.winograd = 0, s.pixel_vectors = false, s.pixel_epilogue = true;
           s.vector_width = t->lanes, s.oc_block = ob, s.px_block = px, s.ic_block = ib;
           ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
@@ -869,6 +885,7 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
       for (int px : {2, 3, 5, 11, 16})
         for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
           KernelSchedule s = default_schedule(body, *t);
+          s.steps.clear();  // the knobs, not the steps the default's stand for
           s.winograd = 0, s.pixel_vectors = false, s.ic_block = 0;
           s.pad_at_root = false, s.pixel_epilogue = true, s.px_block = px, s.parallel = par;
           s.oc_block = 2 * t->lanes, s.vector_width = t->lanes;
