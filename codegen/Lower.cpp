@@ -349,8 +349,9 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
 }
 
 /**
- * The register-blocked conv's knobs as the tile sketch with flat pixels (flat_tile_sketch): the
- * template's kernel as steps. oc_block channels x px_block pixels of the flattened output (the
+ * The register-blocked conv's knobs as the tile sketch with flat pixels (flat_tile_sketch), or
+ * with its padding in the tiles (rows_eligible) the row tiles (row_tile_sketch): the templates'
+ * kernels as steps. oc_block channels x px_block pixels of the flattened output (the
  * pixels left over a tile of their own), the reduction in the packed weight's order (c, ky, kx),
  * kx unrolled with unroll_kx, reduction tiles of ic_block channels, the weight prefetched 8 KiB
  * ahead, the padded input at root
@@ -360,11 +361,11 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
 Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
   int64_t P = conv.type.shape[2] * conv.type.shape[3];
   TileSketch t;
-  t.flat_pixels = true, t.lanes_outer = true;
-  t.oc_block = s.oc_block, t.px_block = std::min<int64_t>(std::max(1, s.px_block), P);
-  t.parallel = s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
+  t.flat_pixels = !rows_eligible(conv, s), t.row_tiles = !t.flat_pixels, t.lanes_outer = true;
+  t.oc_block = s.oc_block, t.px_block = std::min<int64_t>(std::max(1, s.px_block), t.row_tiles ? conv.type.shape[3] : P);
+  t.parallel = t.flat_pixels && s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
   t.pad = s.pad_at_root ? "root" : "inline", t.unroll_kx = s.unroll_kx, t.pixel_epilogue = s.pixel_epilogue;
-  t.ic_block = s.ic_block;
+  t.ic_block = s.ic_block, t.lanes = s.vector_width;
   const ValueId &w = conv.inputs[1];
   return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
 }
@@ -375,7 +376,10 @@ bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
   for (const Node &n : body.nodes)
     if (is_conv_op(n.op)) {
       if (s.winograd) return !conv_block(n);  // NCHW Winograd
-      return s.pixel_vectors || rows_eligible(n, s);
+      // The row tiles of an NCHW conv (the stems: 7x7 stride 2 on 3 channels) keep the template:
+      // as steps (row_tile_sketch) they ran 1.09-1.17 of it, alone and in the model, their
+      // inner loops instruction for instruction the same but the edge tiles spilling accumulators.
+      return s.pixel_vectors || (rows_eligible(n, s) && !conv_block(n));
     }
   return false;
 }

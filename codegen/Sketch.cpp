@@ -201,6 +201,20 @@ Expected<std::vector<Step>> blocked_tile_sketch(const LoweredKernel &naive, cons
 }
 
 /**
+ * The channel loop `loop` of a register tile (`extent` channels) as vectors of `lanes`: split and
+ * its vectors unrolled where it is wider (each FMA a native vector, as the templates wrote them:
+ * a 32-lane vector left for LLVM to split spilled accumulators in a conv's edge tiles), else one vector.
+ */
+void channel_vectors(const StageSteps &step, const std::string &loop, int64_t extent, int lanes) {
+  if (lanes >= 2 && extent > lanes && extent % lanes == 0) {
+    step("split", loop)->factor = lanes, step.steps.back().names = {loop + "v", loop + "l"};
+    step("unroll", loop + "v"), step("vectorize", loop + "l");
+  } else {
+    step("vectorize", loop);
+  }
+}
+
+/**
  * The register-tile sketch with flat pixels (the register-blocked conv template's shape): the
  * output rows and columns fused into one pixel loop split into tiles of px_block pixels (a tile
  * may cross rows; the pixels left over take a tile of their own after the full ones), each tile
@@ -260,13 +274,13 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
       std::string pp = "pp" + sfx + part, oi = "oi" + sfx + part;
       bool epilogue = std::string(part) == "_2";
       if (blocked) {
-        step("vectorize", "i4" + sfx + part), step("unroll", oi), step("unroll", pp);
+        channel_vectors(step, "i4" + sfx + part, b, knobs.lanes), step("unroll", oi), step("unroll", pp);
       } else if (epilogue && by_pixels && px >= 2) {
         // The epilogue a channel at a time, the tile's pixels as the vector: contiguous in NCHW.
         step("reorder")->names = {oi, pp};
         step("vectorize", pp), step("unroll", oi);
       } else {
-        if (knobs.oc_block >= 2) step("vectorize", oi);
+        if (knobs.oc_block >= 2) channel_vectors(step, oi, knobs.oc_block, knobs.lanes);
         else step("unroll", oi);
         step("unroll", pp);
       }
@@ -301,6 +315,97 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
     step("fission", "i0");
     for (Step &x : parallel_over(st.name + "_1", {"i0_1", knobs.parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
   }
+  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  return steps;
+}
+
+/**
+ * The register-tile sketch along output rows (the conv template with its padding in the tiles):
+ * tiles of oc_block channels x px_block columns of one row, the row's last tile narrower where
+ * px_block does not divide it, around the reduction in the packed weight's order; the input read
+ * in place, its padding recomputed at every read, then the tile loop partitioned into the edge
+ * tiles (some kernel columns outside: they select 0) and the inside ones (plain reads), and each
+ * kernel-row loop trimmed to the rows inside the input. Threads split n and the channel tiles,
+ * n and the rows, or all three.
+ */
+Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                            const TileSketch &knobs) {
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  bool blocked = outs.size() == 5;
+  if (st.name != "conv2d" || (outs.size() != 4 && !blocked) || reds.size() != (blocked ? 4u : 3u))
+    return make_error("row tiles need the nest of a conv2d, not of stage " + st.name);
+  int64_t b = blocked ? outs[4].second : 1, channels = outs[1].second * b, OW = outs[3].second, PB = knobs.px_block;
+  if (knobs.oc_block < b || knobs.oc_block % b || channels % knobs.oc_block || (!blocked && knobs.oc_block > 64))
+    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(channels) + " channels" + (blocked ? " in blocks of " + std::to_string(b) : ""));
+  if (PB < 1 || PB > OW) return make_error("px_block " + std::to_string(PB) + " is not 1 to the " + std::to_string(OW) + " output columns");
+  if (knobs.pixel_vectors || knobs.ic_block) return make_error("row tiles take channel lanes and no reduction tiles");
+  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("row tiles: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
+  int64_t rest = OW % PB;
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  step("split", "i1")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
+  bool padded = naive.stages.size() > 1;
+  if (padded) place_pad(naive, st.name, "inline", steps);
+  std::vector<std::string> order = knobs.parallel == 1 ? std::vector<std::string>{"i2", "oo", "i3", "oi"} : std::vector<std::string>{"oo", "i2", "i3", "oi"};
+  if (blocked) order.push_back("i4");
+  step("reorder")->names = order;
+  step("split", "i3")->factor = PB, steps.back().names = {"xo", "xp"};
+  std::vector<std::string> tile{"xp", "oi"};
+  if (blocked) tile.push_back("i4");
+  std::vector<std::string> reduction = blocked ? std::vector<std::string>{"k0", "k3", "k1", "k2"} : std::vector<std::string>{"k0", "k1", "k2"};
+  bool by_pixels = !blocked && knobs.pixel_epilogue;
+  auto register_tile_of = [&](const std::string &sfx, int64_t px) {
+    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l + sfx);
+    std::vector<std::string> update;
+    for (const std::string &k : reduction) update.push_back(k + sfx);
+    for (const std::string &l : tile) update.push_back(l + sfx + "_1");
+    step("reorder")->names = update;
+    Step *pf = step("prefetch", "k2" + sfx);
+    pf->buffer = weight, pf->factor = 2048;
+    if (knobs.unroll_kx) step("unroll", "k2" + sfx);
+    for (const char *part : {"", "_1", "_2"}) {
+      std::string xp = "xp" + sfx + part, oi = "oi" + sfx + part;
+      if (blocked) {
+        channel_vectors(step, "i4" + sfx + part, b, knobs.lanes), step("unroll", oi), step("unroll", xp);
+      } else if (std::string(part) == "_2" && by_pixels && px >= 2) {
+        step("reorder")->names = {oi, xp};
+        step("vectorize", xp), step("unroll", oi);
+      } else {
+        if (knobs.oc_block >= 2) channel_vectors(step, oi, knobs.oc_block, knobs.lanes);
+        else step("unroll", oi);
+        step("unroll", xp);
+      }
+    }
+  };
+  register_tile_of("", PB);
+  if (rest) register_tile_of("_tail", rest);
+  if (padded) {
+    // The edge tiles cut from the inside ones, then every kernel-row loop (one per part, and the
+    // narrower last tile's) trimmed to the input's rows. The names the partition gives are read
+    // off the replayed nest.
+    auto scratch = replay(naive, steps);
+    if (!scratch) return scratch.error();
+    Step part;
+    part.op = "partition", part.stage = st.name, part.loop = "xo";
+    if (auto cut = apply_step(*scratch, part)) scratch = cut.take(), steps.push_back(part);
+    // In the edge tiles (and the narrower last tile) the update's unrolled pixels are cut too:
+    // only the pixels some of whose kernel columns fall outside keep their select.
+    for (const auto &[loop, extent] : stage_loops(*scratch, st.name)) {
+      (void)extent;
+      bool edge_pixels = loop.rfind("xp_1_xob", 0) == 0 || loop == "xp_tail_1";
+      if (loop.rfind("k1", 0) != 0 && !edge_pixels) continue;
+      Step t;
+      t.op = edge_pixels ? "partition" : "trim", t.stage = st.name, t.loop = loop;
+      if (auto next = apply_step(*scratch, t)) scratch = next.take(), steps.push_back(t);
+    }
+  }
+  std::vector<std::string> par = knobs.parallel == 0 ? std::vector<std::string>{"i0", "oo"}
+                                 : knobs.parallel == 1 ? std::vector<std::string>{"i0", "i2"}
+                                                       : std::vector<std::string>{"i0", "oo", "i2"};
   for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
   return steps;
 }
@@ -510,6 +615,7 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
   if (conv && knobs.flat_pixels) return flat_tile_sketch(naive, weight, dims, knobs);
+  if (conv && knobs.row_tiles) return row_tile_sketch(naive, weight, dims, knobs);
   if (conv && outs.size() == 5) return blocked_tile_sketch(naive, weight, dims, knobs);
   if (knobs.ic_block) return make_error("reduction tiles need a conv2d_nchwc nest");
   if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);

@@ -14,6 +14,7 @@
 //   cache_write    stage, buffer, loop
 //   rfactor        stage, loop (the reduction loop), inner (the loop whose iterations get partials)
 //   distribute     stage, loop
+//   trim           stage, loop (bounded to the iterations where its guarded updates do something)
 //   fission        stage, loop (the stage's whole body: distributed, each copy a stage `stage`_j of its own)
 //   partition      stage, loop (split where the conditions in its body change: borders from the inside)
 //   prefetch       stage, buffer, loop, factor (how many elements ahead)

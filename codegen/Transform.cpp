@@ -1149,6 +1149,131 @@ Expected<Stmt> distribute(const Stmt &s, const std::string &name) {
   return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> { return out; });
 }
 
+namespace {
+
+void conjuncts_of(const Expr &c, std::vector<Expr> &out) {
+  if (c->kind == ExprKind::kBinary && c->op == BinOp::kAnd) {
+    conjuncts_of(c->args[0], out);
+    conjuncts_of(c->args[1], out);
+    return;
+  }
+  out.push_back(c);
+}
+
+void vars_of(const Expr &e, std::set<std::string> &out) {
+  if (!e) return;
+  if (e->kind == ExprKind::kVar) out.insert(e->name);
+  for (const Expr &a : e->args) vars_of(a, out);
+}
+
+bool is_float_zero(const Expr &e) { return e->kind == ExprKind::kFloat && e->float_value == 0; }
+
+/** A store's guard: the conjuncts of its select's condition that use the loop, the others, and how to rebuild the value without the first. */
+struct Guard {
+  std::vector<Expr> on_loop, rest;
+  std::function<Expr(const Expr &)> rebuild;  // the value with its select's condition replaced (nullptr: no condition left)
+};
+
+/**
+ * The guard of `st` on loop variable `v`: st is b[i] = fmuladd(select(c, x, 0), y, b[i]) (either
+ * product operand) or b[i] = select(c, value, b[i]), so it does nothing where c is false.
+ */
+std::optional<Guard> guard_of(const Stmt &st, const std::string &v) {
+  const Expr &val = st->value;
+  auto same_element = [&](const Expr &e) {
+    return e->kind == ExprKind::kLoad && e->buffer.get() == st->buffer.get() && to_string(e->args[0]) == to_string(st->index);
+  };
+  Guard g;
+  Expr cond;
+  if (val->kind == ExprKind::kCall && val->name == "fmuladd" && val->args.size() == 3 && same_element(val->args[2])) {
+    for (int a : {0, 1}) {
+      const Expr &sel = val->args[a];
+      if (sel->kind != ExprKind::kSelect || !is_float_zero(sel->args[2])) continue;
+      cond = sel->args[0];
+      g.rebuild = [val, a, sel](const Expr &c) {
+        std::vector<Expr> args = val->args;
+        args[a] = c ? select(c, sel->args[1], sel->args[2]) : sel->args[1];
+        return with_args(val, args);
+      };
+      break;
+    }
+  } else if (val->kind == ExprKind::kSelect && same_element(val->args[2])) {
+    cond = val->args[0];
+    g.rebuild = [val](const Expr &c) { return c ? select(c, val->args[1], val->args[2]) : val->args[1]; };
+  }
+  if (!cond) return std::nullopt;
+  std::vector<Expr> all;
+  conjuncts_of(cond, all);
+  for (const Expr &c : all) (uses_var(c, v) ? g.on_loop : g.rest).push_back(c);
+  return g;
+}
+
+void stores_in(const Stmt &s, std::vector<Stmt> &out) {
+  if (!s) return;
+  if (s->kind == StmtKind::kStore) out.push_back(s);
+  for (const Stmt &b : s->body) stores_in(b, out);
+}
+
+}  // namespace
+
+Expected<Stmt> trim(const Stmt &s, const std::string &name) {
+  AT_ASSIGN(l, find_loop(s, name));
+  AT_ASSIGN(mn, constant(l->min, name, "start"));
+  AT_ASSIGN(ex, constant(l->extent, name, "extent"));
+  if (l->for_kind != ForKind::kSerial) return make_error("trim: loop " + name + " is " + for_kind_name(l->for_kind));
+  std::vector<Stmt> stores;
+  stores_in(l->body[0], stores);
+  if (stores.empty()) return make_error("trim: loop " + name + " stores nothing");
+  // Every store must do nothing where the same conditions on the loop are false.
+  std::vector<Expr> conds;
+  std::string key;
+  for (const Stmt &st : stores) {
+    auto g = guard_of(st, name);
+    if (!g || g->on_loop.empty())
+      return make_error("trim: the store to " + st->buffer->name + " in loop " + name + " is not an update guarded by a condition on " + name);
+    std::string k;
+    for (const Expr &c : g->on_loop) k += to_string(c) + ";";
+    if (conds.empty()) conds = g->on_loop, key = k;
+    else if (k != key) return make_error("trim: the stores in loop " + name + " are guarded by different conditions on it");
+  }
+  // Each condition a * v + r < 0 (or <= 0), a a constant: a bound on v from variables bound outside the loop.
+  std::multiset<std::string> inner_loops;
+  std::set<std::string> inner;
+  collect_names(l->body[0], inner_loops, inner);
+  Expr lo = int_imm(mn), hi = int_imm(mn + ex);
+  for (const Expr &c : conds) {
+    if (c->kind != ExprKind::kBinary || (c->op != BinOp::kLT && c->op != BinOp::kLE))
+      return make_error("trim: the condition " + to_string(c) + " is not a comparison");
+    Expr d = c->args[0] - c->args[1];
+    auto a = stride_of(d, name);
+    if (!a || *a == 0) return make_error("trim: the condition " + to_string(c) + " is not linear in " + name);
+    Expr r = loop::substitute(d, name, int_imm(0));
+    std::set<std::string> vs;
+    vars_of(r, vs);
+    for (const std::string &x : vs)
+      if (inner.count(x)) return make_error("trim: the condition " + to_string(c) + " uses " + x + ", bound inside loop " + name);
+    int64_t t = c->op == BinOp::kLT ? -1 : 0;  // a * v + r <= t
+    if (*a > 0) hi = min(hi, (int_imm(t) - r) / int_imm(*a) + int_imm(1));
+    else lo = max(lo, (r - int_imm(t) + int_imm(-*a - 1)) / int_imm(-*a));
+  }
+  // The conditions hold on every iteration left: the selects keep only the others.
+  std::function<Stmt(const Stmt &)> rewrite = [&](const Stmt &x) -> Stmt {
+    if (!x) return x;
+    if (x->kind == StmtKind::kStore) {
+      auto g = guard_of(x, name);
+      Expr rest;
+      for (const Expr &c : g->rest) rest = rest ? both(rest, c) : c;
+      return store(x->buffer, x->index, g->rebuild(rest));
+    }
+    if (x->body.empty()) return x;
+    std::vector<Stmt> body;
+    for (const Stmt &b : x->body) body.push_back(rewrite(b));
+    return with_body(x, std::move(body));
+  };
+  Stmt trimmed = for_loop(name, lo, max(int_imm(0), hi - lo), ForKind::kSerial, rewrite(l->body[0]));
+  return map_loop(s, name, [&](const Stmt &) -> Expected<Stmt> { return trimmed; });
+}
+
 Expected<LoweredKernel> fission(const LoweredKernel &k, const std::string &stage, const std::string &name) {
   AT_ASSIGN(i, stage_index(k, stage));
   const KernelStage &st = k.stages[i];
@@ -1343,7 +1468,9 @@ Expected<Stmt> partition(const Stmt &s, const std::string &name) {
   AT_ASSIGN(l, find_loop(s, name));
   AT_ASSIGN(mn, constant(l->min, name, "start"));
   AT_ASSIGN(ex, constant(l->extent, name, "extent"));
-  if (l->for_kind != ForKind::kSerial) return make_error("partition: loop " + name + " is already " + for_kind_name(l->for_kind));
+  // An unrolled loop's parts stay unrolled (a register tile's edge pixels from its inside ones).
+  if (l->for_kind != ForKind::kSerial && l->for_kind != ForKind::kUnrolled)
+    return make_error("partition: loop " + name + " is already " + for_kind_name(l->for_kind));
   // Each range's body simplified for it (the ranges of every loop around and inside known);
   // neighbours that simplify to the same body are one part (a min or max whose arguments are
   // equal at its switch point gives a cut either side of it).
@@ -1384,7 +1511,7 @@ Expected<Stmt> partition(const Stmt &s, const std::string &name) {
       std::string v = k == largest ? name : name + "_b" + std::to_string(k);
       body = substitute(body, name, var(v) + int_imm(cuts[k]));
       if (k != largest) body = rename_loops(body, "_" + name + "b" + std::to_string(k));
-      parts.push_back(for_loop(v, int_imm(0), int_imm(cuts[k + 1] - cuts[k]), ForKind::kSerial, body));
+      parts.push_back(for_loop(v, int_imm(0), int_imm(cuts[k + 1] - cuts[k]), l->for_kind, body));
     }
     return seq(parts);
   });

@@ -63,6 +63,17 @@ Expected<loop::Stmt> fuse(const loop::Stmt &s, const std::string &outer, const s
 Expected<loop::Stmt> distribute(const loop::Stmt &s, const std::string &name);
 
 /**
+ * Trims loop `name` to the iterations where its body does something (Halide's and TVM's bound
+ * tightening at a boundary): every store in it must be an update guarded by a condition, b[i] =
+ * fmuladd(select(c, x, 0), y, b[i]) or b[i] = select(c, v, b[i]), the same conjuncts of c using
+ * the loop for every store, each a comparison linear in the loop with the rest bound outside it.
+ * The loop then runs from the largest to the smallest bound they give (variable bounds: a conv's
+ * kernel rows inside the input, per output row), and the selects keep the other conjuncts. The
+ * loop can no longer be split, unrolled or vectorized. Refused for any other body.
+ */
+Expected<loop::Stmt> trim(const loop::Stmt &s, const std::string &name);
+
+/**
  * Splits stage `stage` into consecutive stages (loop fission at the stage level): loop `name`,
  * the whole body of the stage, is distributed over its statements (as distribute does) and each
  * copy becomes a stage of its own, the first keeping the name, copy j named `stage`_j, so each
@@ -105,7 +116,8 @@ Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &nam
  * padded input's row [0, W + 2) becomes the left border, the inside [1, W + 1), whose reads are
  * then affine, clamps and select gone, and the right border. The largest part keeps the name;
  * each other part k becomes `name`_bk, with the loops inside it renamed `loop`_`name`bk. Every
- * part starts at 0. Refused when nothing in the body switches inside the loop's range.
+ * part starts at 0. An unrolled loop's parts stay unrolled. Refused when nothing in the body
+ * switches inside the loop's range, and for vectorized and parallel loops.
  */
 Expected<loop::Stmt> partition(const loop::Stmt &s, const std::string &name);
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "codegen/Lower.h"
+#include "codegen/Sketch.h"
 #include "codegen/Transform.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
@@ -896,6 +897,23 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
           EXPECT_NE(k->schedule.find("padding in the tiles"), std::string::npos) << k->schedule;
           EXPECT_EQ(k->stages.size(), 1u);  // no copy stage
           expect_schedule_matches(body, s, std::string(isa) + " nchw rows", 1e-5, *t);
+          // The same tiles as the tile sketch's row tiles (NCHW keeps the template; conv2d_nchwc's
+          // knobs stand for these): the padding recomputed in place, the edge tiles cut from the
+          // inside ones, the kernel rows trimmed to the input.
+          auto naive = lower_naive(body, "naive", s);
+          ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
+          TileSketch rt;
+          rt.row_tiles = true, rt.oc_block = s.oc_block, rt.px_block = std::min(px, 6), rt.lanes = t->lanes;
+          rt.parallel = static_cast<int>(par), rt.pixel_epilogue = true;
+          auto steps = tile_sketch(*naive, "p1", {32, 16, 3, 3}, rt);
+          ASSERT_TRUE(static_cast<bool>(steps)) << steps.error().message;
+          KernelSchedule r = s;
+          r.steps = *steps;
+          auto rk = lower_group(body, "k", r);
+          ASSERT_TRUE(static_cast<bool>(rk)) << rk.error().message;
+          EXPECT_NE(rk->schedule.find("trim k1"), std::string::npos) << rk->schedule;
+          EXPECT_EQ(rk->stages.size(), 1u);
+          expect_schedule_matches(body, r, std::string(isa) + " nchw row tiles as steps", 1e-5, *t);
           ++checked;
         }
     }
