@@ -361,6 +361,15 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
 Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
   int64_t P = conv.type.shape[2] * conv.type.shape[3];
   TileSketch t;
+  if (s.pixel_vectors) {
+    // oc_block channels x px_block vectors of vector_width pixels (fewer where the pixels are
+    // fewer: then one tile of them, the channel tiles the parallel units).
+    t.oc_block = s.oc_block, t.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, P));
+    t.pixel_vectors = static_cast<int>(std::min<int64_t>(std::max(1, s.px_block), P / t.lanes));
+    t.parallel = int64_t{t.pixel_vectors} * t.lanes < int64_t{std::max(1, s.px_block)} * s.vector_width ? 0 : static_cast<int>(s.parallel);
+    const ValueId &w = conv.inputs[1];
+    return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
+  }
   t.flat_pixels = !rows_eligible(conv, s), t.row_tiles = !t.flat_pixels, t.lanes_outer = true;
   t.oc_block = s.oc_block, t.px_block = std::min<int64_t>(std::max(1, s.px_block), t.row_tiles ? conv.type.shape[3] : P);
   t.parallel = t.flat_pixels && s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
@@ -379,7 +388,7 @@ bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
       // The row tiles of an NCHW conv (the stems: 7x7 stride 2 on 3 channels) keep the template:
       // as steps (row_tile_sketch) they ran 1.09-1.17 of it, alone and in the model, their
       // inner loops instruction for instruction the same but the edge tiles spilling accumulators.
-      return s.pixel_vectors || (rows_eligible(n, s) && !conv_block(n));
+      return rows_eligible(n, s) && !conv_block(n);
     }
   return false;
 }

@@ -164,12 +164,24 @@ Status Lowerer::naive_conv2d() {
         },
         [](const Expr &a, const Index &) { return a; }, "conv2d");
   }
+  // Pixel vectors on a strided 1x1 conv: a first stage gathers the subsampled input (loops sn,
+  // sc, sy, sx), so the conv reads contiguous pixel vectors of it (the pointwise template's form).
+  bool subsample = s_.pixel_vectors && !padded && KH == 1 && KW == 1 && (st[0] > 1 || st[1] > 1);
+  if (subsample) {
+    int64_t N = xs[0], OH = os[2], OW = os[3];
+    src = make_buffer("subsampled", Type::kF32, N * C * OH * OW, BufferScope::kTemp);
+    k_.buffers.push_back(src);
+    Stmt copy = store(src, ((var("sn") * C + var("sc")) * OH + var("sy")) * OW + var("sx"),
+                      value_at(conv.inputs[0], {var("sn"), var("sc"), var("sy") * st[0], var("sx") * st[1]}));
+    add_stage("subsample", "u", 1, loop_nest({"sn", "sc", "sy", "sx"}, {N, C, OH, OW}, copy));
+  }
   return naive_reduction(
       os, {CG, KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },
       [&](const Index &i, const Index &r) {
         Expr cin = (i[1] / int_imm(OG)) * CG + r[0];
         if (OG == ws[0]) cin = r[0];  // one group: affine
         Expr y = i[2] * st[0] + r[1] * dl[0], x = i[3] * st[1] + r[2] * dl[1];
+        if (subsample) return load(src, ((i[0] * C + cin) * os[2] + i[2]) * os[3] + i[3]) * load(w, i[1] * CG + r[0]);
         Expr xin = padded ? load(src, ((i[0] * C + cin) * PH + y) * PW + x) : value_at(conv.inputs[0], {i[0], cin, y, x});
         return xin * load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
       },
@@ -180,7 +192,6 @@ Status Lowerer::lower_conv2d() {
   AT_TRY(check_inlinable());
   if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
-  if (s_.pixel_vectors) return lower_pointwise();
   if (rows_eligible(g_.nodes[anchor_], s_)) return lower_conv_rows();
   // The register-blocked conv with its padded input at root or recomputed at every read is the
   // tile sketch's flat pixels (blocked_steps in Lower.cpp); a conv without channel blocks, the loop sketch.
@@ -305,92 +316,6 @@ Status Lowerer::lower_conv_rows() {
       add_stage("conv2d", "u", N * OBN * OH, row(u / int_imm(OBN * OH), (u / int_imm(OH)) % int_imm(OBN), u % int_imm(OH)));
       break;
   }
-  return Status::ok();
-}
-
-/**
- * Pointwise template (1x1, no padding, one group; schedule pixel_vectors): in NCHW a
- * channel's pixels are contiguous, so the register block is OB output channels x PV vectors of
- * V pixels, each input vector loaded once per input channel and each weight broadcast from the
- * packed [O/OB][C][OB] layout. The accumulators of one channel are whole vectors of its plane,
- * so the epilogue stores (and reads a residual) contiguously with no transposition. Full blocks
- * run in the main stage; the P % (PV * V) pixels left take full vectors and one tail vector, in the
- * same unit as their channel block's full blocks when threads own channel blocks (so its weights are
- * streamed once), else in a stage of their own.
- */
-Status Lowerer::lower_pointwise() {
-  const Node &conv = g_.nodes[anchor_];
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
-  int64_t N = xs[0], C = xs[1], O = os[1], P = os[2] * os[3];
-  int64_t V = s_.vector_width, OB = s_.oc_block, PV = std::max(1, s_.px_block), PB = PV * V, OBN = O / OB, PBF = P / PB;
-  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
-  k_.schedule = "pointwise conv, " + k_.schedule;
-  Buffer x = params_[conv.inputs[0].index], wp = params_[conv.inputs[1].index];
-  const auto &st = conv.attrs.ints("strides");
-  if (st[0] > 1 || st[1] > 1) {
-    // A strided 1x1 conv is a pointwise conv of the subsampled input: a first stage gathers it
-    // (a small stride reads wide and shuffles), so the blocks read contiguous pixel vectors.
-    Buffer sub = make_buffer("subsampled", Type::kF32, N * C * P, BufferScope::kTemp);
-    k_.buffers.push_back(sub);
-    Index r = unravel(var("r"), {N, C, os[2]});
-    add_stage("subsample", "r", N * C * os[2], row_loops(os[3], [&](Expr ox, int lanes, Expr lane) {
-      return lanes_of(lanes, lane, store(sub, var("r") * os[3] + ox, value_at(conv.inputs[0], {r[0], r[1], r[2] * st[0], ox * st[1]})));
-    }));
-    x = sub;
-  }
-  auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
-  // vecs: (offset from p0, lanes) of each pixel vector of the block.
-  auto block = [&](const Expr &n, const Expr &ob, const Expr &p0, const std::vector<std::pair<int64_t, int>> &vecs, int64_t np) {
-    Buffer acc = make_buffer(fresh("acc"), Type::kF32, OB * np, BufferScope::kLocal);
-    std::vector<Stmt> init, fma, out;
-    for (int64_t o = 0; o < OB; ++o) {
-      Expr oc = ob * OB + int_imm(o);
-      for (auto [off, lanes] : vecs) {
-        std::string v = fresh("v");
-        Expr lane = lanes > 1 ? var(v) : int_imm(0), ai = int_imm(o * np + off) + lane, px = p0 + int_imm(off) + lane;
-        auto vec = [&, lanes, v](Stmt s) { return lanes > 1 ? for_loop(v, int_imm(0), int_imm(lanes), ForKind::kVectorized, s) : s; };
-        init.push_back(vec(store(acc, ai, bias(oc))));
-        Expr xin = load(x, (n * C + var("c")) * P + px);
-        fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, load(wp, var("wb") + int_imm(o)), load(acc, ai)}))));
-        out.push_back(vec(store_output({n, oc, int_imm(0), px}, load(acc, ai))));
-      }
-    }
-    Stmt reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial,
-                           let("wb", (ob * C + var("c")) * OB, seq({seq(fma), seq(prefetch_ahead(wp, var("wb"), OB))})));
-    return allocate(acc, seq({seq(init), reduce, seq(out)}));
-  };
-  Expr u = var("u");
-  int64_t rest = P - PBF * PB;
-  auto tail = [&] {
-    std::vector<std::pair<int64_t, int>> vecs;
-    int64_t at = 0;
-    for (; rest - at >= V; at += V) vecs.emplace_back(at, static_cast<int>(V));
-    if (rest > at) vecs.emplace_back(at, static_cast<int>(rest - at));  // one tail vector (masked on memory)
-    return block(u / int_imm(OBN), u % int_imm(OBN), int_imm(PBF * PB), vecs, rest);
-  };
-  if (PBF > 0) {
-    std::vector<std::pair<int64_t, int>> vecs;
-    for (int64_t i = 0; i < PV; ++i) vecs.emplace_back(i * V, static_cast<int>(V));
-    Stmt main;
-    int64_t units = 0;
-    switch (s_.parallel) {
-      case KernelSchedule::Parallel::kOc:  // a thread owns whole output-channel blocks
-        units = N * OBN;
-        main = for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(u / int_imm(OBN), u % int_imm(OBN), var("pb") * PB, vecs, PB));
-        if (rest) main = seq({main, tail()});  // as in the direct template: weights streamed once
-        break;
-      case KernelSchedule::Parallel::kPx:  // a thread owns pixel blocks, all channels
-        units = N * PBF;
-        main = for_loop("ob", int_imm(0), int_imm(OBN), ForKind::kSerial, block(u / int_imm(PBF), var("ob"), (u % int_imm(PBF)) * PB, vecs, PB));
-        break;
-      case KernelSchedule::Parallel::kOcPx:
-        units = N * OBN * PBF;
-        main = block(u / int_imm(OBN * PBF), (u / int_imm(PBF)) % int_imm(OBN), (u % int_imm(PBF)) * PB, vecs, PB);
-        break;
-    }
-    add_stage("pointwise_conv2d", "u", units, main);
-  }
-  if (rest && (PBF == 0 || s_.parallel != KernelSchedule::Parallel::kOc)) add_stage("pointwise_conv2d_tail", "u", N * OBN, tail());
   return Status::ok();
 }
 

@@ -142,7 +142,6 @@ class Lowerer {
    * at src.buf[base, base + src.w): zeros where the row or a column is padding.
    */
   Stmt padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py);
-  Status lower_pointwise();
   /** buf[base + from, base + from + count) = 0, in vectors of the schedule's width: a padded row's zero columns. */
   Stmt zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count);
   /**

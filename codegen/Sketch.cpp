@@ -215,6 +215,84 @@ void channel_vectors(const StageSteps &step, const std::string &loop, int64_t ex
 }
 
 /**
+ * The register-tile sketch with pixel lanes for a 1x1 conv in NCHW (the pointwise template's form):
+ * rows and columns fused into the pixel loop, whose contiguous pixels are the vector; tiles of
+ * oc_block channels x pixel_vectors vectors of `lanes` pixels around the reduction, each weight
+ * broadcast to every pixel of the tile, the weight packed by the tile and prefetched; the pixels
+ * left over a tile of full vectors and one narrower vector. Threads split n and the channel tiles
+ * (0: each thread runs its tiles' pixels, the remainder after them), n and the pixel tiles (1: each
+ * runs every channel tile over its pixels, read once) or all three (2); under 1 and 2 the
+ * remainder's tiles are a stage of their own over n and the channel tiles. A strided conv reads
+ * the subsampled input its naive nest gathers first (stage subsample: rows parallel, vectorized).
+ */
+Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                              const TileSketch &knobs) {
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  bool subsample = naive.stages.size() == 2 && naive.stages[0].name == "subsample";
+  if ((naive.stages.size() != 1 && !subsample) || outs.size() != 4 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1)
+    return make_error("pixel lanes need a 1x1 conv without padding in NCHW");
+  int64_t lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes, P = outs[2].second * outs[3].second, rest = P % PB;
+  if (lanes < 2 || P < PB)
+    return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit " + std::to_string(P) + " pixels");
+  if (knobs.oc_block < 1 || knobs.oc_block > 64 || outs[1].second % knobs.oc_block)
+    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(outs[1].second) + " channels");
+  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("pixel lanes: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  step("fuse", "i2")->names = {"i3", "p"};
+  step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
+  bool pixels_outer = knobs.parallel == 1;
+  step("reorder")->names = pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
+  step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
+  step("split", "pi")->factor = lanes, steps.back().names = {"pv", "pl"};
+  step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
+  // The tile around the reduction: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
+  for (Step &t : register_tile(st.name, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
+  Step *pf = step("prefetch", "k2");
+  pf->buffer = weight, pf->factor = 2048;
+  if (rest) {
+    // The remainder's tile: its pixels as full vectors and one narrower one (masked on memory).
+    step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo_tail", "oi_tail", "pi_tail"} : std::vector<std::string>{"oi_tail", "pi_tail"};
+    step("distribute", "pi_tail"), step("distribute", "oi_tail");
+    step("reorder")->names = {"k0_tail", "k1_tail", "k2_tail", "oi_tail_1", "pi_tail_1"};
+    Step *pt = step("prefetch", "k2_tail");
+    pt->buffer = weight, pt->factor = 2048;
+    for (const char *part : {"", "_1", "_2"}) {
+      std::string oi = std::string("oi_tail") + part, pi = std::string("pi_tail") + part;
+      step("unroll", oi);
+      if (rest > lanes) {
+        step("split", pi)->factor = lanes, steps.back().names = {pi + "v", pi + "l"};
+        step("unroll", pi + "v"), step("vectorize", pi + "l");
+        if (rest % lanes >= 2) step("vectorize", pi + "l_tail");
+      } else {
+        step(rest >= 2 ? "vectorize" : "unroll", pi);
+      }
+    }
+  }
+  if (subsample) {
+    StageSteps sub{"subsample", steps};
+    sub("fuse", "sn")->names = {"sc", "snc"};
+    sub("fuse", "snc")->names = {"sy", "row"};
+    if (outs[3].second >= 2) sub("vectorize", "sx");
+    sub("parallel", "row");
+  }
+  std::vector<std::string> par = knobs.parallel == 0 ? std::vector<std::string>{"i0", "oo"}
+                                 : knobs.parallel == 1 ? std::vector<std::string>{"i0", "po"}
+                                                       : std::vector<std::string>{"i0", "oo", "po"};
+  if (rest && knobs.parallel) {
+    if (knobs.parallel == 2) step("distribute", "oo");
+    step("fission", "i0");
+    for (Step &x : parallel_over(st.name + "_1", {"i0_1", knobs.parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
+  }
+  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  return steps;
+}
+
+/**
  * The register-tile sketch with flat pixels (the register-blocked conv template's shape): the
  * output rows and columns fused into one pixel loop split into tiles of px_block pixels (a tile
  * may cross rows; the pixels left over take a tile of their own after the full ones), each tile
@@ -632,32 +710,8 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
     p->buffer = weight, p->dims = dims, p->factor = knobs.oc_block;
   };
   if (knobs.pixel_vectors > 0) {
-    // Pixel lanes (the pointwise template's form): rows and columns fused into the pixel loop,
-    // whose contiguous pixels are the vector; each weight broadcast to every pixel of the tile.
-    // The parallel loop is the pixel tiles (each thread runs every channel tile over its pixels:
-    // the input is read once) or the channel tiles (each thread reads all the input, the weights
-    // once); only the second takes a remainder of pixels, as one tile of at most a vector.
-    int64_t PB = int64_t{knobs.pixel_vectors} * knobs.lanes, P = outs[2].second * outs[3].second, rest = P % PB;
-    if (!conv || naive.stages.size() != 1 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1)
-      return make_error("pixel lanes need a 1x1 conv without padding");
-    if (knobs.lanes < 2 || P < PB || (rest && knobs.pixels_outer) || rest > knobs.lanes)
-      return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(knobs.lanes) + " pixels do not tile " +
-                        std::to_string(P) + " pixels" + (knobs.pixels_outer ? "" : " up to a vector"));
-    step("fuse", "i2")->names = {"i3", "p"};
-    channel_tiles();
-    step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
-    step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
-    step("split", "pi")->factor = knobs.lanes, steps.back().names = {"pv", "pl"};
-    step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
-    // The tile (and the remainder's tile) around the reduction: channels unrolled, pixel vectors
-    // unrolled, pixel lanes vectorized.
-    for (Step &t : register_tile(st.name, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
-    if (rest) {
-      step("reorder")->names = {"oi_tail", "pi_tail"};
-      for (Step &t : register_tile(st.name, {"oi_tail", "pi_tail"}, {"k0_tail", "k1_tail", "k2_tail"}, rest >= 2)) steps.push_back(t);  // one pixel left: a scalar
-    }
-    for (Step &f : parallel_over(st.name, {"i0", knobs.pixels_outer ? "po" : "oo"})) steps.push_back(f);
-    return steps;
+    if (!conv) return make_error("pixel lanes need a conv");
+    return pixel_tile_sketch(naive, weight, dims, knobs);
   }
   channel_tiles();
   if (conv) {
@@ -754,7 +808,7 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
         if (outs[1].second % ob || ob * pv + pv + 1 > registers) continue;
         for (bool outer : {true, false}) {
           TileSketch t;
-          t.oc_block = ob, t.pixel_vectors = pv, t.lanes = lanes, t.pixels_outer = outer;
+          t.oc_block = ob, t.pixel_vectors = pv, t.lanes = lanes, t.parallel = outer ? 1 : 0;
           auto steps = tile_sketch(naive, weight, dims, t);
           if (steps && replay(naive, *steps)) out.push_back({*steps, {ob, pv, 0, outer, 1, 1}});
         }

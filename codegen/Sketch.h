@@ -64,7 +64,6 @@ struct TileSketch {
   int pixel_vectors = 0;  // 1x1 conv of stride 1: > 0 makes the tile oc_block channels x this many vectors of
                           // `lanes` pixels (rows and columns fused), the pixels as the vector lanes; 0: channel lanes
   int lanes = 16;         // pixel lanes: the vector width; flat pixels and row tiles: the channel vectors' width
-  bool pixels_outer = true;  // pixel lanes: the pixel tiles are the parallel loop (else the channel tiles)
   int64_t ic_block = 0;      // conv2d_nchwc: > 0 splits the input channels into tiles of this many (whole blocks),
                              // the tile loop outside the rows and columns (the template's reduction tiles); 0: none
   bool flat_pixels = false;  // conv: rows and columns fused into one pixel loop, split into px_block pixels (any
@@ -74,7 +73,7 @@ struct TileSketch {
                              // narrower where px_block does not divide it), the input read in place with its padding
                              // recomputed (the edge tiles' columns partitioned from the inside ones, the kernel rows
                              // outside the input trimmed away): the template with the padding in the tiles
-  int parallel = 0;          // flat_pixels and row_tiles: the parallel loop is n and the channel tiles (0, each thread running
+  int parallel = 0;          // flat_pixels, row_tiles and pixel lanes: the parallel loop is n and the channel tiles (0, each thread running
                              // its tiles' pixel blocks and remainder), n and the pixel blocks (1, each running
                              // every channel tile) or all three (2); the remainder's tiles are then a stage of
                              // their own, parallel over n and the channel tiles. Row tiles: n and channel tiles
