@@ -215,6 +215,89 @@ void channel_vectors(const StageSteps &step, const std::string &loop, int64_t ex
 }
 
 /**
+ * The parallel loop of a conv's tile sketch: n and the channel tiles (`parallel` 0), n and
+ * `pixels` (1), or all three (2). With `remainder_stage`, the remainder's tiles (loops `_tail`,
+ * after the pixel tiles in i0) become a stage of their own (fission), parallel over n and their
+ * channel tiles.
+ */
+void parallel_units(std::vector<Step> &steps, const std::string &stage, int parallel, const std::string &pixels, bool remainder_stage) {
+  StageSteps step{stage, steps};
+  std::vector<std::string> par = parallel == 0 ? std::vector<std::string>{"i0", "oo"}
+                                 : parallel == 1 ? std::vector<std::string>{"i0", pixels}
+                                                 : std::vector<std::string>{"i0", "oo", pixels};
+  if (remainder_stage) {
+    if (parallel == 2) step("distribute", "oo");
+    step("fission", "i0");
+    for (Step &x : parallel_over(stage + "_1", {"i0_1", parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
+  }
+  for (Step &x : parallel_over(stage, par)) steps.push_back(x);
+}
+
+/** A conv's naive nest as the channel-lane tile sketches read it (NCHW, or conv2d_nchwc with b lanes per block). */
+struct ConvNest {
+  const KernelStage *stage = nullptr;
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  bool blocked = false;
+  int64_t b = 1;
+};
+
+/** The nest of `naive`'s conv, its oc_block checked (whole channel blocks; NCHW at most 64); `what` names the sketch in errors. */
+Expected<ConvNest> conv_nest(const LoweredKernel &naive, const TileSketch &knobs, const std::string &what) {
+  ConvNest n;
+  n.stage = &naive.stages.back();
+  naive_loops(n.stage->body, n.outs, n.reds);
+  n.blocked = n.outs.size() == 5;
+  if (n.stage->name != "conv2d" || (n.outs.size() != 4 && !n.blocked) || n.reds.size() != (n.blocked ? 4u : 3u))
+    return make_error(what + " need the nest of a conv2d, not of stage " + n.stage->name);
+  n.b = n.blocked ? n.outs[4].second : 1;
+  int64_t channels = n.outs[1].second * n.b;
+  if (knobs.oc_block < n.b || knobs.oc_block % n.b || channels % knobs.oc_block || (!n.blocked && knobs.oc_block > 64))
+    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(channels) + " channels" +
+                      (n.blocked ? " in blocks of " + std::to_string(n.b) : ""));
+  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error(what + ": parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
+  return n;
+}
+
+/**
+ * The register tile of a channel-lane conv sketch: the loops `pixels` + sfx, oi + sfx (and the
+ * lanes i4 + sfx) distributed over init, update and epilogue, the reduction moved outside the
+ * update (the packed weight's order with lanes_outer), the weight prefetched 8 KiB ahead, kx
+ * unrolled with unroll_kx; channels as vectors of the schedule's width, pixels unrolled, an NCHW
+ * epilogue with pixel_epilogue a channel at a time with the tile's `px` pixels as the vector.
+ */
+void channel_tile(const StageSteps &step, const ConvNest &n, const TileSketch &knobs, const std::string &weight, const std::string &pixels,
+                  const std::string &sfx, int64_t px) {
+  std::vector<std::string> tile{pixels, "oi"};
+  if (n.blocked) tile.push_back("i4");
+  std::vector<std::string> reduction = !n.blocked ? std::vector<std::string>{"k0", "k1", "k2"}
+                                       : knobs.lanes_outer ? std::vector<std::string>{"k0", "k3", "k1", "k2"}
+                                                           : std::vector<std::string>{"k0", "k1", "k2", "k3"};
+  for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l + sfx);
+  std::vector<std::string> update;
+  for (const std::string &k : reduction) update.push_back(k + sfx);
+  for (const std::string &l : tile) update.push_back(l + sfx + "_1");
+  step("reorder")->names = update;
+  Step *pf = step("prefetch", reduction.back() + sfx);
+  pf->buffer = weight, pf->factor = 2048;
+  if (knobs.unroll_kx) step("unroll", "k2" + sfx);
+  bool by_pixels = !n.blocked && knobs.pixel_epilogue;
+  for (const char *part : {"", "_1", "_2"}) {
+    std::string pp = pixels + sfx + part, oi = "oi" + sfx + part;
+    if (n.blocked) {
+      channel_vectors(step, "i4" + sfx + part, n.b, knobs.lanes), step("unroll", oi), step("unroll", pp);
+    } else if (std::string(part) == "_2" && by_pixels && px >= 2) {
+      // The epilogue a channel at a time, the tile's pixels as the vector: contiguous in NCHW.
+      step("reorder")->names = {oi, pp};
+      step("vectorize", pp), step("unroll", oi);
+    } else {
+      if (knobs.oc_block >= 2) channel_vectors(step, oi, knobs.oc_block, knobs.lanes);
+      else step("unroll", oi);
+      step("unroll", pp);
+    }
+  }
+}
+
+/**
  * The register-tile sketch with pixel lanes for a 1x1 conv in NCHW (the pointwise template's form):
  * rows and columns fused into the pixel loop, whose contiguous pixels are the vector; tiles of
  * oc_block channels x pixel_vectors vectors of `lanes` pixels around the reduction, each weight
@@ -280,15 +363,7 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
     if (outs[3].second >= 2) sub("vectorize", "sx");
     sub("parallel", "row");
   }
-  std::vector<std::string> par = knobs.parallel == 0 ? std::vector<std::string>{"i0", "oo"}
-                                 : knobs.parallel == 1 ? std::vector<std::string>{"i0", "po"}
-                                                       : std::vector<std::string>{"i0", "oo", "po"};
-  if (rest && knobs.parallel) {
-    if (knobs.parallel == 2) step("distribute", "oo");
-    step("fission", "i0");
-    for (Step &x : parallel_over(st.name + "_1", {"i0_1", knobs.parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
-  }
-  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  parallel_units(steps, st.name, knobs.parallel, "po", rest && knobs.parallel);
   return steps;
 }
 
@@ -304,21 +379,14 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
  */
 Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                              const TileSketch &knobs) {
-  const KernelStage &st = naive.stages.back();
-  std::vector<std::pair<std::string, int64_t>> outs, reds;
-  naive_loops(st.body, outs, reds);
-  bool blocked = outs.size() == 5;
-  if (st.name != "conv2d" || (outs.size() != 4 && !blocked) || reds.size() != (blocked ? 4u : 3u))
-    return make_error("flat pixels need the nest of a conv2d, not of stage " + st.name);
-  int64_t b = blocked ? outs[4].second : 1, channels = outs[1].second * b, P = outs[2].second * outs[3].second, PB = knobs.px_block;
-  if (knobs.oc_block < b || knobs.oc_block % b || channels % knobs.oc_block || (!blocked && knobs.oc_block > 64))
-    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(channels) + " channels" + (blocked ? " in blocks of " + std::to_string(b) : ""));
+  AT_ASSIGN(n, conv_nest(naive, knobs, "flat pixels"));
+  const KernelStage &st = *n.stage;
+  int64_t b = n.b, P = n.outs[2].second * n.outs[3].second, PB = knobs.px_block, CB = n.reds[0].second;
   if (PB < 1 || PB > P) return make_error("px_block " + std::to_string(PB) + " is not 1 to the " + std::to_string(P) + " output pixels");
   if (knobs.pixel_vectors) return make_error("flat pixels take channel lanes");
-  int64_t C = reds[0].second * b, ib = knobs.ic_block / b;
-  if (knobs.ic_block && (knobs.ic_block % b || ib >= reds[0].second || reds[0].second % ib))
-    return make_error("reduction tiles of " + std::to_string(knobs.ic_block) + " channels need whole blocks of " + std::to_string(b) + " dividing " + std::to_string(C) + " channels");
-  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("flat pixels: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
+  int64_t ib = knobs.ic_block / b;
+  if (knobs.ic_block && (knobs.ic_block % b || ib >= CB || CB % ib))
+    return make_error("reduction tiles of " + std::to_string(knobs.ic_block) + " channels need whole blocks of " + std::to_string(b) + " dividing " + std::to_string(CB * b) + " channels");
   if (knobs.pad != "root" && knobs.pad != "inline") return make_error("flat pixels place the padded input at root or inline, not at " + knobs.pad);
   int64_t rest = P % PB;
   std::vector<Step> steps;
@@ -329,43 +397,16 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
   // The padded input placed first: its reads are affine in the rows and columns until they are fused.
   if (naive.stages.size() > 1) place_pad(naive, st.name, knobs.pad, steps);
   step("fuse", "i2")->names = {"i3", "p"};
-  std::vector<std::string> tile{"pp", "oi"}, order = knobs.parallel == 1 ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
-  if (blocked) tile.push_back("i4"), order.push_back("i4");
+  std::vector<std::string> order = knobs.parallel == 1 ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
+  if (n.blocked) order.push_back("i4");
   step("reorder")->names = order;
   step("split", "p")->factor = PB, steps.back().names = {"po", "pp"};
-  std::vector<std::string> reduction = !blocked ? std::vector<std::string>{"k0", "k1", "k2"}
-                                       : knobs.lanes_outer ? std::vector<std::string>{"k0", "k3", "k1", "k2"}
-                                                           : std::vector<std::string>{"k0", "k1", "k2", "k3"};
-  bool by_pixels = !blocked && knobs.pixel_epilogue;
-  // The register tile of the full tiles (sfx "") or of the remainder ("_tail", `px` pixels).
-  auto register_tile_of = [&](const std::string &sfx, int64_t px) {
+  // The register tile of the full tiles (sfx "") and of the remainder ("_tail", `rest` pixels).
+  for (const auto &[sfx, px] : {std::pair<std::string, int64_t>{"", PB}, {"_tail", rest}}) {
+    if (!px) continue;
     if (knobs.parallel == 1) step("reorder")->names = {"oo" + sfx, "pp" + sfx};
-    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l + sfx);
-    std::vector<std::string> update;
-    for (const std::string &k : reduction) update.push_back(k + sfx);
-    for (const std::string &l : tile) update.push_back(l + sfx + "_1");
-    step("reorder")->names = update;
-    Step *pf = step("prefetch", update[reduction.size() - 1]);
-    pf->buffer = weight, pf->factor = 2048;
-    if (knobs.unroll_kx) step("unroll", "k2" + sfx);
-    for (const char *part : {"", "_1", "_2"}) {
-      std::string pp = "pp" + sfx + part, oi = "oi" + sfx + part;
-      bool epilogue = std::string(part) == "_2";
-      if (blocked) {
-        channel_vectors(step, "i4" + sfx + part, b, knobs.lanes), step("unroll", oi), step("unroll", pp);
-      } else if (epilogue && by_pixels && px >= 2) {
-        // The epilogue a channel at a time, the tile's pixels as the vector: contiguous in NCHW.
-        step("reorder")->names = {oi, pp};
-        step("vectorize", pp), step("unroll", oi);
-      } else {
-        if (knobs.oc_block >= 2) channel_vectors(step, oi, knobs.oc_block, knobs.lanes);
-        else step("unroll", oi);
-        step("unroll", pp);
-      }
-    }
-  };
-  register_tile_of("", PB);
-  if (rest) register_tile_of("_tail", rest);
+    channel_tile(step, n, knobs, weight, "pp", sfx, px);
+  }
   if (ib) {
     // Reduction tiles (the template's ic_block): the input channels split into tiles, the tile
     // loop outside the unit's loop over register tiles (its pixel tiles, or with pixel tiles as the
@@ -381,19 +422,7 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
     }
     if (rest) step("split", "k0_tail")->factor = ib, steps.back().names = {"co_tail", "ci_tail"};
   }
-  if (knobs.parallel == 0) {
-    for (Step &x : parallel_over(st.name, {"i0", "oo"})) steps.push_back(x);
-    return steps;
-  }
-  std::vector<std::string> par{"i0", "po"};
-  if (knobs.parallel == 2) par = {"i0", "oo", "po"};
-  if (rest) {
-    // The remainder's tiles a stage of their own, parallel over n and the channel tiles.
-    if (knobs.parallel == 2) step("distribute", "oo");
-    step("fission", "i0");
-    for (Step &x : parallel_over(st.name + "_1", {"i0_1", knobs.parallel == 2 ? "oo_1" : "oo_tail"})) steps.push_back(x);
-  }
-  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  parallel_units(steps, st.name, knobs.parallel, "po", rest && knobs.parallel);
   return steps;
 }
 
@@ -408,59 +437,25 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
  */
 Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                             const TileSketch &knobs) {
-  const KernelStage &st = naive.stages.back();
-  std::vector<std::pair<std::string, int64_t>> outs, reds;
-  naive_loops(st.body, outs, reds);
-  bool blocked = outs.size() == 5;
-  if (st.name != "conv2d" || (outs.size() != 4 && !blocked) || reds.size() != (blocked ? 4u : 3u))
-    return make_error("row tiles need the nest of a conv2d, not of stage " + st.name);
-  int64_t b = blocked ? outs[4].second : 1, channels = outs[1].second * b, OW = outs[3].second, PB = knobs.px_block;
-  if (knobs.oc_block < b || knobs.oc_block % b || channels % knobs.oc_block || (!blocked && knobs.oc_block > 64))
-    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(channels) + " channels" + (blocked ? " in blocks of " + std::to_string(b) : ""));
+  AT_ASSIGN(n, conv_nest(naive, knobs, "row tiles"));
+  const KernelStage &st = *n.stage;
+  int64_t OW = n.outs[3].second, PB = knobs.px_block;
   if (PB < 1 || PB > OW) return make_error("px_block " + std::to_string(PB) + " is not 1 to the " + std::to_string(OW) + " output columns");
   if (knobs.pixel_vectors || knobs.ic_block) return make_error("row tiles take channel lanes and no reduction tiles");
-  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("row tiles: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
   int64_t rest = OW % PB;
   std::vector<Step> steps;
   StageSteps step{st.name, steps};
-  step("split", "i1")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
+  step("split", "i1")->factor = knobs.oc_block / n.b, steps.back().names = {"oo", "oi"};
   Step *pk = step("pack");
   pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
   bool padded = naive.stages.size() > 1;
   if (padded) place_pad(naive, st.name, "inline", steps);
   std::vector<std::string> order = knobs.parallel == 1 ? std::vector<std::string>{"i2", "oo", "i3", "oi"} : std::vector<std::string>{"oo", "i2", "i3", "oi"};
-  if (blocked) order.push_back("i4");
+  if (n.blocked) order.push_back("i4");
   step("reorder")->names = order;
   step("split", "i3")->factor = PB, steps.back().names = {"xo", "xp"};
-  std::vector<std::string> tile{"xp", "oi"};
-  if (blocked) tile.push_back("i4");
-  std::vector<std::string> reduction = blocked ? std::vector<std::string>{"k0", "k3", "k1", "k2"} : std::vector<std::string>{"k0", "k1", "k2"};
-  bool by_pixels = !blocked && knobs.pixel_epilogue;
-  auto register_tile_of = [&](const std::string &sfx, int64_t px) {
-    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l + sfx);
-    std::vector<std::string> update;
-    for (const std::string &k : reduction) update.push_back(k + sfx);
-    for (const std::string &l : tile) update.push_back(l + sfx + "_1");
-    step("reorder")->names = update;
-    Step *pf = step("prefetch", "k2" + sfx);
-    pf->buffer = weight, pf->factor = 2048;
-    if (knobs.unroll_kx) step("unroll", "k2" + sfx);
-    for (const char *part : {"", "_1", "_2"}) {
-      std::string xp = "xp" + sfx + part, oi = "oi" + sfx + part;
-      if (blocked) {
-        channel_vectors(step, "i4" + sfx + part, b, knobs.lanes), step("unroll", oi), step("unroll", xp);
-      } else if (std::string(part) == "_2" && by_pixels && px >= 2) {
-        step("reorder")->names = {oi, xp};
-        step("vectorize", xp), step("unroll", oi);
-      } else {
-        if (knobs.oc_block >= 2) channel_vectors(step, oi, knobs.oc_block, knobs.lanes);
-        else step("unroll", oi);
-        step("unroll", xp);
-      }
-    }
-  };
-  register_tile_of("", PB);
-  if (rest) register_tile_of("_tail", rest);
+  channel_tile(step, n, knobs, weight, "xp", "", PB);
+  if (rest) channel_tile(step, n, knobs, weight, "xp", "_tail", rest);
   if (padded) {
     // The edge tiles cut from the inside ones, then every kernel-row loop (one per part, and the
     // narrower last tile's) trimmed to the input's rows. The names the partition gives are read
@@ -481,10 +476,7 @@ Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const st
       if (auto next = apply_step(*scratch, t)) scratch = next.take(), steps.push_back(t);
     }
   }
-  std::vector<std::string> par = knobs.parallel == 0 ? std::vector<std::string>{"i0", "oo"}
-                                 : knobs.parallel == 1 ? std::vector<std::string>{"i0", "i2"}
-                                                       : std::vector<std::string>{"i0", "oo", "i2"};
-  for (Step &x : parallel_over(st.name, par)) steps.push_back(x);
+  parallel_units(steps, st.name, knobs.parallel, "i2", false);
   return steps;
 }
 
