@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 10's side-by-side: the template knobs alone against knobs plus the sketch rules' step lists.
+"""Issue 10's side-by-side: the knob space alone against knobs plus the sketch rules' step lists.
 
 Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
 database and its own kernel cache, records their wall times, then times both plans end to end with
@@ -50,7 +50,9 @@ def winners(autotune, model, db):
         s = json.loads(line[line.index("{"):])
         steps = s.get("steps", {}).get("steps", [])
         if not steps:
-            kinds["template knobs"] += 1
+            # A knob point: the step list its knobs stand for (steps_of_knobs), or for the NCHW
+            # stems' row tiles and NCHW Winograd still their template.
+            kinds["knob points"] += 1
             continue
         ops = [st["op"] for st in steps]
         if s.get("winograd"):
