@@ -350,8 +350,8 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
 
 /**
  * The register-blocked conv's knobs as the tile sketch with flat pixels (flat_tile_sketch), or
- * with its padding in the tiles (rows_eligible) the row tiles (row_tile_sketch): the templates'
- * kernels as steps. oc_block channels x px_block pixels of the flattened output (the
+ * with its padding in the tiles (rows_eligible) the row tiles (row_tile_sketch), or with
+ * pixel_vectors the pixel lanes (pixel_tile_sketch): the templates' kernels as steps. oc_block channels x px_block pixels of the flattened output (the
  * pixels left over a tile of their own), the reduction in the packed weight's order (c, ky, kx),
  * kx unrolled with unroll_kx, reduction tiles of ic_block channels, the weight prefetched 8 KiB
  * ahead, the padded input at root
@@ -361,20 +361,20 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
 Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
   int64_t P = conv.type.shape[2] * conv.type.shape[3];
   TileSketch t;
+  t.oc_block = s.oc_block;
   if (s.pixel_vectors) {
     // oc_block channels x px_block vectors of vector_width pixels (fewer where the pixels are
     // fewer: then one tile of them, the channel tiles the parallel units).
-    t.oc_block = s.oc_block, t.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, P));
+    t.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, P));
     t.pixel_vectors = static_cast<int>(std::min<int64_t>(std::max(1, s.px_block), P / t.lanes));
     t.parallel = int64_t{t.pixel_vectors} * t.lanes < int64_t{std::max(1, s.px_block)} * s.vector_width ? 0 : static_cast<int>(s.parallel);
-    const ValueId &w = conv.inputs[1];
-    return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
+  } else {
+    t.flat_pixels = !rows_eligible(conv, s), t.row_tiles = !t.flat_pixels, t.lanes_outer = true;
+    t.px_block = std::min<int64_t>(std::max(1, s.px_block), t.row_tiles ? conv.type.shape[3] : P);
+    t.parallel = t.flat_pixels && s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
+    t.pad = s.pad_at_root ? "root" : "inline", t.unroll_kx = s.unroll_kx, t.pixel_epilogue = s.pixel_epilogue;
+    t.ic_block = s.ic_block, t.lanes = s.vector_width;
   }
-  t.flat_pixels = !rows_eligible(conv, s), t.row_tiles = !t.flat_pixels, t.lanes_outer = true;
-  t.oc_block = s.oc_block, t.px_block = std::min<int64_t>(std::max(1, s.px_block), t.row_tiles ? conv.type.shape[3] : P);
-  t.parallel = t.flat_pixels && s.px_block >= P ? 0 : static_cast<int>(s.parallel);  // one tile of every pixel: the channel tiles are the units
-  t.pad = s.pad_at_root ? "root" : "inline", t.unroll_kx = s.unroll_kx, t.pixel_epilogue = s.pixel_epilogue;
-  t.ic_block = s.ic_block, t.lanes = s.vector_width;
   const ValueId &w = conv.inputs[1];
   return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
 }

@@ -50,13 +50,14 @@ Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const Ker
  * channel blocks (oc_block 0: depthwise, narrow groups) the loop sketch's row tile of px_block
  * rows with its padded input at root (pad_at_root) or per channel plane; a conv with channel
  * blocks its register tile of oc_block channels x px_block pixels of the flattened output (the
- * tile sketch's flat pixels: the blocked template's kernel); a conv2d_nchwc with Winograd knobs
+ * tile sketch's flat pixels: the blocked template's kernel), in conv2d_nchwc with its padding in
+ * the tiles the row tiles, with pixel_vectors the pixel lanes; a conv2d_nchwc with Winograd knobs
  * is winograd_steps_of_knobs. An empty list is the naive nest as it is (a nest no sketch fits).
  * An error for the knobs of the conv templates left (lowered_by_template).
  */
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s);
 
-/** Whether `s` is lowered by a template: a conv's knobs without steps for its padding in the tiles (rows_eligible), NCHW pixel vectors or NCHW Winograd. */
+/** Whether `s` is lowered by a template: a conv's knobs without steps for an NCHW conv's padding in the tiles (rows_eligible) or NCHW Winograd. */
 bool lowered_by_template(const Graph &body, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */

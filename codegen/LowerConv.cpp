@@ -193,8 +193,8 @@ Status Lowerer::lower_conv2d() {
   if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
   if (rows_eligible(g_.nodes[anchor_], s_)) return lower_conv_rows();
-  // The register-blocked conv with its padded input at root or recomputed at every read is the
-  // tile sketch's flat pixels (blocked_steps in Lower.cpp); a conv without channel blocks, the loop sketch.
+  // Every other conv's knobs stand for steps (steps_of_knobs in Lower.cpp): with channel blocks the
+  // tile sketch's flat pixels, row tiles or pixel lanes (blocked_steps); without, the loop sketch.
   return make_error(g_.nodes[anchor_].op + ": its knobs stand for steps (steps_of_knobs), not a template");
 }
 

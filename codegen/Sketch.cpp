@@ -310,18 +310,15 @@ void channel_tile(const StageSteps &step, const ConvNest &n, const TileSketch &k
  */
 Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                               const TileSketch &knobs) {
-  const KernelStage &st = naive.stages.back();
-  std::vector<std::pair<std::string, int64_t>> outs, reds;
-  naive_loops(st.body, outs, reds);
+  AT_ASSIGN(n, conv_nest(naive, knobs, "pixel lanes"));
+  const KernelStage &st = *n.stage;
+  const auto &outs = n.outs, &reds = n.reds;
   bool subsample = naive.stages.size() == 2 && naive.stages[0].name == "subsample";
-  if ((naive.stages.size() != 1 && !subsample) || outs.size() != 4 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1)
+  if ((naive.stages.size() != 1 && !subsample) || n.blocked || reds[1].second != 1 || reds[2].second != 1)
     return make_error("pixel lanes need a 1x1 conv without padding in NCHW");
   int64_t lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes, P = outs[2].second * outs[3].second, rest = P % PB;
   if (lanes < 2 || P < PB)
     return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit " + std::to_string(P) + " pixels");
-  if (knobs.oc_block < 1 || knobs.oc_block > 64 || outs[1].second % knobs.oc_block)
-    return make_error("oc_block " + std::to_string(knobs.oc_block) + " does not tile " + std::to_string(outs[1].second) + " channels");
-  if (knobs.parallel < 0 || knobs.parallel > 2) return make_error("pixel lanes: parallel " + std::to_string(knobs.parallel) + " is not 0, 1 or 2");
   std::vector<Step> steps;
   StageSteps step{st.name, steps};
   step("fuse", "i2")->names = {"i3", "p"};

@@ -1208,6 +1208,7 @@ std::optional<Guard> guard_of(const Stmt &st, const std::string &v) {
   return g;
 }
 
+/** Every store in `s`, in order. */
 void stores_in(const Stmt &s, std::vector<Stmt> &out) {
   if (!s) return;
   if (s->kind == StmtKind::kStore) out.push_back(s);
@@ -1311,13 +1312,8 @@ Expected<Stmt> rfactor(const Stmt &s, const std::string &outer, const std::strin
   if (extent < 2 || extent > 64) return make_error(where + "loop " + inner + " has " + std::to_string(extent) + " iterations; 2 to 64 partials are kept");
   // Every store in `outer` is inside `inner` and updates one element.
   std::vector<Stmt> stores, inside;
-  std::function<void(const Stmt &, std::vector<Stmt> &)> collect = [&](const Stmt &x, std::vector<Stmt> &out) {
-    if (!x) return;
-    if (x->kind == StmtKind::kStore) out.push_back(x);
-    for (const Stmt &b : x->body) collect(b, out);
-  };
-  collect(l, stores);
-  collect(in, inside);
+  stores_in(l, stores);
+  stores_in(in, inside);
   if (stores.empty()) return make_error(where + "loop " + outer + " stores nothing");
   if (inside.size() != stores.size()) return make_error(where + "a store in loop " + outer + " is outside loop " + inner);
   const Buffer buf = stores[0]->buffer;
