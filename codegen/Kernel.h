@@ -53,6 +53,13 @@ struct LoweredKernel {
 
   /** The printed loop IR of every stage. */
   std::string to_string() const;
+  /**
+   * The kernel's identity: a hash of its buffers, loop IR and weight packings, not of its name or
+   * the schedule that made it. Two schedules with one identity compile to the same code (a knob
+   * point and the step list it stands for, or knobs that the lowering clamps alike), so the tuner
+   * measures one of them.
+   */
+  std::string identity() const;
 };
 
 }  // namespace autotune

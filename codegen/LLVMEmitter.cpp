@@ -15,6 +15,8 @@
 
 #include <cmath>
 
+#include "ir/Hash.h"
+
 namespace autotune {
 
 using namespace loop;
@@ -597,15 +599,27 @@ Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &targe
   return os.str();
 }
 
-std::string LoweredKernel::to_string() const {
-  std::string s = "kernel " + name + " (" + schedule + ")\n";
-  for (size_t i = 0; i < buffers.size(); ++i)
-    s += "  buffer " + buffers[i]->name + "[" + std::to_string(buffers[i]->size) + "]" +
-         (static_cast<int>(i) < num_params ? " param" : static_cast<int>(i) == num_params ? " output" : " temp") + "\n";
-  for (const KernelStage &st : stages)
+namespace {
+/** The k.buffers and every stage's loop IR. */
+std::string body_text(const LoweredKernel &k) {
+  std::string s;
+  for (size_t i = 0; i < k.buffers.size(); ++i)
+    s += "  buffer " + k.buffers[i]->name + "[" + std::to_string(k.buffers[i]->size) + "]" +
+         (static_cast<int>(i) < k.num_params ? " param" : static_cast<int>(i) == k.num_params ? " output" : " temp") + "\n";
+  for (const KernelStage &st : k.stages)
     s += "stage " + st.name + ": parallel (" + st.parallel_var + ", 0, " + std::to_string(st.parallel_extent) + ") {\n" +
          loop::to_string(st.body, 2) + "}\n";
   return s;
+}
+}  // namespace
+
+std::string LoweredKernel::to_string() const { return "kernel " + name + " (" + schedule + ")\n" + body_text(*this); }
+
+std::string LoweredKernel::identity() const {
+  std::string s = body_text(*this);
+  for (const WeightPacking &p : packings)
+    s += "packing " + std::to_string(p.param) + " " + std::to_string(p.kind) + " " + std::to_string(p.block) + " " + std::to_string(p.tile) + "\n";
+  return fnv1a_hex(s);
 }
 
 }  // namespace autotune

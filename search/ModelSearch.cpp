@@ -23,17 +23,22 @@ void ModelSearch::add_samples(std::vector<Sample> samples) {
   for (Sample &s : samples) samples_.push_back(std::move(s));
 }
 
-std::vector<float> ModelSearch::lowered_features(const Task &task, const KernelSchedule &s) const {
+ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule &s) const {
   auto k = lower_group(task.body, "k", s);
-  return k ? kernel_features(*k, target_) : std::vector<float>{};
+  if (!k) return {};
+  return {kernel_features(*k, target_), k->identity()};
 }
 
-const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) {
+const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p) {
   std::string key = task.hash + p.json;
-  auto it = feature_cache_.find(key);
-  if (it != feature_cache_.end()) return it->second;
-  return feature_cache_.emplace(key, lowered_features(task, p.schedule)).first->second;
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  return cache_.emplace(key, lowered(task, p.schedule)).first->second;
 }
+
+const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) { return cached(task, p).features; }
+
+const std::string &ModelSearch::kernel(const Task &task, const Point &p) { return cached(task, p).kernel; }
 
 void ModelSearch::compute_features(const Task &task, const std::vector<Point> &points) {
   // The search runs between batches, when the measurer leaves the cores idle: the points not yet
@@ -43,13 +48,13 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
   std::set<std::string> queued;
   for (const Point &p : points) {
     std::string key = task.hash + p.json;
-    if (feature_cache_.count(key) || !queued.insert(key).second) continue;
+    if (cache_.count(key) || !queued.insert(key).second) continue;
     keys.push_back(std::move(key));
     todo.push_back(&p.schedule);
   }
-  std::vector<std::vector<float>> out(todo.size());
-  for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered_features(task, *todo[i]); });
-  for (size_t i = 0; i < todo.size(); ++i) feature_cache_.emplace(std::move(keys[i]), std::move(out[i]));
+  std::vector<Lowered> out(todo.size());
+  for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered(task, *todo[i]); });
+  for (size_t i = 0; i < todo.size(); ++i) cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }
 
 void ModelSearch::add_result(const Task &task, const Point &p, double ratio) {
@@ -88,10 +93,24 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     std::string j = schedule_to_json(s);
     return Point{std::move(s), std::move(j)};
   };
+  // Several schedules may make one kernel: a knob point and the step list it stands for, knobs
+  // that the lowering clamps alike (a pixel tile wider than the image), a default and the sketch
+  // point it is. One of them is measured: the kernels of the measured schedules (lowered here
+  // once, those from the database included) and of the chosen ones are taken.
+  std::vector<Point> known;
+  for (const std::string &j : measured)
+    if (!cache_.count(task.hash + j))
+      if (auto s = schedule_from_json(j)) known.push_back({*s, j});
+  compute_features(task, known);
+  std::set<std::string> kernels;
+  for (const std::string &j : measured)
+    if (auto it = cache_.find(task.hash + j); it != cache_.end() && !it->second.kernel.empty()) kernels.insert(it->second.kernel);
   std::set<std::string> chosen;
   std::vector<KernelSchedule> out;
   auto take = [&](const Point &p) {
     if (measured.count(p.json) || chosen.count(p.json) || !validate_schedule(task.body, p.schedule)) return false;
+    const std::string &k = kernel(task, p);
+    if (!k.empty() && !kernels.insert(k).second) return false;
     chosen.insert(p.json);
     out.push_back(p.schedule);
     return true;

@@ -49,7 +49,8 @@ class ModelSearch {
   Expected<bool> maybe_retrain();
 
   /**
-   * Up to `want` unmeasured, legal schedules of `task` for the next batch; `elite` seeds the
+   * Up to `want` unmeasured, legal schedules of `task` for the next batch, no two of one kernel and
+   * none of a measured schedule's kernel (LoweredKernel::identity); `elite` seeds the
    * population (the task's best measured schedules, and the Tuner adds other tasks' best), besides
    * `population` random points. Random picks while there is no model.
    */
@@ -60,6 +61,8 @@ class ModelSearch {
   void compute_features(const Task &task, const std::vector<Point> &points);
   /** The features of `p` on `task` (lowered once, cached); empty if it does not lower. */
   const std::vector<float> &features(const Task &task, const Point &p);
+  /** The identity of `p`'s kernel on `task` (LoweredKernel::identity, lowered once with its features); empty if it does not lower. */
+  const std::string &kernel(const Task &task, const Point &p);
   /** The current model (null before the first training). */
   const CostModel *model() const { return model_.get(); }
   bool has_model() const { return model_ != nullptr; }
@@ -71,8 +74,13 @@ class ModelSearch {
   int trainings() const { return trainings_; }
 
  private:
-  /** `s` lowered on `task` and its features; empty if it does not lower. */
-  std::vector<float> lowered_features(const Task &task, const KernelSchedule &s) const;
+  /** A point lowered: its kernel's features and identity (both empty if it does not lower). */
+  struct Lowered {
+    std::vector<float> features;
+    std::string kernel;
+  };
+  Lowered lowered(const Task &task, const KernelSchedule &s) const;
+  const Lowered &cached(const Task &task, const Point &p);
 
   Target target_;
   ModelSearchOptions o_;
@@ -82,7 +90,7 @@ class ModelSearch {
   size_t trained_upto_ = 0;  // samples_[0, trained_upto_) trained the current model
   double heldout_accuracy_ = -1, train_s_ = 0, predict_s_ = 0;
   int trainings_ = 0;
-  std::map<std::string, std::vector<float>> feature_cache_;  // task hash + schedule JSON
+  std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
 };
 
 }  // namespace autotune

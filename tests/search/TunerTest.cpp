@@ -185,14 +185,21 @@ TEST_F(Tuner, TheCostModelGuidesTheSearchAndNoScheduleIsMeasuredTwice) {
   EXPECT_GE(rep->model_trainings, 1);
   EXPECT_GE(rep->model_rows, 16);
   EXPECT_GE(rep->model_heldout_accuracy, 0.0);  // scored on records measured after a training
-  // Every trial is a different (workload, schedule).
+  // Every trial is a different (workload, kernel): no two schedules of a task lower to one kernel
+  // (a knob point and its step list, a default and the sketch point it is).
   auto db = TuningDb::open(db_);
   ASSERT_TRUE(static_cast<bool>(db));
   std::set<std::string> seen;
   for (const TaskReport &t : rep->tasks) {
     auto recs = (*db)->records(t.task.hash, rep->target);
     ASSERT_TRUE(static_cast<bool>(recs));
-    for (const TuningRecord &r : *recs) EXPECT_TRUE(seen.insert(t.task.hash + r.schedule).second) << t.task.ops << " " << r.schedule;
+    for (const TuningRecord &r : *recs) {
+      auto s = schedule_from_json(r.schedule);
+      ASSERT_TRUE(static_cast<bool>(s)) << r.schedule;
+      auto k = lower_group(t.task.body, "k", *s);
+      ASSERT_TRUE(static_cast<bool>(k)) << t.task.ops << " " << r.schedule << ": " << k.error().message;
+      EXPECT_TRUE(seen.insert(t.task.hash + k->identity()).second) << t.task.ops << " " << r.schedule;
+    }
   }
   EXPECT_EQ(seen.size(), 120u);
   // Every record carries its kernel's features, and the last model is saved in the database.
