@@ -17,7 +17,7 @@ std::vector<std::string> fields_of(const std::string &op) {
   if (op == "split") return {"loop", "factor", "outer", "inner"};
   if (op == "reorder") return {"order"};
   if (op == "fuse") return {"loop", "inner", "fused"};
-  if (op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute" || op == "partition" || op == "fission" || op == "trim") return {"loop"};
+  if (op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute" || op == "partition" || op == "fission" || op == "trim" || op == "sink") return {"loop"};
   if (op == "pack") return {"buffer", "dims", "factor"};
   if (op == "prefetch") return {"buffer", "loop", "factor"};
   if (op == "compute_at") return {"producer", "loop"};
@@ -114,7 +114,7 @@ std::string to_string(const Step &s) {
   if (s.op == "split") return "split loop " + s.loop + in + " by " + std::to_string(s.factor) + " into " + joined(s.names);
   if (s.op == "reorder") return "reorder" + in + " to " + joined(s.names);
   if (s.op == "fuse") return "fuse loops " + s.loop + ", " + (s.names.empty() ? "" : s.names[0]) + in + " into " + (s.names.size() > 1 ? s.names[1] : "");
-  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel" || s.op == "distribute" || s.op == "partition" || s.op == "fission" || s.op == "trim") return s.op + " loop " + s.loop + in;
+  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel" || s.op == "distribute" || s.op == "partition" || s.op == "fission" || s.op == "trim" || s.op == "sink") return s.op + " loop " + s.loop + in;
   if (s.op == "pack") return "pack " + s.buffer + " by " + std::to_string(s.factor);
   if (s.op == "prefetch") return "prefetch " + s.buffer + " " + std::to_string(s.factor) + " ahead in loop " + s.loop + in;
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
@@ -159,6 +159,8 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
     body = partition(st.body, s.loop);
   } else if (s.op == "trim") {
     body = trim(st.body, s.loop);
+  } else if (s.op == "sink") {
+    body = sink(st.body, s.loop);
   } else if (s.op == "rfactor") {
     AT_TRY(need(1));
     body = rfactor(st.body, s.loop, s.names[0]);

@@ -1513,4 +1513,97 @@ Expected<Stmt> partition(const Stmt &s, const std::string &name) {
   });
 }
 
+namespace {
+
+/** Each access to a buffer that `s` does not allocate: the buffer, the index, and whether it is a store. */
+struct IndexedAccess {
+  const BufferNode *buffer;
+  Expr index;
+  bool store;
+};
+
+void indexed_accesses(const Stmt &s, std::vector<IndexedAccess> &out) {
+  std::set<const BufferNode *> reads, writes;
+  buffers_of(s, reads, writes);
+  std::function<void(const Stmt &)> walk = [&](const Stmt &x) {
+    if (!x) return;
+    if (x->kind == StmtKind::kAllocate) reads.erase(x->buffer.get()), writes.erase(x->buffer.get());
+    for (const Stmt &b : x->body) walk(b);
+  };
+  walk(s);
+  for (const BufferNode *b : writes) reads.insert(b);
+  for (const BufferNode *b : reads) {
+    std::vector<Expr> loads, stores;
+    accesses_of(s, b, loads, stores);
+    for (const Expr &i : loads) out.push_back({b, i, false});
+    for (const Expr &i : stores) out.push_back({b, i, true});
+  }
+}
+
+/**
+ * Why statements `a` and `b` (siblings of one sequence) may not swap, or "": a buffer one writes
+ * that the other reads or writes at an element both may reach. Indices are compared as affine
+ * forms over the loops inside the two statements (`inner`, ranges `r`), the variables around them
+ * equal on both sides; an index that is not affine in them, or that differs in the outer
+ * variables, counts as reaching every element.
+ */
+std::string swap_dependence(const Stmt &a, const Stmt &b, const Ranges &r) {
+  std::vector<IndexedAccess> xa, xb;
+  indexed_accesses(a, xa);
+  indexed_accesses(b, xb);
+  std::multiset<std::string> loops;
+  std::set<std::string> inner;
+  collect_names(a, loops, inner);
+  collect_names(b, loops, inner);
+  for (const IndexedAccess &x : xa)
+    for (const IndexedAccess &y : xb) {
+      if (x.buffer != y.buffer || (!x.store && !y.store)) continue;
+      std::string why = x.buffer->name + "[" + to_string(x.index) + "] and " + y.buffer->name + "[" + to_string(y.index) + "]";
+      auto fx = affine_form(x.index), fy = affine_form(y.index);
+      if (!fx || !fy) return why + " are not affine";
+      if (part(*fx, inner, false).coeff != part(*fy, inner, false).coeff) return why + " differ in the loops around them";
+      Affine ix = part(*fx, inner, true), iy = part(*fy, inner, true);
+      ix.constant = fx->constant, iy.constant = fy->constant;
+      auto rx = range_of(ix, r), ry = range_of(iy, r);
+      if (!rx || !ry) return why + ": " + (rx ? ry.error().message : rx.error().message);
+      if (rx->lo <= ry->hi && ry->lo <= rx->hi) return why + " may meet";
+    }
+  return "";
+}
+
+}  // namespace
+
+Expected<Stmt> sink(const Stmt &s, const std::string &name) {
+  AT_TRY(find_loop(s, name));
+  Ranges r;
+  loop_ranges(s, r);
+  std::string refused;
+  bool found = false;
+  std::function<Stmt(const Stmt &)> walk = [&](const Stmt &x) -> Stmt {
+    if (!x) return x;
+    if (x->kind == StmtKind::kSeq) {
+      auto at = std::find_if(x->body.begin(), x->body.end(), [&](const Stmt &c) { return c->kind == StmtKind::kFor && c->var == name; });
+      if (at != x->body.end()) {
+        found = true;
+        std::vector<Stmt> body;
+        for (auto it = x->body.begin(); it != x->body.end(); ++it) {
+          if (it == at) continue;
+          if (it > at)
+            if (std::string why = swap_dependence(*at, *it, r); !why.empty() && refused.empty()) refused = why;
+          body.push_back(*it);
+        }
+        body.push_back(*at);
+        return seq(body);
+      }
+    }
+    std::vector<Stmt> body;
+    for (const Stmt &b : x->body) body.push_back(walk(b));
+    return x->body.empty() ? x : with_body(x, body);
+  };
+  Stmt out = walk(s);
+  if (!found) return make_error("sink: loop " + name + " is not a statement of a sequence");
+  if (!refused.empty()) return make_error("sink: loop " + name + " cannot move after the statements that follow it: " + refused);
+  return out;
+}
+
 }  // namespace autotune

@@ -122,6 +122,15 @@ Expected<loop::Stmt> prefetch_stream(const loop::Stmt &s, const std::string &nam
 Expected<loop::Stmt> partition(const loop::Stmt &s, const std::string &name);
 
 /**
+ * Moves loop `name` after the statements that follow it in its sequence (a partitioned tile's
+ * edge pixels after its inside ones: the order the register allocator is given). Refused where
+ * the loop and a statement it passes may reach one element of a buffer either writes (their
+ * indices compared as affine forms over their own loops, the loops around them held equal), and
+ * where the loop is not a statement of a sequence.
+ */
+Expected<loop::Stmt> sink(const loop::Stmt &s, const std::string &name);
+
+/**
  * `s` simplified over its own loops' ranges, as partition simplifies each part: a comparison
  * decided for every iteration is replaced by its branch, a min or max of known order by its
  * argument (a pool without padding then reads its input plain, with no clamp and no select).

@@ -14,7 +14,7 @@ namespace autotune::testing {
 
 inline const std::vector<std::string> &random_step_ops() {
   static const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel",
-                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor", "fission", "trim"};
+                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor", "fission", "trim", "sink"};
   return ops;
 }
 
