@@ -384,11 +384,7 @@ bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
   if (!s.steps.empty()) return false;
   for (const Node &n : body.nodes)
     if (is_conv_op(n.op)) {
-      if (s.winograd) return !conv_block(n);  // NCHW Winograd
-      // The row tiles of an NCHW conv (the stems: 7x7 stride 2 on 3 channels) keep the template:
-      // as steps (row_tile_sketch) they ran 1.09-1.17 of it, alone and in the model, their
-      // inner loops instruction for instruction the same but the edge tiles spilling accumulators.
-      return rows_eligible(n, s) && !conv_block(n);
+      return s.winograd && !conv_block(n);  // NCHW Winograd
     }
   return false;
 }

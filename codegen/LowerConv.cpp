@@ -1,9 +1,8 @@
-// The conv templates: register-blocked (packed weights, an output block in registers) and direct
-// (depthwise and narrow groups), and the padded, phase-split copies of their inputs.
+// The conv's naive nests (direct and Winograd), the one conv template left (Winograd in NCHW), and
+// the padded, phase-split copies of its input; every other conv is its naive nest with steps.
 #include "codegen/Lowerer.h"
 
 #include <cmath>
-#include <optional>
 
 #include "codegen/Winograd.h"
 
@@ -16,16 +15,6 @@ int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1)
 
 Stmt Lowerer::zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count) {
   return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(buf, base + x, float_imm(0))); }, from);
-}
-
-std::vector<Stmt> Lowerer::pixel_epilogue_stores(const Buffer &acc, const Expr &n, const Expr &oc0, int64_t OB, const Expr &y, const Expr &x0, int64_t np) {
-  std::vector<Stmt> out;
-  for (int64_t c = 0; c < OB; ++c) {
-    std::string q = fresh("q");
-    out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
-                           store_output({n, oc0 + int_imm(c), y, x0 + var(q)}, load(acc, var(q) * OB + int_imm(c)))));
-  }
-  return out;
 }
 
 Lowerer::Source Lowerer::padded_geometry(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) const {
@@ -61,35 +50,11 @@ Stmt Lowerer::padded_row(const Node &conv, const Source &src, const Expr &base, 
   return if_then(in_range(y, 0, H), seq(parts), zeros(0, phases * wq));
 }
 
-Index Lowerer::conv_output_index(const Node &conv, const Expr &n, const Expr &oc, const Expr &oy, const Expr &ox) const {
-  if (int64_t b = conv_block(conv)) return {n, oc / int_imm(b), oy, ox, oc % int_imm(b)};
-  return {n, oc, oy, ox};
-}
-
-Lowerer::Source Lowerer::conv_source(const Node &conv, bool padding_inline, int64_t phases, int64_t min_h, int64_t min_w) {
+Lowerer::Source Lowerer::conv_source(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
   Source src = padded_geometry(conv, phases, min_h, min_w);
-  bool padded = (src.h != xs[2] || src.wp != xs[3]) && !padding_inline;
+  bool padded = src.h != xs[2] || src.wp != xs[3];
   if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
-  if (int64_t b = conv_block(conv)) {
-    // conv2d_nchwc: the copy is [n][c/b][hp][wp][b], rows of wp * b floats, each pixel's channel
-    // block whole; its rows in (n, y, block) order.
-    src.buf = make_buffer("padded", Type::kF32, xs[0] * xs[1] * src.h * src.w * b, BufferScope::kTemp);
-    k_.buffers.push_back(src.buf);
-    const auto &p = conv.attrs.ints("padding");
-    int64_t CB = xs[1], H = xs[2], W = xs[3];
-    Index r = unravel(var("r"), {xs[0], src.h, CB});
-    Expr n = r[0], py = r[1], cb = r[2], y = py - int_imm(p[0]);
-    Expr base = ((n * CB + cb) * src.h + py) * (src.w * b);
-    auto zeros = [&](int64_t from, int64_t count) { return zero_run(src.buf, base, from, count); };
-    std::string x = fresh("x"), ci = fresh("ci");
-    Stmt copy = for_loop(x, int_imm(0), int_imm(W), ForKind::kSerial,
-                         for_loop(ci, int_imm(0), int_imm(b), ForKind::kVectorized,
-                                  store(src.buf, base + (var(x) + int_imm(p[1])) * b + var(ci), value_at(conv.inputs[0], {n, cb, y, var(x), var(ci)}))));
-    add_stage("pad", "r", xs[0] * src.h * CB,
-              if_then(in_range(y, 0, H), seq({zeros(0, p[1] * b), copy, zeros((p[1] + W) * b, (src.w - p[1] - W) * b)}), zeros(0, src.w * b)));
-    return src;
-  }
   src.buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * src.h * src.w, BufferScope::kTemp);
   k_.buffers.push_back(src.buf);
   Index pidx = unravel(var("r"), {xs[0], xs[1], src.h});
@@ -192,131 +157,9 @@ Status Lowerer::lower_conv2d() {
   AT_TRY(check_inlinable());
   if (naive_) return naive_conv2d();
   if (s_.winograd) return lower_winograd();
-  if (rows_eligible(g_.nodes[anchor_], s_)) return lower_conv_rows();
   // Every other conv's knobs stand for steps (steps_of_knobs in Lower.cpp): with channel blocks the
   // tile sketch's flat pixels, row tiles or pixel lanes (blocked_steps); without, the loop sketch.
   return make_error(g_.nodes[anchor_].op + ": its knobs stand for steps (steps_of_knobs), not a template");
-}
-
-/**
- * A conv with its padding in the tiles (pad_at_root = false; rows_eligible): no padded copy, so
- * no stage (and no barrier) before the conv, and the input is read where it is. NCHW16c or NCHW
- * (with the pixel epilogue: a tile's pixels are contiguous in their row). Register tiles run along
- * output rows: OB channels x up to PB pixels of one row, the reduction over (c, ky, kx)
- * innermost as in the blocked template. Kernel rows outside the input are skipped by the bounds
- * of the ky loop, computed per output row. Kernel columns outside it are skipped where the tile's
- * columns are known when the kernel is built: the first and last tiles of a row (and a row's
- * narrower last tile) select 0 for the pixels whose column falls outside (their reads clamped
- * into the row), while the tiles between them, whose columns are all inside, run as a loop
- * without checks (MLAS and oneDNN also treat border tiles apart). Threads split output-channel
- * blocks, rows, or both.
- */
-Status Lowerer::lower_conv_rows() {
-  const Node &conv = g_.nodes[anchor_];
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
-  const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");
-  // NCHW is NCHW[1]c here: x[n][c][y][x] = x[n][c / 1][y][x][c % 1].
-  int64_t b = std::max<int64_t>(1, conv_block(conv)), N = xs[0], CB = xs[1], C = CB * b, H = xs[2], W = xs[3];
-  int64_t O = ws[0], KH = ws[2], KW = ws[3], OH = os[2], OW = os[3];
-  int V = s_.vector_width, OB = s_.oc_block;
-  int64_t PB = std::min<int64_t>(std::max(1, s_.px_block), OW), OBN = O / OB, TPR = (OW + PB - 1) / PB;
-  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kOIHWToOIHWo, OB});
-  k_.schedule = std::string(b > 1 ? "conv nchwc" : "conv") + ", padding in the tiles, " + k_.schedule;
-  bool pixel_epilogue = s_.pixel_epilogue;  // NCHW: a channel at a time, the tile's pixels (contiguous in its row) as the vector
-  Buffer x = params_[conv.inputs[0].index], wp = params_[conv.inputs[1].index];
-  auto bias = [&](const Expr &o) -> Expr { return conv.inputs.size() == 3 ? value_at(conv.inputs[2], {o}) : float_imm(0); };
-  auto column_inside = [&](int64_t ox, int64_t kx) {
-    int64_t c = ox * st[1] - pd[1] + kx * dl[1];
-    return c >= 0 && c < W;
-  };
-  // A tile of np pixels from column ox0 (a constant: an edge tile, its outside columns left out;
-  // else a loop variable's tile, all inside) of output row oy.
-  auto block = [&](const Expr &n, const Expr &ob, const Expr &oy, const Expr &ox0, std::optional<int64_t> ox0_const, int64_t np) -> Stmt {
-    Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
-    std::string v = fresh("v"), iy = fresh("iy");
-    Expr lane = var(v);
-    auto vec = [&](Stmt s) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, s); };
-    std::vector<Stmt> init, fma, epilogue;
-    std::string row = fresh("row");
-    std::vector<std::pair<std::string, Expr>> lets = {{iy, oy * st[0] - int_imm(pd[0])}, {row, ((n * CB) * H + var(iy)) * W * b}};
-    for (int64_t p = 0; p < np; ++p) {
-      Expr ox = ox0 + int_imm(p);
-      bool all_inside = true;
-      if (ox0_const)
-        for (int64_t kx = 0; kx < KW; ++kx) all_inside &= column_inside(*ox0_const + p, kx);
-      Expr xin;
-      if (all_inside) {
-        std::string base = fresh("ib");
-        lets.emplace_back(base, var(row) + (ox * st[1] - int_imm(pd[1])) * b);
-        xin = load(x, var(base) + var("off"));
-      } else {
-        // A pixel some of whose kernel columns fall outside: its column clamped into the row (so
-        // the read stays inside the tensor) and the value selected to 0 outside. Unrolling kx to
-        // leave those FMAs out spilled the 28 accumulators (2.5x slower).
-        Expr col = ox * st[1] - int_imm(pd[1]) + var("kx") * dl[1];
-        xin = select(in_range(col, 0, W), load(x, var(row) + clamp(col, 0, W - 1) * b + var("offc")), float_imm(0));
-      }
-      for (int64_t o = 0; o < OB / V; ++o) {
-        Expr ai = int_imm(p * OB + o * V) + lane;
-        Expr oc = ob * OB + int_imm(o * V) + lane;
-        init.push_back(vec(store(acc, ai, bias(oc))));
-        Expr wv = load(wp, var("wb") + int_imm(o * V) + lane);
-        fma.push_back(vec(store(acc, ai, call("fmuladd", {xin, wv, load(acc, ai)}))));
-        if (!pixel_epilogue)
-          epilogue.push_back(vec(store_output(conv_output_index(conv, n, oc, oy, ox), load(acc, ai))));
-      }
-    }
-    if (pixel_epilogue) epilogue = pixel_epilogue_stores(acc, n, ob * OB, OB, oy, ox0, np);
-    // Kernel rows inside the input: ky in [max(0, ceil(-iy / dl)), min(KH, floor((H - 1 - iy) / dl) + 1)).
-    Expr ky0 = max(int_imm(0), (int_imm(dl[0] - 1) - var(iy)) / int_imm(dl[0]));
-    Expr ky1 = min(int_imm(KH), (int_imm(H - 1) - var(iy)) / int_imm(dl[0]) + int_imm(1));
-    Stmt reduce = let("wb", (((ob * C + var("c")) * KH + var("ky")) * KW + var("kx")) * OB,
-                      let("off", var("offc") + var("kx") * (dl[1] * b), seq({seq(fma), seq(prefetch_ahead(wp, var("wb"), OB))})));
-    reduce = for_loop("kx", int_imm(0), int_imm(KW), s_.unroll_kx ? ForKind::kUnrolled : ForKind::kSerial, reduce);
-    reduce = let("offc", (var("c") / int_imm(b) * H + var("ky") * dl[0]) * W * b + var("c") % int_imm(b), reduce);
-    reduce = let("ky0", ky0, for_loop("ky", var("ky0"), max(int_imm(0), ky1 - var("ky0")), ForKind::kSerial, reduce));
-    reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, reduce);
-    Stmt body = seq({seq(init), reduce, seq(epilogue)});
-    for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = let(it->first, it->second, body);
-    return allocate(acc, body);
-  };
-  // A row: its edge tiles with constant columns, the tiles between them as a loop.
-  auto row = [&](const Expr &n, const Expr &ob, const Expr &oy) -> Stmt {
-    std::vector<Stmt> parts;
-    auto inside = [&](int64_t t) {
-      int64_t np = std::min(PB, OW - t * PB);
-      for (int64_t p = 0; p < np; ++p)
-        for (int64_t kx = 0; kx < KW; ++kx)
-          if (!column_inside(t * PB + p, kx)) return false;
-      return np == PB;
-    };
-    for (int64_t t = 0; t < TPR;) {
-      if (!inside(t)) {
-        parts.push_back(block(n, ob, oy, int_imm(t * PB), t * PB, std::min(PB, OW - t * PB)));
-        ++t;
-        continue;
-      }
-      int64_t t1 = t;
-      while (t1 < TPR && inside(t1)) ++t1;
-      std::string tv = fresh("t");
-      parts.push_back(for_loop(tv, int_imm(t), int_imm(t1 - t), ForKind::kSerial, block(n, ob, oy, var(tv) * PB, std::nullopt, PB)));
-      t = t1;
-    }
-    return seq(parts);
-  };
-  Expr u = var("u");
-  switch (s_.parallel) {
-    case KernelSchedule::Parallel::kOc:
-      add_stage("conv2d", "u", N * OBN, for_loop("oy", int_imm(0), int_imm(OH), ForKind::kSerial, row(u / int_imm(OBN), u % int_imm(OBN), var("oy"))));
-      break;
-    case KernelSchedule::Parallel::kPx:
-      add_stage("conv2d", "u", N * OH, for_loop("ob", int_imm(0), int_imm(OBN), ForKind::kSerial, row(u / int_imm(OH), var("ob"), u % int_imm(OH))));
-      break;
-    case KernelSchedule::Parallel::kOcPx:
-      add_stage("conv2d", "u", N * OBN * OH, row(u / int_imm(OBN * OH), (u / int_imm(OH)) % int_imm(OBN), u % int_imm(OH)));
-      break;
-  }
-  return Status::ok();
 }
 
 namespace {
@@ -371,7 +214,7 @@ Status Lowerer::lower_winograd() {
   k_.schedule = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3), " + k_.schedule;
   k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinograd, OB, m});
   Buffer u = params_[conv.inputs[1].index];
-  Source src = conv_source(conv, false, m, m * TH + 2, m * TW + 2);
+  Source src = conv_source(conv, m, m * TH + 2, m * TW + 2);
   Buffer vbuf = make_buffer("wino_v", Type::kF32, P * N * C * T, BufferScope::kTemp);
   Buffer mbuf = make_buffer("wino_m", Type::kF32, P * N * O * T, BufferScope::kTemp);
   k_.buffers.push_back(vbuf);

@@ -132,9 +132,8 @@ class Lowerer {
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
                          const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
-  Source conv_source(const Node &conv, bool padding_inline, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
-  /** The index of conv's output (n, channel oc, oy, ox): blocked for conv2d_nchwc. */
-  Index conv_output_index(const Node &conv, const Expr &n, const Expr &oc, const Expr &oy, const Expr &ox) const;
+  /** The NCHW Winograd template's input: the argument itself, or a padded, phase-split copy made by a "pad" stage. */
+  Source conv_source(const Node &conv, int64_t phases = 1, int64_t min_h = 0, int64_t min_w = 0);
   /** The extents of conv's padded, phase-split input copy (no buffer yet). */
   Source padded_geometry(const Node &conv, int64_t phases, int64_t min_h = 0, int64_t min_w = 0) const;
   /**
@@ -144,13 +143,6 @@ class Lowerer {
   Stmt padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py);
   /** buf[base + from, base + from + count) = 0, in vectors of the schedule's width: a padded row's zero columns. */
   Stmt zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count);
-  /**
-   * A conv tile's pixel epilogue: for each of its OB channels from oc0, the tile's np pixels as
-   * the vector, stored at output (n, oc, y, x0 + q) from acc[q * OB + c].
-   */
-  std::vector<Stmt> pixel_epilogue_stores(const Buffer &acc, const Expr &n, const Expr &oc0, int64_t OB, const Expr &y, const Expr &x0, int64_t np);
-  /** A conv with its padding in the tiles (pad_at_root = false, rows_eligible): see LowerConv.cpp. */
-  Status lower_conv_rows();
   /** Winograd F(m x m, 3x3) in NCHW: input transform, a blocked GEMM per transformed position, output transform. */
   Status lower_winograd();
   Status lower_conv2d();

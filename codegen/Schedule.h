@@ -70,7 +70,7 @@ inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::
 
 /**
  * Whether conv node `n` runs with `s` as register tiles along output rows that read its input in
- * place, the padding in the tiles (codegen/LowerConv lower_conv_rows): pad_at_root off, the
+ * place, the padding in the tiles (codegen/Sketch row_tile_sketch): pad_at_root off, the
  * blocked template, one group, the input an argument, no reduction tiles, not Winograd; NCHW
  * also with the pixel epilogue (else its padding is recomputed at every read, the older form).
  */
