@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include <cmath>
+#include <cstring>
 
 #include "ir/Hash.h"
 
@@ -256,11 +257,32 @@ class StageEmitter {
    */
   llvm::Value *emit(const Expr &e) {
     if (e->args.empty()) return emit_node(e);  // constants and variables: nothing to share
-    auto key = std::make_pair(e.get(), vector_mode_);
+    auto key = std::make_pair(structural_id(e), vector_mode_);
     if (auto it = shared_.find(key); it != shared_.end()) return it->second;
     llvm::Value *v = emit_node(e);
     shared_.emplace(key, v);
     return v;
+  }
+
+  /**
+   * A number for `e`'s structure: equal for equal expressions, whichever nodes hold them. Schedule
+   * steps rebuild expressions (a substitution, a partition's simplification), so a DAG the
+   * lowering shared by node becomes a tree of equal copies; numbered by structure they are shared
+   * again (NCHW Winograd F(4x4)'s output transform as steps: 347 loads emitted against 44, and
+   * LLVM cannot merge them across the scatters between). Each numbered node is held until the
+   * kernel is emitted, so an address is never reused for another expression.
+   */
+  int64_t structural_id(const Expr &e) {
+    if (auto it = ids_.find(e.get()); it != ids_.end()) return it->second.second;
+    std::string key = std::to_string(static_cast<int>(e->kind)) + "|" + std::to_string(static_cast<int>(e->type)) + "|" +
+                      std::to_string(static_cast<int>(e->op)) + "|" + std::to_string(e->int_value) + "|";
+    uint64_t bits;
+    std::memcpy(&bits, &e->float_value, sizeof bits);
+    key += std::to_string(bits) + "|" + e->name + "|" + std::to_string(reinterpret_cast<uintptr_t>(e->buffer.get())) + "|";
+    for (const Expr &a : e->args) key += std::to_string(structural_id(a)) + ",";
+    int64_t id = interned_.emplace(key, static_cast<int64_t>(interned_.size())).first->second;
+    ids_.emplace(e.get(), std::make_pair(e, id));
+    return id;
   }
 
   /** Forgets the shared values: at a statement that is not a store (a loop, a branch, a binding), or a store to a buffer they read. */
@@ -569,9 +591,11 @@ class StageEmitter {
     std::vector<llvm::Value *> columns;
   };
   std::map<std::tuple<const BufferNode *, int64_t, int, int64_t>, TransposedBlock> transposed_;
-  // Values emitted in the current straight-line run of stores, by expression node and vector
-  // mode, and the buffers they load.
-  std::map<std::pair<const ExprNode *, bool>, llvm::Value *> shared_;
+  // Values emitted in the current straight-line run of stores, by expression structure and
+  // vector mode, and the buffers they load.
+  std::map<std::pair<int64_t, bool>, llvm::Value *> shared_;
+  std::unordered_map<const ExprNode *, std::pair<Expr, int64_t>> ids_;  // structural_id's numbers (the node held)
+  std::unordered_map<std::string, int64_t> interned_;
   std::unordered_set<const BufferNode *> shared_loads_;
 };
 
