@@ -31,19 +31,8 @@ Expected<LoweredKernel> Lowerer::run() {
     if (anchor_ >= 0) return make_error("two reductions in one group (" + g_.nodes[anchor_].op + ", " + n.op + ")");
     anchor_ = static_cast<int>(i);
   }
-  if (!naive_) AT_TRY(validate_schedule(g_, s_));  // naive nests take no knobs
   k_.schedule = s_.to_string();
-  if (naive_) return run_naive();
-  // Only convs have templates; every other group is its naive nest with steps (steps_of_knobs).
-  if (anchor_ < 0 || !is_conv_op(g_.nodes[anchor_].op))
-    return make_error(std::string(anchor_ < 0 ? "an elementwise group" : g_.nodes[anchor_].op) + " has no template: it is lowered as steps (steps_of_knobs)");
-  const std::string &op = g_.nodes[anchor_].op;
-  AT_TRY(lower_conv2d());
-  if (op == "nn.conv2d_nchwc") {
-    // Its blocked indices, (16 * block + lane) / 16 and % 16, resolved by the loop ranges: vector accesses.
-    for (KernelStage &st : k_.stages) st.body = simplify_div_mod(st.body, {{st.parallel_var, {0, st.parallel_extent - 1}}});
-  }
-  return k_;
+  return run_naive();
 }
 
 Expr Lowerer::value_at(ValueId v, const Index &idx) {
@@ -175,36 +164,6 @@ Status Lowerer::check_inlinable() {
   return Status::ok();
 }
 
-/**
- * for xo in [0, L / V): vectorized xi in [0, V): body(x = xo * V + xi)
- * for xt in [L / V * V, L): body(x = xt)
- * `body(x, lanes, lane)` builds the statement for one position (or V positions).
- */
-Stmt Lowerer::row_loops(int64_t len, const std::function<Stmt(Expr x, int lanes, Expr lane)> &body, int64_t start) {
-  int v = s_.vector_width;
-  std::vector<Stmt> parts;
-  int64_t full = v > 1 ? len / v : 0;
-  if (full > 0) {
-    std::string xo = fresh("xo"), xi = fresh("xi");
-    parts.push_back(for_loop(xo, int_imm(0), int_imm(full), ForKind::kSerial, body(var(xo) * v + var(xi) + start, v, var(xi))));
-  }
-  // The rest as one vector of its length (a 56-wide row: 3 x 16 + 8; a 7-wide one: 7 lanes, whose
-  // memory accesses are masked), a last single element as a scalar. A scalar tail of up to 15
-  // lanes cost as much as the vectors before it; halving vectors (4 + 2 + 1 for 7) cost three
-  // times the arithmetic.
-  int64_t at = full * v;
-  if (v > 1 && len - at >= 2) {
-    std::string xi = fresh("xi");
-    parts.push_back(body(var(xi) + (start + at), static_cast<int>(len - at), var(xi)));
-    at = len;
-  }
-  if (at < len) {
-    std::string xt = fresh("xt");
-    parts.push_back(for_loop(xt, int_imm(start + at), int_imm(len - at), ForKind::kSerial, body(var(xt), 1, int_imm(0))));
-  }
-  return seq(parts);
-}
-
 std::vector<std::string> Lowerer::numbered(const std::string &prefix, size_t n) {
   std::vector<std::string> out;
   for (size_t d = 0; d < n; ++d) out.push_back(prefix + std::to_string(d));
@@ -225,7 +184,10 @@ Expected<LoweredKernel> Lowerer::run_naive() {
   }
   const std::string &op = g_.nodes[anchor_].op;
   if (op == "nn.softmax") AT_TRY(lower_softmax());
-  else if (is_conv_op(op)) AT_TRY(lower_conv2d());
+  else if (is_conv_op(op)) {
+    AT_TRY(check_inlinable());
+    AT_TRY(naive_conv2d());
+  }
   else if (op == "nn.dense") AT_TRY(lower_dense());
   else AT_TRY(lower_reduction_op());
   return k_;
@@ -248,7 +210,7 @@ std::string kernel_name(const Graph &body) {
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s) {
   KernelSchedule plain = s;
   plain.steps.clear();
-  return Lowerer(body, name, plain, true).run();
+  return Lowerer(body, name, plain).run();
 }
 
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
@@ -380,15 +342,6 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
 }
 }  // namespace
 
-bool lowered_by_template(const Graph &body, const KernelSchedule &s) {
-  if (!s.steps.empty()) return false;
-  for (const Node &n : body.nodes)
-    if (is_conv_op(n.op)) {
-      return s.winograd && !conv_block(n);  // NCHW Winograd
-    }
-  return false;
-}
-
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
@@ -396,7 +349,6 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   AT_TRY(validate_schedule(body, s));
   KernelSchedule plain = s;
   plain.steps.clear();
-  if (lowered_by_template(body, plain)) return make_error("the knobs of " + anchor->op + " are its template's (lowered_by_template)");
   if (anchor && is_conv_op(anchor->op) && s.winograd) return winograd_steps_of_knobs(body, s);
   AT_ASSIGN(naive, lower_naive(body, "k", plain));
   if (anchor && is_conv_op(anchor->op)) {
@@ -455,7 +407,6 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
 }
 
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
-  if (lowered_by_template(body, s)) return Lowerer(body, name, s).run();
   KernelSchedule plan = s;
   if (s.steps.empty()) {
     // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).

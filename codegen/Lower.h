@@ -3,7 +3,8 @@
 // LoweredKernel. Every op but the group's anchor is inlined as an expression at the point of
 // use (TVM's compute_inline): elementwise/broadcast/injective prologues into the anchor's reads,
 // the epilogue into the anchor's final store while its accumulators are still in registers.
-// The anchor (conv2d, dense, matmul, pools, mean, softmax) gets a loop-nest template.
+// The group is its naive loop nests (lower_naive) transformed by the schedule's steps; a schedule
+// of knobs stands for a step list (steps_of_knobs). No anchor has a hand-written template left.
 #include <string>
 
 #include "codegen/Kernel.h"
@@ -18,7 +19,7 @@ std::string kernel_name(const Graph &body);
 /**
  * Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an
  * error. A schedule with steps is the group's naive nests (lower_naive) with the steps replayed;
- * without, the steps its knobs stand for (steps_of_knobs), or a conv's template with its knobs.
+ * without, the steps its knobs stand for (steps_of_knobs).
  */
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
 
@@ -33,17 +34,15 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 
 /**
- * The Winograd sketch's step list for a Winograd schedule's template knobs: oc_block channels x
- * px_block tiles (at most the tiles there are) in registers, vectors of vector_width (NCHW: the
- * channels as the vector), the padded input at root (pad_at_root) or recomputed at its reads.
- * lower_group lowers a conv2d_nchwc Winograd schedule without steps this way: there the
- * template's knobs are a thin layer on the steps (NCHW keeps its template).
+ * The Winograd sketch's step list for a Winograd schedule's knobs: oc_block channels x px_block
+ * tiles (at most the tiles there are) in registers, vectors of vector_width (NCHW: the channels
+ * as the vector), the padded input at root (pad_at_root) or recomputed at its reads. lower_group
+ * lowers a Winograd schedule without steps this way, in NCHW and conv2d_nchwc.
  */
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s);
 
 /**
- * The step list a knob schedule stands for: the templates of every anchor but the conv are thin
- * layers on the sketches. An elementwise group, a pool, a global pool, a mean, a matmul or a
+ * The step list a knob schedule stands for: the knobs are a thin layer on the sketches. An elementwise group, a pool, a global pool, a mean, a matmul or a
  * softmax is its loop sketch at the schedule's vector width (default_schedule's rules: a pool's
  * columns cut at its padding, a global pool's plane summed as vectors of partials); a dense
  * layer with a packed weight is the register-tile sketch with oc_block columns; a conv without
@@ -51,14 +50,10 @@ Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const Ker
  * rows with its padded input at root (pad_at_root) or per channel plane; a conv with channel
  * blocks its register tile of oc_block channels x px_block pixels of the flattened output (the
  * tile sketch's flat pixels: the blocked template's kernel), in conv2d_nchwc with its padding in
- * the tiles the row tiles, with pixel_vectors the pixel lanes; a conv2d_nchwc with Winograd knobs
- * is winograd_steps_of_knobs. An empty list is the naive nest as it is (a nest no sketch fits).
- * An error for the knobs of the conv templates left (lowered_by_template).
+ * the tiles (and an NCHW stem's) the row tiles, with pixel_vectors the pixel lanes; Winograd
+ * knobs are winograd_steps_of_knobs. An empty list is the naive nest as it is (a nest no sketch fits).
  */
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s);
-
-/** Whether `s` is lowered by a template: a conv's knobs without steps for an NCHW conv's padding in the tiles (rows_eligible) or NCHW Winograd. */
-bool lowered_by_template(const Graph &body, const KernelSchedule &s);
 
 /** Packs a weight for a kernel (WeightPacking), once, when the model is loaded. */
 Tensor pack_weight(const Tensor &w, const WeightPacking &p);

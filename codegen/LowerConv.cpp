@@ -1,5 +1,4 @@
-// The conv's naive nests (direct and Winograd), the one conv template left (Winograd in NCHW), and
-// the padded, phase-split copies of its input; every other conv is its naive nest with steps.
+// The conv's naive nests, direct and Winograd, and its padded input's; schedules are steps on them.
 #include "codegen/Lowerer.h"
 
 #include <cmath>
@@ -7,61 +6,6 @@
 #include "codegen/Winograd.h"
 
 namespace autotune::lowering {
-
-namespace {
-/** floor(a / d) for d > 0. */
-int64_t floor_div(int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); }
-}  // namespace
-
-Stmt Lowerer::zero_run(const Buffer &buf, const Expr &base, int64_t from, int64_t count) {
-  return row_loops(count, [&](Expr x, int lanes, Expr lane) { return lanes_of(lanes, lane, store(buf, base + x, float_imm(0))); }, from);
-}
-
-Lowerer::Source Lowerer::padded_geometry(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) const {
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
-  const auto &p = conv.attrs.ints("padding");
-  // min_h/min_w: Winograd tiles of an odd output reach a row/column past the padding (zeros too).
-  int64_t hp = std::max(xs[2] + p[0] + p[2], min_h), wp = std::max(xs[3] + p[1] + p[3], min_w);
-  Source src{nullptr, hp, 0};
-  src.phases = phases, src.wq = (wp + phases - 1) / phases, src.w = phases * src.wq, src.wp = wp;
-  return src;
-}
-
-Stmt Lowerer::padded_row(const Node &conv, const Source &src, const Expr &base, const Expr &n, const Expr &c, const Expr &py) {
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
-  const auto &p = conv.attrs.ints("padding");
-  int64_t H = xs[2], W = xs[3], phases = src.phases, wq = src.wq;
-  auto zeros = [&](int64_t from, int64_t count) { return zero_run(src.buf, base, from, count); };
-  Expr y = py - int_imm(p[0]);
-  // A row inside the input: per phase, the zero columns before the input, the input's columns
-  // (plain reads: contiguous, or wide loads and a shuffle for a small stride), the zeros after.
-  std::vector<Stmt> parts;
-  for (int64_t ph = 0; ph < phases; ++ph) {
-    int64_t count = (src.wp - ph + phases - 1) / phases;  // this phase's columns of the padded row
-    int64_t qb = std::clamp<int64_t>(floor_div(p[1] - ph + phases - 1, phases), 0, count);  // first q with q*phases + ph >= p[1]
-    int64_t qe = std::clamp<int64_t>(floor_div(W - 1 + p[1] - ph, phases) + 1, qb, count);   // past the last inside
-    parts.push_back(zeros(ph * wq, qb));
-    parts.push_back(row_loops(qe - qb, [&, ph](Expr q, int lanes, Expr lane) {
-      Expr v = value_at(conv.inputs[0], {n, c, y, q * phases + int_imm(ph - p[1])});
-      return lanes_of(lanes, lane, store(src.buf, base + int_imm(ph * wq) + q, v));
-    }, qb));
-    parts.push_back(zeros(ph * wq + qe, wq - qe));
-  }
-  return if_then(in_range(y, 0, H), seq(parts), zeros(0, phases * wq));
-}
-
-Lowerer::Source Lowerer::conv_source(const Node &conv, int64_t phases, int64_t min_h, int64_t min_w) {
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape;
-  Source src = padded_geometry(conv, phases, min_h, min_w);
-  bool padded = src.h != xs[2] || src.wp != xs[3];
-  if (!padded && phases == 1 && conv.inputs[0].kind == ValueId::Kind::kInput) return {params_[conv.inputs[0].index], xs[2], xs[3]};
-  src.buf = make_buffer(phases > 1 ? "phased" : "padded", Type::kF32, xs[0] * xs[1] * src.h * src.w, BufferScope::kTemp);
-  k_.buffers.push_back(src.buf);
-  Index pidx = unravel(var("r"), {xs[0], xs[1], src.h});
-  add_stage(phases > 1 ? "pad_phases" : "pad", "r", xs[0] * xs[1] * src.h,
-            padded_row(conv, src, ravel(pidx, {xs[0], xs[1], src.h}) * src.w, pidx[0], pidx[1], pidx[2]));
-  return src;
-}
 
 Buffer Lowerer::naive_pad(const Node &conv, int64_t PH, int64_t PW, int64_t phases) {
   const Shape &xs = g_.type_of(conv.inputs[0]).shape;
@@ -153,15 +97,6 @@ Status Lowerer::naive_conv2d() {
       [](const Expr &a, const Index &) { return a; }, "conv2d");
 }
 
-Status Lowerer::lower_conv2d() {
-  AT_TRY(check_inlinable());
-  if (naive_) return naive_conv2d();
-  if (s_.winograd) return lower_winograd();
-  // Every other conv's knobs stand for steps (steps_of_knobs in Lower.cpp): with channel blocks the
-  // tile sketch's flat pixels, row tiles or pixel lanes (blocked_steps); without, the loop sketch.
-  return make_error(g_.nodes[anchor_].op + ": its knobs stand for steps (steps_of_knobs), not a template");
-}
-
 namespace {
 /** sum_k coef[k] * x[k] as an expression: zero terms skipped, +-1 as adds and subtracts. */
 Expr linear(const std::vector<double> &coef, const std::vector<Expr> &x) {
@@ -189,122 +124,9 @@ std::vector<std::vector<Expr>> left_multiply(const std::vector<std::vector<doubl
 }  // namespace
 
 /**
- * Winograd F(m x m, 3x3), m = 2 or 4 (Lavin and Gray), the NCHW template: each m x m block of
- * outputs ("tile") comes from an a x a patch d of the padded input (a = m + 2) as
- * Y = A^T [sum_c (G g G^T) . (B^T d B)] A. Three stages:
- *   wino_in    V[xi][n][c][t] = (B^T d B)[xi] for every tile t;
- *   wino_gemm  M[xi][n][o][t] = sum_c U[xi][o][c] V[xi][n][c][t]: per position xi a GEMM with the
- *              conv's register block (oc_block channels x px_block tiles), U packed at load time;
- *   wino_out   Y = A^T M A per tile, plus the bias and the epilogue, stored at (m ty + dy, m tx + dx).
- * The transforms are vectorized over a row of tiles (the padded copy's columns split into m
- * phases, so a row of tiles reads contiguously), and the GEMM stores M one channel at a time.
- * conv2d_nchwc's Winograd is the same algorithm as steps on its naive nests (lower_group maps
- * these knobs to the Winograd sketch's list there).
- */
-Status Lowerer::lower_winograd() {
-  const Node &conv = g_.nodes[anchor_];
-  if (conv_block(conv)) return make_error("conv2d_nchwc's Winograd is lowered as steps (winograd_steps_of_knobs)");
-  const WinogradMatrices &wm = winograd_matrices(s_.winograd);
-  const int m = wm.m, a = wm.a, P = a * a;
-  const Shape &xs = g_.type_of(conv.inputs[0]).shape, &os = conv.type.shape;
-  int64_t N = xs[0], C = xs[1], O = os[1], OH = os[2], OW = os[3];
-  int64_t TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, T = TH * TW;
-  int V = s_.vector_width, OB = s_.oc_block;
-  int64_t OBN = O / OB, PB = std::max(1, s_.px_block), PBF = T / PB;
-  k_.schedule = "winograd F(" + std::to_string(m) + "x" + std::to_string(m) + ", 3x3), " + k_.schedule;
-  k_.packings.push_back({conv.inputs[1].index, WeightPacking::kWinograd, OB, m});
-  Buffer u = params_[conv.inputs[1].index];
-  Source src = conv_source(conv, m, m * TH + 2, m * TW + 2);
-  Buffer vbuf = make_buffer("wino_v", Type::kF32, P * N * C * T, BufferScope::kTemp);
-  Buffer mbuf = make_buffer("wino_m", Type::kF32, P * N * O * T, BufferScope::kTemp);
-  k_.buffers.push_back(vbuf);
-  k_.buffers.push_back(mbuf);
-  // V's and M's element (xi, n, channel c of `channels`, tile t).
-  auto vm_at = [&](const Expr &xi, const Expr &n, const Expr &c, const Expr &t, int64_t channels) -> Expr {
-    return ((xi * N + n) * channels + c) * T + t;
-  };
-
-  // Input transform: one row of tiles of one (image, channel) per unit.
-  {
-    Index r = unravel(var("r"), {N, C, TH});
-    Stmt body = row_loops(TW, [&](Expr tx, int lanes, Expr lane) {
-      std::vector<std::vector<Expr>> d(a, std::vector<Expr>(a));
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j)
-          d[i][j] = load(src.buf, ((r[0] * C + r[1]) * src.h + r[2] * m + int_imm(i)) * src.w + src.column(tx, int_imm(j)));
-      std::vector<std::vector<Expr>> t = left_multiply(wm.bt, d);  // B^T d
-      std::vector<Stmt> stores;
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j)  // (B^T d) B: row i of t against row j of B^T
-          stores.push_back(store(vbuf, vm_at(int_imm(i * a + j), r[0], r[1], r[2] * TW + tx, C), linear(wm.bt[j], t[i])));
-      return lanes_of(lanes, lane, seq(stores));
-    });
-    add_stage("wino_in", "r", N * C * TH, body);
-  }
-
-  // The GEMMs: unit u = (xi, n, channel block); tiles in blocks of PB, the rest in a last block.
-  {
-    Expr u_ = var("u"), xi = u_ / int_imm(N * OBN), n = (u_ / int_imm(OBN)) % int_imm(N), ob = u_ % int_imm(OBN);
-    auto block = [&](const Expr &t0, int64_t np) -> Stmt {
-      Buffer acc = make_buffer(fresh("acc"), Type::kF32, np * OB, BufferScope::kLocal);
-      std::string v = fresh("v");
-      Expr lane = var(v);
-      auto vec = [&](Stmt st) { return for_loop(v, int_imm(0), int_imm(V), ForKind::kVectorized, st); };
-      std::vector<Stmt> init, fma, out;
-      for (int64_t p = 0; p < np; ++p)
-        for (int64_t k = 0; k < OB / V; ++k) {
-          Expr ai = int_imm(p * OB + k * V) + lane;
-          init.push_back(vec(store(acc, ai, float_imm(0))));
-          Expr wv = load(u, var("ub") + int_imm(k * V) + lane);
-          fma.push_back(vec(store(acc, ai, call("fmuladd", {load(vbuf, var("vb") + int_imm(p)), wv, load(acc, ai)}))));
-        }
-      for (int64_t cc = 0; cc < OB; ++cc) {  // one channel at a time, the tiles as the vector: contiguous in M
-        std::string q = fresh("q");
-        out.push_back(for_loop(q, int_imm(0), int_imm(np), ForKind::kVectorized,
-                               store(mbuf, vm_at(xi, n, ob * OB + int_imm(cc), t0 + var(q), O), load(acc, var(q) * OB + int_imm(cc)))));
-      }
-      Stmt reduce = let("ub", ((xi * OBN + ob) * C + var("c")) * OB,
-                        let("vb", vm_at(xi, n, var("c"), t0, C), seq({seq(fma), seq(prefetch_ahead(u, var("ub"), OB))})));
-      reduce = for_loop("c", int_imm(0), int_imm(C), ForKind::kSerial, reduce);
-      return allocate(acc, seq({seq(init), reduce, seq(out)}));
-    };
-    std::vector<Stmt> parts;
-    if (PBF > 0) parts.push_back(for_loop("pb", int_imm(0), int_imm(PBF), ForKind::kSerial, block(var("pb") * PB, PB)));
-    if (T % PB) parts.push_back(block(int_imm(PBF * PB), T % PB));
-    add_stage("wino_gemm", "u", P * N * OBN, seq(parts));
-  }
-
-  // Output transform, bias and epilogue: one row of tiles of one (image, channel) per unit.
-  {
-    Index r = unravel(var("r"), {N, O, TH});
-    int64_t last_rows = OH - m * (TH - 1), last_cols = OW - m * (TW - 1);  // outputs of the last tile row / column
-    auto tile = [&](const Expr &tx, int64_t cols) {
-      Expr bias = conv.inputs.size() == 3 ? value_at(conv.inputs[2], {r[1]}) : float_imm(0);
-      std::vector<std::vector<Expr>> mm(a, std::vector<Expr>(a));
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j) mm[i][j] = load(mbuf, vm_at(int_imm(i * a + j), r[0], r[1], r[2] * TW + tx, O));
-      std::vector<std::vector<Expr>> t = left_multiply(wm.at, mm);  // A^T M
-      std::vector<Stmt> rows;
-      for (int i = 0; i < m; ++i) {  // (A^T M) A, row by row
-        std::vector<Stmt> row;
-        for (int j = 0; j < cols; ++j)
-          row.push_back(store_output({r[0], r[1], r[2] * m + int_imm(i), tx * m + int_imm(j)}, linear(wm.at[j], t[i]) + bias));
-        // Rows of the last tile row past the output (OH not a multiple of m) are not stored.
-        rows.push_back(i < last_rows ? seq(row) : if_then(r[2] < int_imm(TH - 1), seq(row)));
-      }
-      return seq(rows);
-    };
-    std::vector<Stmt> parts;
-    parts.push_back(row_loops(OW / m, [&](Expr tx, int lanes, Expr lane) { return lanes_of(lanes, lane, tile(tx, m)); }));
-    if (OW % m) parts.push_back(tile(int_imm(TW - 1), last_cols));
-    add_stage("wino_out", "r", N * O * TH, seq(parts));
-  }
-  return Status::ok();
-}
-
-/**
- * Winograd F(m x m, 3x3) as naive nests that steps schedule (issue 10), the same algorithm as
- * lower_winograd's template:
+ * Winograd F(m x m, 3x3), m = 2 or 4 (Lavin and Gray), as naive nests that steps schedule: each
+ * m x m block of outputs ("tile") comes from an a x a patch d of the padded input (a = m + 2) as
+ * Y = A^T [sum_c (G g G^T) . (B^T d B)] A:
  *   pad        the padded input, m * TH + 2 rows of m * TW + 2 columns (NCHW: each row's columns
  *              split into m phases, so a tile's column j of consecutive tiles is contiguous);
  *   wino_in    for vn, vc, vy, vx [, vl]: the a x a values V[xi][n][c][t] = (B^T d B)[xi] of tile

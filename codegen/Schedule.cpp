@@ -398,10 +398,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       if (take_sketch(body, w, [&](const LoweredKernel &naive) { return winograd_sketch(naive, knobs); })) return w;
     }
   }
-  // Every group but a conv with a template is its naive nest with the steps its knobs stand for
-  // (steps_of_knobs: the loop sketch's rules, the register tile for a dense layer).
-  if (!lowered_by_template(body, s))
-    if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
+  // Every group is its naive nest with the steps its knobs stand for (steps_of_knobs).
+  if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
   return s;
 }
 
