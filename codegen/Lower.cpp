@@ -32,7 +32,23 @@ Expected<LoweredKernel> Lowerer::run() {
     anchor_ = static_cast<int>(i);
   }
   k_.schedule = s_.to_string();
-  return run_naive();
+  if (anchor_ < 0) {
+    // A loop per output dimension around the output's store.
+    AT_TRY(check_inlinable());
+    const Shape &s = g_.type_of(g_.outputs[0]).shape;
+    std::vector<std::string> i = numbered("i", s.size());
+    Index idx;
+    for (const std::string &v : i) idx.push_back(var(v));
+    k_.schedule = "naive nest";
+    add_stage("elementwise", "u", 1, loop_nest(i, s, store_output(idx, nullptr)));
+    return k_;
+  }
+  const std::string &op = g_.nodes[anchor_].op;
+  if (op == "nn.softmax") AT_TRY(lower_softmax());
+  else if (is_conv_op(op)) AT_TRY(naive_conv2d());
+  else if (op == "nn.dense") AT_TRY(lower_dense());
+  else AT_TRY(lower_reduction_op());
+  return k_;
 }
 
 Expr Lowerer::value_at(ValueId v, const Index &idx) {
@@ -168,29 +184,6 @@ std::vector<std::string> Lowerer::numbered(const std::string &prefix, size_t n) 
   std::vector<std::string> out;
   for (size_t d = 0; d < n; ++d) out.push_back(prefix + std::to_string(d));
   return out;
-}
-
-Expected<LoweredKernel> Lowerer::run_naive() {
-  if (anchor_ < 0) {
-    // A loop per output dimension around the output's store.
-    AT_TRY(check_inlinable());
-    const Shape &s = g_.type_of(g_.outputs[0]).shape;
-    std::vector<std::string> i = numbered("i", s.size());
-    Index idx;
-    for (const std::string &v : i) idx.push_back(var(v));
-    k_.schedule = "naive nest";
-    add_stage("elementwise", "u", 1, loop_nest(i, s, store_output(idx, nullptr)));
-    return k_;
-  }
-  const std::string &op = g_.nodes[anchor_].op;
-  if (op == "nn.softmax") AT_TRY(lower_softmax());
-  else if (is_conv_op(op)) {
-    AT_TRY(check_inlinable());
-    AT_TRY(naive_conv2d());
-  }
-  else if (op == "nn.dense") AT_TRY(lower_dense());
-  else AT_TRY(lower_reduction_op());
-  return k_;
 }
 
 }  // namespace lowering

@@ -31,6 +31,7 @@ Buffer Lowerer::naive_pad(const Node &conv, int64_t PH, int64_t PW, int64_t phas
 }
 
 Status Lowerer::naive_conv2d() {
+  AT_TRY(check_inlinable());
   const Node &conv = g_.nodes[anchor_];
   const Shape &xs = g_.type_of(conv.inputs[0]).shape, &ws = g_.type_of(conv.inputs[1]).shape, &os = conv.type.shape;
   const auto &st = conv.attrs.ints("strides"), &dl = conv.attrs.ints("dilation"), &pd = conv.attrs.ints("padding");

@@ -58,11 +58,10 @@ inline Expr ceil_div(const Expr &a, int64_t d) { return int_imm(0) - ((int_imm(0
 class Lowerer {
  public:
   Lowerer(const Graph &g, const std::string &name, const KernelSchedule &s) : g_(g), s_(s) { k_.name = name; }
+  /** The group's naive nests (lower_naive): an elementwise group's loops, or its anchor's nests. */
   Expected<LoweredKernel> run();
 
  private:
-  /** The naive nests of lower_naive: elementwise groups and generic reductions. */
-  Expected<LoweredKernel> run_naive();
   /** prefix0, prefix1, ...: the loop names of a naive nest. */
   static std::vector<std::string> numbered(const std::string &prefix, size_t n);
   enum class Combine { kSum, kMax };

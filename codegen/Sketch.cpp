@@ -38,6 +38,22 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
 }
 
 /** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
+/** The loops before loop `name` in the sequence that holds it, in order (a partition's parts before its largest). */
+std::vector<std::string> loops_before(const Stmt &s, const std::string &name) {
+  if (!s) return {};
+  if (s->kind == StmtKind::kSeq) {
+    std::vector<std::string> before;
+    for (const Stmt &c : s->body) {
+      if (c->kind != StmtKind::kFor) continue;
+      if (c->var == name) return before;
+      before.push_back(c->var);
+    }
+  }
+  for (const Stmt &b : s->body)
+    if (auto found = loops_before(b, name); !found.empty()) return found;
+  return {};
+}
+
 std::map<std::string, int64_t> stage_loops(const LoweredKernel &k, const std::string &name) {
   std::map<std::string, int64_t> out;
   auto at = stage_index(k, name);
@@ -478,16 +494,10 @@ Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const st
       if (!next) continue;
       scratch = next.take(), steps.push_back(t);
       if (!edge_pixels) continue;
-      // The parts before the largest (named _b0, _b1, ...; those after it are right edges) go last.
-      for (int part = 0;; ++part) {
-        std::string ir;
-        for (const KernelStage &k : scratch->stages)
-          if (k.name == st.name) ir = loop::to_string(k.body);
-        std::string name = loop + "_b" + std::to_string(part);
-        size_t at = ir.find("(" + name + ", "), main = ir.find("(" + loop + ", ");
-        if (at == std::string::npos || main == std::string::npos || at > main) break;
+      // The parts before the largest (the left edge; those after it are right edges) go last.
+      for (const std::string &part : loops_before(scratch->stages[*stage_index(*scratch, st.name)].body, loop)) {
         Step later;
-        later.op = "sink", later.stage = st.name, later.loop = name;
+        later.op = "sink", later.stage = st.name, later.loop = part;
         auto moved = apply_step(*scratch, later);
         if (!moved) break;
         scratch = moved.take(), steps.push_back(later);

@@ -12,12 +12,17 @@ namespace {
 
 constexpr int kStepsVersion = 1;
 
+/** Whether `op` takes a loop and nothing else. */
+bool loop_only(const std::string &op) {
+  return op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute" || op == "partition" || op == "fission" || op == "trim" || op == "sink";
+}
+
 /** The fields each op takes besides op and stage. */
 std::vector<std::string> fields_of(const std::string &op) {
   if (op == "split") return {"loop", "factor", "outer", "inner"};
   if (op == "reorder") return {"order"};
   if (op == "fuse") return {"loop", "inner", "fused"};
-  if (op == "unroll" || op == "vectorize" || op == "parallel" || op == "distribute" || op == "partition" || op == "fission" || op == "trim" || op == "sink") return {"loop"};
+  if (loop_only(op)) return {"loop"};
   if (op == "pack") return {"buffer", "dims", "factor"};
   if (op == "prefetch") return {"buffer", "loop", "factor"};
   if (op == "compute_at") return {"producer", "loop"};
@@ -114,7 +119,7 @@ std::string to_string(const Step &s) {
   if (s.op == "split") return "split loop " + s.loop + in + " by " + std::to_string(s.factor) + " into " + joined(s.names);
   if (s.op == "reorder") return "reorder" + in + " to " + joined(s.names);
   if (s.op == "fuse") return "fuse loops " + s.loop + ", " + (s.names.empty() ? "" : s.names[0]) + in + " into " + (s.names.size() > 1 ? s.names[1] : "");
-  if (s.op == "unroll" || s.op == "vectorize" || s.op == "parallel" || s.op == "distribute" || s.op == "partition" || s.op == "fission" || s.op == "trim" || s.op == "sink") return s.op + " loop " + s.loop + in;
+  if (loop_only(s.op)) return s.op + " loop " + s.loop + in;
   if (s.op == "pack") return "pack " + s.buffer + " by " + std::to_string(s.factor);
   if (s.op == "prefetch") return "prefetch " + s.buffer + " " + std::to_string(s.factor) + " ahead in loop " + s.loop + in;
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
