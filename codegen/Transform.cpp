@@ -1558,15 +1558,15 @@ std::string swap_dependence(const Stmt &a, const Stmt &b, const Ranges &r) {
   for (const IndexedAccess &x : xa)
     for (const IndexedAccess &y : xb) {
       if (x.buffer != y.buffer || (!x.store && !y.store)) continue;
-      std::string why = x.buffer->name + "[" + to_string(x.index) + "] and " + y.buffer->name + "[" + to_string(y.index) + "]";
+      auto why = [&] { return x.buffer->name + "[" + to_string(x.index) + "] and " + y.buffer->name + "[" + to_string(y.index) + "]"; };
       auto fx = affine_form(x.index), fy = affine_form(y.index);
-      if (!fx || !fy) return why + " are not affine";
-      if (part(*fx, inner, false).coeff != part(*fy, inner, false).coeff) return why + " differ in the loops around them";
+      if (!fx || !fy) return why() + " are not affine";
+      if (part(*fx, inner, false).coeff != part(*fy, inner, false).coeff) return why() + " differ in the loops around them";
       Affine ix = part(*fx, inner, true), iy = part(*fy, inner, true);
       ix.constant = fx->constant, iy.constant = fy->constant;
       auto rx = range_of(ix, r), ry = range_of(iy, r);
-      if (!rx || !ry) return why + ": " + (rx ? ry.error().message : rx.error().message);
-      if (rx->lo <= ry->hi && ry->lo <= rx->hi) return why + " may meet";
+      if (!rx || !ry) return why() + ": " + (rx ? ry.error().message : rx.error().message);
+      if (rx->lo <= ry->hi && ry->lo <= rx->hi) return why() + " may meet";
     }
   return "";
 }
