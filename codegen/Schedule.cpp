@@ -109,25 +109,11 @@ Expected<KernelSchedule> schedule_from_json(const std::string &text) {
   return s;
 }
 
-
-/**
- * Whether a conv's epilogue can be stored one output channel at a time with the pixels of a
- * block as the vector (a contiguous run in NCHW), instead of one pixel at a time with channels
- * as the vector (one lane per channel plane: a scatter). True when every op after the anchor is
- * elementwise or broadcast over the output's shape and every argument it reads has the output's
- * spatial dims or none: then the flat pixel index p addresses each of them as (.., 0, p).
- */
-bool pointwise_eligible(const Graph &body, const Node &n) {
-  if (n.op != "nn.conv2d" || n.inputs[0].kind != ValueId::Kind::kInput || n.inputs[1].kind != ValueId::Kind::kInput) return false;
-  const Shape &w = body.type_of(n.inputs[1]).shape;
-  const auto &p = n.attrs.ints("padding");
-  return w[2] == 1 && w[3] == 1 && n.attrs.i("groups") == 1 && p == std::vector<int64_t>{0, 0, 0, 0};
-}
-
-bool epilogue_is_pixelwise(const Graph &g, int anchor) {
-  const Shape &os = g.type_of(g.outputs[0]).shape;
-  if (os.size() != 4 || anchor < 0) return false;
-  for (size_t i = anchor + 1; i < g.nodes.size(); ++i) {
+namespace {
+/** Nodes [from, to) of `g` are elementwise or broadcast ops of shape `os` whose arguments have `os`'s spatial dims or none. */
+bool pixelwise_nodes(const Graph &g, size_t from, size_t to, const Shape &os) {
+  if (os.size() != 4) return false;
+  for (size_t i = from; i < to; ++i) {
     const Node &n = g.nodes[i];
     const OpDef *def = find_op(n.op);
     if (!def || static_cast<int>(def->pattern) > static_cast<int>(OpPattern::kBroadcast) || n.type.shape != os) return false;
@@ -140,6 +126,29 @@ bool epilogue_is_pixelwise(const Graph &g, int anchor) {
     }
   }
   return true;
+}
+}  // namespace
+
+bool pointwise_eligible(const Graph &body, const Node &n) {
+  if (n.op != "nn.conv2d" || n.inputs[1].kind != ValueId::Kind::kInput) return false;
+  // The input is an argument, or a prologue of pixelwise ops (every node before the conv) computes it.
+  if (n.inputs[0].kind != ValueId::Kind::kInput &&
+      !(n.inputs[0].kind == ValueId::Kind::kNode && pixelwise_nodes(body, 0, &n - body.nodes.data(), body.type_of(n.inputs[0]).shape)))
+    return false;
+  const Shape &w = body.type_of(n.inputs[1]).shape;
+  const auto &p = n.attrs.ints("padding");
+  return w[2] == 1 && w[3] == 1 && n.attrs.i("groups") == 1 && p == std::vector<int64_t>{0, 0, 0, 0};
+}
+
+/**
+ * Whether a conv's epilogue can be stored one output channel at a time with the pixels of a
+ * block as the vector (a contiguous run in NCHW), instead of one pixel at a time with channels
+ * as the vector (one lane per channel plane: a scatter). True when every op after the anchor is
+ * elementwise or broadcast over the output's shape and every argument it reads has the output's
+ * spatial dims or none: then the flat pixel index p addresses each of them as (.., 0, p).
+ */
+bool epilogue_is_pixelwise(const Graph &g, int anchor) {
+  return anchor >= 0 && pixelwise_nodes(g, anchor + 1, g.nodes.size(), g.type_of(g.outputs[0]).shape);
 }
 
 bool rows_eligible(const Node &n, const KernelSchedule &s) {

@@ -79,7 +79,10 @@ bool rows_eligible(const Node &n, const KernelSchedule &s);
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */
 bool winograd_eligible(const Graph &body, const Node &n);
 
-/** Whether conv node `n` can take pixel_vectors (1x1, no padding, one group, argument input and weight). */
+/**
+ * Whether conv node `n` can take pixel_vectors: 1x1, no padding, one group, an argument weight, and
+ * an input that is an argument or a prologue's pixelwise result (a fused squeeze-excitation scale).
+ */
 bool pointwise_eligible(const Graph &body, const Node &n);
 
 /** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */

@@ -2,6 +2,7 @@
 // the reference executor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -10,6 +11,7 @@
 #include "codegen/Lower.h"
 #include "codegen/Winograd.h"
 #include "ir/OnnxImport.h"
+#include "ir/Partition.h"
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/BoundKernel.h"
@@ -141,6 +143,46 @@ TEST(CompiledModel, SmallModelsMatchTheReference) {
 }
 TEST(CompiledModel, ResNet18MatchesTheReference) { expect_model_matches("resnet18_bn"); }
 TEST(CompiledModel, ResNet50MatchesTheReference) { expect_model_matches("resnet50"); }
+
+// Every squeeze-excitation multiply of the generated EfficientNet recomputed in the 1x1 conv
+// that reads it (ir/Partition): compiled, no group on the reference executor, the 1x1 convs with
+// a prologue still on pixel lanes, and the output the reference's.
+TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
+  auto g = import_onnx_file(model_path("efficientnet_b0"));
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  Graph merged = *f;
+  std::vector<int> legal;
+  for (const PrologueMove &m : prologue_moves(*f))
+    if (m.why_not.empty()) legal.push_back(m.producer);
+  ASSERT_GE(legal.size(), 10u);
+  std::sort(legal.rbegin(), legal.rend());
+  for (int p : legal) {
+    auto next = apply_prologue(merged, p);
+    ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
+    merged = next.take();
+  }
+  auto m = CompiledModel::compile(merged, test_options());
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  int prologues = 0, pixel_lanes = 0;
+  for (const GroupInfo &gi : (*m)->groups()) {
+    EXPECT_EQ(gi.fallback, "") << gi.ops;
+    if (gi.ops.rfind("multiply+nn.conv2d", 0) != 0) continue;
+    ++prologues;
+    pixel_lanes += gi.schedule.find("vectorize pl") != std::string::npos;
+  }
+  EXPECT_EQ(prologues, static_cast<int>(legal.size()));
+  EXPECT_GT(pixel_lanes, 0) << "a 1x1 conv over enough pixels keeps its pixel lanes with a prologue";
+  auto inputs = random_inputs(*g, 5);
+  auto expected = run_reference(*g, inputs);
+  auto got = (*m)->run(inputs);
+  ASSERT_TRUE(expected && got) << (got ? "" : got.error().message);
+  auto d = compare((*got)[0], (*expected)[0]);
+  ASSERT_TRUE(static_cast<bool>(d));
+  EXPECT_LT(d->relative(), 1e-4);
+  EXPECT_GT(d->max_ref, 0.0);
+}
 
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {
   auto m = CompiledModel::load(model_path("resnet18"), test_options());

@@ -1,0 +1,119 @@
+#include "ir/Partition.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/Rewriter.h"
+
+namespace autotune {
+namespace {
+
+bool is_anchor(const Node &n) {
+  if (n.op == "shape_of") return false;
+  OpPattern p = find_op(n.op)->pattern;
+  return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce || p == OpPattern::kOpaque;
+}
+
+/** Why consumer `c` (a function node) cannot recompute the value of node `producer` it reads, or "". */
+std::string why_not_consumer(const Graph &g, int c, int producer) {
+  const Node &n = g.nodes[c];
+  if (!n.is_function()) return "%" + std::to_string(c) + " is not a fused group";
+  const Graph &body = *n.body;
+  int anchors = 0;
+  for (const Node &m : body.nodes) anchors += is_anchor(m);
+  if (anchors != 1) return "%" + std::to_string(c) + " has " + std::to_string(anchors) + " anchors (a prologue needs one)";
+  for (size_t a = 0; a < n.inputs.size(); ++a) {
+    if (n.inputs[a] != ValueId::node(producer)) continue;
+    for (const Node &m : body.nodes)
+      for (size_t k = 0; k < m.inputs.size(); ++k)
+        if (m.inputs[k] == ValueId::input(static_cast<int>(a)) && k > 0 && is_anchor(m))
+          return "%" + std::to_string(c) + " reads it as input " + std::to_string(k) + " of " + m.op + " (only a data input is recomputed)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string move_name(const PrologueMove &m) { return "prologue:%" + std::to_string(m.producer); }
+
+std::vector<PrologueMove> prologue_moves(const Graph &fused, int max_copies) {
+  Uses uses = find_uses(fused);
+  std::vector<PrologueMove> out;
+  for (size_t i = 0; i < fused.nodes.size(); ++i) {
+    const Node &n = fused.nodes[i];
+    if (!n.is_function() || n.body->nodes.empty()) continue;
+    bool elementwise = true;
+    for (const Node &m : n.body->nodes) elementwise &= find_op(m.op)->pattern <= OpPattern::kBroadcast && m.type.dtype == DType::kFloat32;
+    if (!elementwise) continue;
+    PrologueMove mv;
+    mv.producer = static_cast<int>(i);
+    for (int c : uses.consumers[i])
+      if (std::find(mv.consumers.begin(), mv.consumers.end(), c) == mv.consumers.end()) mv.consumers.push_back(c);
+    if (uses.is_output[i]) mv.why_not = "it is a graph output (stored anyway)";
+    else if (mv.consumers.empty()) mv.why_not = "nothing reads it";
+    else if (static_cast<int>(mv.consumers.size()) > max_copies)
+      mv.why_not = "it has " + std::to_string(mv.consumers.size()) + " consumers (at most " + std::to_string(max_copies) + " copies)";
+    for (int c : mv.consumers)
+      if (mv.why_not.empty()) mv.why_not = why_not_consumer(fused, c, mv.producer);
+    out.push_back(std::move(mv));
+  }
+  return out;
+}
+
+Expected<Graph> apply_prologue(const Graph &fused, int producer, int max_copies) {
+  std::string where = "prologue %" + std::to_string(producer) + ": ";
+  if (producer < 0 || producer >= static_cast<int>(fused.nodes.size())) return make_error(where + "no such node");
+  PrologueMove mv;
+  for (PrologueMove &m : prologue_moves(fused, max_copies))
+    if (m.producer == producer) mv = std::move(m);
+  if (mv.producer < 0) return make_error(where + "not a group of elementwise and broadcast ops");
+  if (!mv.why_not.empty()) return make_error(where + mv.why_not);
+  const Node &p = fused.nodes[producer];
+  Rewriter rw(fused);
+  for (size_t i = 0; i < fused.nodes.size(); ++i) {
+    int ci = static_cast<int>(i);
+    if (ci == producer) continue;  // every reader recomputes it
+    if (std::find(mv.consumers.begin(), mv.consumers.end(), ci) == mv.consumers.end()) {
+      AT_TRY(rw.copy(ci));
+      continue;
+    }
+    // The consumer's new body: the producer's body, then the consumer's, reading its result.
+    const Node &c = fused.nodes[i];
+    GraphBuilder body;
+    std::vector<ValueId> args;
+    std::unordered_map<int64_t, ValueId> param;  // outer value -> body input
+    auto key = [](ValueId v) { return (static_cast<int64_t>(v.kind) << 32) | static_cast<uint32_t>(v.index); };
+    auto input_for = [&](ValueId outer) {
+      auto it = param.find(key(outer));
+      if (it != param.end()) return it->second;
+      ValueId v = body.add_input("p" + std::to_string(args.size()), fused.type_of(outer));
+      args.push_back(rw.map(outer));
+      return param.emplace(key(outer), v).first->second;
+    };
+    // Copies a function's body into `body`; its reads of the producer's node read `pout`.
+    ValueId pout;
+    auto copy_body = [&](const Node &f, std::vector<ValueId> &local) -> Status {
+      for (const Node &m : f.body->nodes) {
+        std::vector<ValueId> in;
+        for (ValueId v : m.inputs) {
+          if (v.kind == ValueId::Kind::kNode) in.push_back(local[v.index]);
+          else if (f.inputs[v.index] == ValueId::node(producer)) in.push_back(pout);
+          else in.push_back(input_for(f.inputs[v.index]));
+        }
+        AT_ASSIGN(nv, body.add_node(m.op, std::move(in), m.attrs, m.origin));
+        local.push_back(nv);
+      }
+      return Status::ok();
+    };
+    std::vector<ValueId> pnodes, cnodes;
+    AT_TRY(copy_body(p, pnodes));
+    pout = pnodes[p.body->outputs[0].index];
+    AT_TRY(copy_body(c, cnodes));
+    body.add_output(cnodes[c.body->outputs[0].index]);
+    AT_ASSIGN(fv, rw.builder().add_function(std::make_shared<const Graph>(body.finish()), std::move(args), c.origin));
+    rw.replace(ci, fv);
+  }
+  return rw.finish();
+}
+
+}  // namespace autotune

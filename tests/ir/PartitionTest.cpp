@@ -1,0 +1,139 @@
+// Partitions beyond FuseOps's: prologue moves on fused graphs, each result run against FuseOps's
+// partition on the reference executor; illegal moves refused with their reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "ir/Partition.h"
+#include "ir/Pass.h"
+#include "ir/Verify.h"
+#include "tests/ir/TestUtil.h"
+
+namespace autotune {
+namespace {
+
+using testing::error_of;
+using testing::parse_ok;
+
+Graph fused(const Graph &g) {
+  auto f = lower_to_stage(g, Stage::kFused, PassContext{});
+  EXPECT_TRUE(static_cast<bool>(f)) << (f ? "" : f.error().message);
+  return f ? f.take() : Graph{};
+}
+
+const PrologueMove *move_of(const std::vector<PrologueMove> &moves, int producer) {
+  for (const PrologueMove &m : moves)
+    if (m.producer == producer) return &m;
+  return nullptr;
+}
+
+// x * scale (squeeze-excitation's multiply) before a 1x1 conv: FuseOps stores the product; the
+// prologue move recomputes it in the conv's group.
+const char *kScaledConv = R"(def @main(%x: Tensor[(1, 4, 5, 5), float32], %s: Tensor[(1, 4, 1, 1), float32]) -> Tensor[(1, 3, 5, 5), float32] {
+  %w = constant(Tensor[(3, 4, 1, 1), float32]);
+  %0 = multiply(%x, %s);
+  %1 = nn.conv2d(%0, %w);
+  %2 = nn.relu(%1);
+  return %2;
+})";
+
+TEST(Partition, APrologueJoinsTheConvThatReadsIt) {
+  Graph f = fused(parse_ok(kScaledConv));
+  ASSERT_EQ(f.nodes.size(), 2u);
+  auto moves = prologue_moves(f);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].producer, 0);
+  EXPECT_EQ(moves[0].consumers, std::vector<int>{1});
+  EXPECT_EQ(moves[0].why_not, "");
+  EXPECT_EQ(move_name(moves[0]), "prologue:%0");
+  auto m = apply_prologue(f, 0);
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  ASSERT_TRUE(static_cast<bool>(verify_graph(*m)));
+  ASSERT_EQ(m->nodes.size(), 1u);
+  std::vector<std::string> ops;
+  for (const Node &n : m->nodes[0].body->nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"multiply", "nn.conv2d", "nn.relu"}));
+  auto same = verify_equivalent(f, *m, 5, 0.0);  // the same arithmetic in another kernel: bit-identical
+  EXPECT_TRUE(static_cast<bool>(same)) << (same ? "" : same.error().message);
+}
+
+TEST(Partition, IllegalProloguesAreRefusedWithTheirReason) {
+  // The product is also a graph output: it is stored anyway.
+  Graph out = fused(parse_ok(R"(def @main(%x: Tensor[(1, 4, 5, 5), float32], %s: Tensor[(1, 4, 1, 1), float32]) -> (Tensor[(1, 4, 5, 5), float32], Tensor[(1, 3, 5, 5), float32]) {
+  %w = constant(Tensor[(3, 4, 1, 1), float32]);
+  %0 = multiply(%x, %s);
+  %1 = nn.conv2d(%0, %w);
+  return (%0, %1);
+})"));
+  EXPECT_NE(error_of(apply_prologue(out, 0)).find("graph output"), std::string::npos);
+  // The product is a conv's weight: only data inputs are recomputed.
+  Graph weight = fused(parse_ok(R"(def @main(%x: Tensor[(1, 4, 5, 5), float32], %w: Tensor[(3, 4, 1, 1), float32]) -> Tensor[(1, 3, 5, 5), float32] {
+  %0 = nn.relu(%w);
+  %1 = nn.conv2d(%x, %0);
+  return %1;
+})"));
+  EXPECT_NE(error_of(apply_prologue(weight, 0)).find("input 1 of nn.conv2d"), std::string::npos);
+  // Three consumers: more copies than the bound allows (two by default).
+  Graph three = fused(parse_ok(R"(def @main(%x: Tensor[(1, 4, 5, 5), float32], %s: Tensor[(1, 4, 1, 1), float32]) -> Tensor[(1, 3, 5, 5), float32] {
+  %w = constant(Tensor[(3, 4, 1, 1), float32]);
+  %0 = multiply(%x, %s);
+  %1 = nn.conv2d(%0, %w);
+  %2 = nn.max_pool2d(%0, pool_size=[1, 1]);
+  %3 = nn.conv2d(%2, %w);
+  %4 = nn.global_avg_pool2d(%0);
+  %5 = nn.conv2d(%4, %w);
+  %6 = add(%1, %3);
+  %7 = add(%6, %5);
+  return %7;
+})"));
+  std::vector<PrologueMove> moves = prologue_moves(three);
+  const PrologueMove *m = move_of(moves, 0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->consumers.size(), 3u);
+  EXPECT_NE(m->why_not.find("3 consumers"), std::string::npos) << m->why_not;
+  auto with_three = apply_prologue(three, 0, 3);  // allowed when the bound says so
+  ASSERT_TRUE(static_cast<bool>(with_three)) << with_three.error().message;
+  auto same = verify_equivalent(three, *with_three, 3, 0.0);
+  EXPECT_TRUE(static_cast<bool>(same)) << (same ? "" : same.error().message);
+  // A group with an anchor is not a prologue; no node is none.
+  EXPECT_NE(error_of(apply_prologue(fused(parse_ok(kScaledConv)), 1)).find("not a group of elementwise"), std::string::npos);
+  EXPECT_NE(error_of(apply_prologue(fused(parse_ok(kScaledConv)), 7)).find("no such node"), std::string::npos);
+}
+
+// Random sets of legal moves on the generated mobile models, applied from the last producer to
+// the first (so earlier producers keep their index), each checked against FuseOps's partition.
+TEST(Partition, RandomPrologueSetsOfTheGeneratedModelsMatchFuseOps) {
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (const char *name : {"efficientnet_b0", "mobilenet_v2", "resnet18"}) {
+    Graph f = fused(testing::load_model(name));
+    std::vector<int> legal;
+    for (const PrologueMove &m : prologue_moves(f))
+      if (m.why_not.empty()) legal.push_back(m.producer);
+    if (std::string(name) == "efficientnet_b0") {
+      EXPECT_GE(legal.size(), 10u) << "every squeeze-excitation multiply is a prologue";
+    }
+    if (legal.empty()) continue;
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<int> pick;
+      for (int p : legal)
+        if (trial == 0 || rng() % 2) pick.push_back(p);
+      std::sort(pick.rbegin(), pick.rend());
+      Graph g = f;
+      for (int p : pick) {
+        auto next = apply_prologue(g, p);
+        ASSERT_TRUE(static_cast<bool>(next)) << name << ": " << next.error().message;
+        g = next.take();
+      }
+      EXPECT_EQ(g.nodes.size(), f.nodes.size() - pick.size());
+      auto same = verify_equivalent(f, g, 2, 0.0);
+      EXPECT_TRUE(static_cast<bool>(same)) << name << ": " << (same ? "" : same.error().message);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 3);
+}
+
+}  // namespace
+}  // namespace autotune
