@@ -104,6 +104,14 @@ CREATE TABLE IF NOT EXISTS cost_models(
   created_at TEXT NOT NULL, model BLOB NOT NULL);
 )";
 
+// v3: the fusion partition chosen per model and target (ir/Partition's moves from FuseOps's
+// partition, as JSON, with what each tried move measured).
+const char *kSchemaV3 = R"(
+CREATE TABLE IF NOT EXISTS partitions(
+  model_hash TEXT NOT NULL, target TEXT NOT NULL, moves TEXT NOT NULL, report TEXT NOT NULL DEFAULT '',
+  created_at TEXT NOT NULL, PRIMARY KEY(model_hash, target));
+)";
+
 TuningRecord read_record(Stmt &q) {
   // Columns: r.id, w.hash, w.target, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version,
   // created_at, baseline_s
@@ -196,7 +204,7 @@ Status TuningDb::migrate() {
       return make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
                         std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it");
     // Migrations, in order: each takes the schema from version i to i + 1.
-    static const std::vector<const char *> migrations = {kSchemaV1, kSchemaV2};
+    static const std::vector<const char *> migrations = {kSchemaV1, kSchemaV2, kSchemaV3};
     for (int v = version; v < kDbSchemaVersion; ++v) AT_TRY(exec(migrations[v]));
     if (version != kDbSchemaVersion)
       AT_TRY(exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"));
@@ -333,6 +341,27 @@ Expected<std::optional<std::vector<std::optional<TuningRecord>>>> TuningDb::plan
     out[static_cast<size_t>(g)] = read_record(r);
   }
   return std::optional<std::vector<std::optional<TuningRecord>>>(std::move(out));
+}
+
+Status TuningDb::save_partition(const std::string &model_hash, const std::string &target, const std::string &moves,
+                                const std::string &report) {
+  auto saved = in_write_transaction<bool>([&]() -> Expected<bool> {
+    Stmt ins(db_, "INSERT OR REPLACE INTO partitions(model_hash, target, moves, report, created_at) VALUES(?, ?, ?, ?, datetime('now'))");
+    ins.bind(1, model_hash).bind(2, target).bind(3, moves).bind(4, report);
+    if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot save the partition: " + sqlite3_errmsg(db_));
+    return true;
+  });
+  if (!saved) return saved.error();
+  return Status::ok();
+}
+
+Expected<std::optional<std::string>> TuningDb::partition(const std::string &model_hash, const std::string &target) {
+  Stmt q(db_, "SELECT moves FROM partitions WHERE model_hash = ? AND target = ?");
+  q.bind(1, model_hash).bind(2, target);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return std::optional<std::string>(q.text(0));
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return std::optional<std::string>();
 }
 
 Expected<std::vector<WorkloadInfo>> TuningDb::workloads() {

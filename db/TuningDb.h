@@ -19,6 +19,7 @@
 //   schema 2), so models can be retrained from any database without lowering again.
 //   plans(model_hash, target, group, workload_id, record_id)   the chosen record per group
 //   cost_models(id, target, feature_version, records, created_at, model)   the latest trained model per target
+//   partitions(model_hash, target, moves, report, created_at)   the fusion partition chosen per model (schema 3)
 //   meta(key, value)                                    schema_version
 //
 // Every record is its own transaction: a tuner killed at any moment loses nothing committed.
@@ -35,7 +36,7 @@ struct sqlite3;
 
 namespace autotune {
 
-constexpr int kDbSchemaVersion = 2;
+constexpr int kDbSchemaVersion = 3;
 constexpr const char *kToolVersion = "autotune 0.1.0";
 /** How many measurements make a schedule "confirmed" for best(). */
 constexpr int kConfirmations = 3;
@@ -111,6 +112,13 @@ class TuningDb {
    * where the group keeps its default schedule; nullopt when no plan of that model is saved.
    */
   Expected<std::optional<std::vector<std::optional<TuningRecord>>>> plan(const std::string &model_hash, const std::string &target);
+  /**
+   * Saves the fusion partition chosen for a model (FuseOps's partition's hash) on a target: `moves`
+   * is ir/Partition's moves as JSON, `report` what each tried move measured. Replaces an earlier one.
+   */
+  Status save_partition(const std::string &model_hash, const std::string &target, const std::string &moves, const std::string &report);
+  /** The partition saved for a model on a target (its moves as JSON), or nullopt. */
+  Expected<std::optional<std::string>> partition(const std::string &model_hash, const std::string &target);
   /** Every record as JSON lines (workload IR included), for export. */
   Expected<std::string> export_jsonl();
   /**

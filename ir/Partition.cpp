@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "ir/Rewriter.h"
 
 namespace autotune {
@@ -114,6 +116,31 @@ Expected<Graph> apply_prologue(const Graph &fused, int producer, int max_copies)
     rw.replace(ci, fv);
   }
   return rw.finish();
+}
+
+std::string partition_json(const std::vector<int> &producers) {
+  std::vector<int> sorted = producers;
+  std::sort(sorted.begin(), sorted.end());
+  return nlohmann::json{{"prologues", sorted}}.dump();
+}
+
+Expected<Graph> apply_partition(const Graph &fused, const std::string &json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("prologues") || !j["prologues"].is_array())
+    return make_error("partition " + json + ": not {\"prologues\": [node, ...]}");
+  std::vector<int> producers;
+  for (const auto &v : j["prologues"]) {
+    if (!v.is_number_integer()) return make_error("partition " + json + ": a prologue is not a node index");
+    producers.push_back(v.get<int>());
+  }
+  std::sort(producers.rbegin(), producers.rend());
+  if (std::adjacent_find(producers.begin(), producers.end()) != producers.end()) return make_error("partition " + json + ": a node is named twice");
+  Graph g = fused;
+  for (int p : producers) {
+    AT_ASSIGN(next, apply_prologue(g, p));
+    g = std::move(next);
+  }
+  return g;
 }
 
 }  // namespace autotune

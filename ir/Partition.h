@@ -37,7 +37,19 @@ std::vector<PrologueMove> prologue_moves(const Graph &fused, int max_copies = 2)
  */
 Expected<Graph> apply_prologue(const Graph &fused, int producer, int max_copies = 2);
 
-/** A partition's identity in a saved plan: the moves applied to FuseOps's, in order, as "prologue:%12". */
+/** A move as reports name it: "prologue:%12" (a node index of FuseOps's partition). */
 std::string move_name(const PrologueMove &m);
+
+/**
+ * A saved partition: the producers (node indices of FuseOps's partition `fused`) whose prologue
+ * moves it applies, as the JSON the tuning database keeps ({"prologues": [5, 12]}).
+ */
+std::string partition_json(const std::vector<int> &producers);
+
+/**
+ * `fused` with the prologue moves of a saved partition applied, from the last producer to the
+ * first (so each index still names its node). Fails naming the move that is not legal here.
+ */
+Expected<Graph> apply_partition(const Graph &fused, const std::string &json);
 
 }  // namespace autotune

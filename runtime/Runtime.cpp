@@ -8,6 +8,7 @@
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/OnnxImport.h"
+#include "ir/Partition.h"
 #include "ir/Reference.h"
 
 namespace autotune {
@@ -130,8 +131,24 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   // Lower every group (with its tuned schedule where the database has one), then compile the
   // kernels in parallel. A plan the tuner saved for this model decides per group (it may keep a
   // default that was faster in the model); without one, each group takes its workload's best record.
-  size_t n = g.nodes.size();
   std::optional<std::vector<std::optional<TuningRecord>>> chosen;
+  // A partition the tuner chose for this model (moves from FuseOps's, ir/Partition) replaces the
+  // graph before anything is lowered; the plan below is then the one tuned for that partition.
+  m->partition_ = "FuseOps's";
+  if (db && options.fuseops_partition) m->partition_ = "FuseOps's (asked for)";
+  if (db && !options.fuseops_partition) {
+    AT_ASSIGN(saved, db->partition(model_hash(g), target));
+    if (saved) {
+      auto moved = apply_partition(g, *saved);
+      if (!moved) return make_error(options.db_path + ": the partition saved for this model does not apply: " + moved.error().message);
+      size_t before = g.nodes.size();
+      m->graph_ = moved.take();
+      m->partition_ = "searched (the database's): " + std::to_string(before - g.nodes.size()) + " groups recomputed in the groups that read them";
+    } else {
+      m->partition_ = "FuseOps's (none saved for this model)";
+    }
+  }
+  size_t n = g.nodes.size();
   if (db) {
     AT_ASSIGN(p, db->plan(model_hash(g), target));
     if (p && p->size() == n) chosen = std::move(p);

@@ -27,6 +27,7 @@ struct CompileOptions {
   std::string db_path;                               // a tuning database: the model's saved plan, or
                                                      // without one each group's best record (the default where none)
   Target target = host_target();                     // what the kernels are compiled and scheduled for
+  bool fuseops_partition = false;                    // ignore the partition the database saved for the model: FuseOps's groups
 };
 
 struct GroupInfo {
@@ -57,6 +58,8 @@ class CompiledModel {
   int threads() const { return pool_->size(); }
   double compile_ms() const { return compile_ms_; }
   int kernels_compiled() const { return kernels_compiled_; }
+  /** Which partition the model runs: FuseOps's, or the searched one the database saved (and its moves). */
+  const std::string &partition() const { return partition_; }
   int kernels_cached() const { return kernels_cached_; }
   size_t arena_bytes() const { return arena_bytes_; }
   /** Groups compiled with a tuned schedule (0 without a database). */
@@ -73,6 +76,7 @@ class CompiledModel {
   std::unique_ptr<Jit> jit_;
   std::unique_ptr<Impl> impl_;
   double compile_ms_ = 0;
+  std::string partition_ = "FuseOps's";
   int kernels_compiled_ = 0, kernels_cached_ = 0;
   size_t arena_bytes_ = 0;
 };

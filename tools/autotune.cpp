@@ -25,6 +25,8 @@
 #include "ir/Hash.h"
 #include "search/Task.h"
 #include "runtime/Runtime.h"
+#include "ir/Partition.h"
+#include "search/PartitionSearch.h"
 #include "search/PlanCheck.h"
 #include "search/Tuner.h"
 #include "tools/Args.h"
@@ -111,6 +113,8 @@ Options:
                      every compiled kernel is checked against
   --threads T        compiled executor threads (default: one per hardware thread)
   --db D             a tuning database: the model's tuned plan (each group's best record without one)
+                     and the fusion partition the tuner chose for it
+  --partition P      db (default): the database's partition for the model; fuseops: FuseOps's groups
   --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
   --seed K           seed of the random input (default 0)
   --stage S          the graph the reference executor runs (default: optimized); the
@@ -237,6 +241,9 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   options.target = target;
   options.threads = static_cast<int>(threads);
   options.db_path = args.get("db");
+  std::string partition = args.get("partition", "db");
+  if (partition != "db" && partition != "fuseops") return make_error("--partition: db or fuseops, got '" + partition + "'");
+  options.fuseops_partition = partition == "fuseops";
   if (!options.db_path.empty() && !std::filesystem::exists(options.db_path))
     return make_error(options.db_path + ": no such tuning database");
   auto m = CompiledModel::compile(fused, options);
@@ -254,13 +261,14 @@ std::string fallback_note(const CompiledModel &m) {
 /** With a database: how many groups are tuned, and which were not (to stderr, so JSON stays clean). */
 void report_tuning(const CompiledModel &m, const Args &args) {
   if (!args.has("db")) return;
-  std::fprintf(stderr, "tuning database %s: %d of %zu groups tuned\n", args.get("db").c_str(), m.tuned_groups(), m.groups().size());
+  std::fprintf(stderr, "tuning database %s: %d of %zu groups tuned; partition %s\n", args.get("db").c_str(), m.tuned_groups(),
+               m.groups().size(), m.partition().c_str());
   for (const GroupInfo &g : m.groups())
     if (!g.tuned) std::fprintf(stderr, "  %s %s %s: default schedule (%s)\n", g.name.c_str(), g.ops.c_str(), g.shape.c_str(), g.untuned_reason.c_str());
 }
 
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target"}, {"help"}, {"input"}}));
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target", "partition"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
@@ -322,15 +330,19 @@ Options:
   --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
   --input X.npy  the input to time (default: seeded random)
   --db D         a tuning database: the model's tuned plan (each group's best record without one)
+                 and the fusion partition the tuner chose for it
+  --partition P  db (default): the database's partition for the model, FuseOps's without one;
+                 fuseops: FuseOps's groups whatever the database says (for comparison)
   --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
+  autotune bench --model effnet.onnx --db t.db --partition fuseops   # the tuned plan without the searched partition
   autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
 )";
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -367,9 +379,9 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (args->has("json")) {
     std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
                 "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"isa\": \"%s\", "
-                "\"peak_gflops\": %.1f, \"groups\": [",
+                "\"peak_gflops\": %.1f, \"partition\": %s, \"groups\": [",
                 args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
-                model.compile_ms(), model.tuned_groups(), target.isa.c_str(), *peak);
+                model.compile_ms(), model.tuned_groups(), target.isa.c_str(), *peak, nlohmann::json(model.partition()).dump().c_str());
     for (size_t k = 0; k < per_group.size(); ++k) {
       const GroupInfo &gi = model.groups()[k];
       double gflops = gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9);
@@ -404,7 +416,7 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--flush-cache]
-           [--warm-weights] [--search evolutionary|random] [--space all|knobs]
+           [--warm-weights] [--search evolutionary|random] [--space all|knobs] [--partition searched|fuseops]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
@@ -432,6 +444,10 @@ Options:
                     one random point in eight) are measured; random: random points of the space
   --space S         all (default): each template's knobs and the sketch rules' step lists (loop
                     transformations of the group's naive nests); knobs: the template knobs only
+  --partition P     searched (default): first measure each fusion move from FuseOps's partition
+                    (an elementwise group recomputed in the conv that reads it) against the kernels
+                    it replaces and save the winners' partition, then tune its groups; fuseops:
+                    FuseOps's groups
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
@@ -445,7 +461,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search", "space"}, {"help", "flush-cache", "warm-weights"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -511,6 +527,9 @@ int cmd_tune(const std::vector<std::string> &argv) {
   if (args->has("space")) o.space = args->get("space");
   if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));
 
+  std::string partition = args->get("partition", "searched");
+  if (partition != "searched" && partition != "fuseops") return fail(make_error("tune: --partition: searched or fuseops, got '" + partition + "'"));
+
   auto fused = load_graph(*args, "fused");
   if (!fused) return fail(fused.error());
   bool tty = isatty(fileno(stderr));
@@ -521,6 +540,32 @@ int cmd_tune(const std::vector<std::string> &argv) {
   o.stop = &g_stop;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  if (partition == "searched") {
+    // The partition first: each move from FuseOps's measured against the kernels it replaces; the
+    // winners' partition is saved, and the schedules are then tuned for its groups.
+    PartitionSearchOptions po;
+    po.db_path = o.db_path, po.measure = o.measure, po.cache_dir = o.cache_dir, po.target = o.target;
+    po.stop = o.stop, po.progress = o.progress;
+    auto prep = search_partition(*fused, po);
+    if (tty) std::fprintf(stderr, "\n");
+    if (!prep) {
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      if (g_stop.load()) return std::printf("interrupted while searching the partition: nothing saved (no schedule was measured yet); run the same command again\n"), 130;
+      return fail(prep.error());
+    }
+    int tried = 0;
+    for (const MoveReport &m : prep->moves) tried += m.why_not.empty();
+    std::printf("partition: %d of %zu moves from FuseOps's tried, %zu taken (a move is taken when its kernels are 3%% faster than those it replaces)\n",
+                tried, prep->moves.size(), prep->chosen.size());
+    for (const MoveReport &m : prep->moves)
+      if (m.why_not.empty())
+        std::printf("  %-16s %-44s apart %.4f ms, merged %.4f ms, %.0f KiB not stored%s\n", m.move.c_str(), m.ops.substr(0, 44).c_str(),
+                    m.apart_s * 1e3, m.merged_s * 1e3, m.bytes_saved / 1024, m.chosen ? "  taken" : "");
+    auto moved = apply_partition(*fused, partition_json(prep->chosen));
+    if (!moved) return fail(moved.error());
+    *fused = moved.take();
+  }
   auto rep = tune(*fused, o);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

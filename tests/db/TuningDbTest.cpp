@@ -110,7 +110,26 @@ TEST_F(Db, ANewerSchemaIsRefused) {
   sqlite3_close(raw);
   auto db = TuningDb::open(path());
   ASSERT_FALSE(static_cast<bool>(db));
-  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (2); upgrade autotune to use it");
+  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (3); upgrade autotune to use it");
+}
+
+TEST_F(Db, APartitionIsSavedPerModelAndTargetAndReplaced) {
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  auto none = (*db)->partition("m", "cpu");
+  ASSERT_TRUE(static_cast<bool>(none));
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(static_cast<bool>((*db)->save_partition("m", "cpu", "[5,12]", "report")));
+  ASSERT_TRUE(static_cast<bool>((*db)->save_partition("m", "gpu", "[]", "")));
+  ASSERT_TRUE(static_cast<bool>((*db)->save_partition("m", "cpu", "[12]", "again")));
+  db->reset();
+  auto ro = TuningDb::open(path(), DbAccess::kReadOnly);
+  ASSERT_TRUE(static_cast<bool>(ro)) << ro.error().message;
+  auto cpu = (*ro)->partition("m", "cpu"), gpu = (*ro)->partition("m", "gpu"), other = (*ro)->partition("n", "cpu");
+  ASSERT_TRUE(cpu && gpu && other);
+  EXPECT_EQ(cpu->value_or("none"), "[12]");
+  EXPECT_EQ(gpu->value_or("none"), "[]");
+  EXPECT_FALSE(other->has_value());
 }
 
 TEST_F(Db, AVersion1FileIsMigratedAndKeepsItsRecords) {
@@ -120,7 +139,7 @@ TEST_F(Db, AVersion1FileIsMigratedAndKeepsItsRecords) {
   }
   sqlite3 *raw = nullptr;
   sqlite3_open(path().c_str(), &raw);
-  for (const char *sql : {"DROP TABLE cost_models", "ALTER TABLE records DROP COLUMN features", "ALTER TABLE records DROP COLUMN feature_version",
+  for (const char *sql : {"DROP TABLE cost_models", "DROP TABLE partitions", "ALTER TABLE records DROP COLUMN features", "ALTER TABLE records DROP COLUMN feature_version",
                           "INSERT INTO workloads(hash, target, ir, flops) VALUES('w', 'cpu', 'ir', 1)",
                           "INSERT INTO records(uid, workload_id, schedule, status, median_s, min_s, stddev_s, runs, compile_s, baseline_s, "
                           "tool_version, created_at) VALUES('u1', 1, '{}', 'ok', 0.002, 0.002, 0, 5, 0.1, 0.004, 'autotune 0.1.0', 'then')",

@@ -205,6 +205,7 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   std::string records = std::to_string(16 + confirmations);
   EXPECT_NE(out.find("end to end (median of 20 runs, alternating): untuned"), std::string::npos) << out;
   EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
+  EXPECT_NE(out.find("partition: 0 of 0 moves from FuseOps's tried, 0 taken"), std::string::npos) << out;
   // The plan check keeps a group on its default when it ran slower tuned in the model (timings:
   // on a busy machine a group can lose by noise); the tune command lists how many.
   int reverted = 0;
@@ -213,7 +214,10 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   out = cli("bench --model " + model_path("tiny_cnn") + " --db " + db + " --runs 3 --json", &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("tuning database " + db + ": " + tuned), std::string::npos) << out;  // stderr
-  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tuned_groups"], 13 - reverted);
+  auto bench_json = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(bench_json["tuned_groups"], 13 - reverted);
+  // tiny_cnn has no elementwise group to recompute: the searched partition is FuseOps's, saved.
+  EXPECT_EQ(bench_json["partition"], "searched (the database's): 0 groups recomputed in the groups that read them");
   out = cli("run --model " + model_path("tiny_cnn") + " --db " + db, &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find(tuned), std::string::npos) << out;

@@ -10,6 +10,10 @@
 
 #include "codegen/Lower.h"
 #include "codegen/Winograd.h"
+#include "db/TuningDb.h"
+#include "db/Workload.h"
+#include "codegen/Jit.h"
+#include "runtime/ThreadPool.h"
 #include "ir/OnnxImport.h"
 #include "ir/Partition.h"
 #include "ir/Pass.h"
@@ -182,6 +186,33 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   ASSERT_TRUE(static_cast<bool>(d));
   EXPECT_LT(d->relative(), 1e-4);
   EXPECT_GT(d->max_ref, 0.0);
+
+  // Saved in a tuning database for FuseOps's partition, the moves are what a deploy runs: the
+  // same groups as above, unless FuseOps's partition is asked for.
+  std::string db_path = (std::filesystem::temp_directory_path() / "autotune_runtime_partition.db").string();
+  std::filesystem::remove(db_path);
+  CompileOptions o = test_options();
+  {
+    auto db = TuningDb::open(db_path);
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    auto jit = Jit::create({"", o.target});
+    ASSERT_TRUE(static_cast<bool>(jit));
+    std::string target = (*jit)->target().key(ThreadPool::shared(o.threads)->size());
+    ASSERT_TRUE(static_cast<bool>((*db)->save_partition(model_hash(*f), target, partition_json(legal), "")));
+  }
+  o.db_path = db_path;
+  auto deployed = CompiledModel::compile(*f, o);
+  ASSERT_TRUE(static_cast<bool>(deployed)) << deployed.error().message;
+  EXPECT_EQ((*deployed)->groups().size(), merged.nodes.size());
+  EXPECT_EQ((*deployed)->partition().rfind("searched", 0), 0u) << (*deployed)->partition();
+  auto again = (*deployed)->run(inputs);
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_LT(compare((*again)[0], (*expected)[0])->relative(), 1e-4);
+  o.fuseops_partition = true;
+  auto plain = CompiledModel::compile(*f, o);
+  ASSERT_TRUE(static_cast<bool>(plain)) << plain.error().message;
+  EXPECT_EQ((*plain)->groups().size(), f->nodes.size());
+  std::filesystem::remove(db_path);
 }
 
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {

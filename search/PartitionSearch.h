@@ -1,0 +1,50 @@
+#pragma once
+// Fusion partitions chosen by measurement (issue 11): each legal move from FuseOps's partition
+// (ir/Partition) is measured as the kernels it replaces against the kernels it makes, each with
+// its default schedule, and the moves that win by a
+// margin make the partition saved for the model.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/Target.h"
+#include "search/Measurer.h"
+
+namespace autotune {
+
+struct PartitionSearchOptions {
+  std::string db_path;                  // where the chosen partition is saved ("" : not saved)
+  MeasureOptions measure;
+  std::string cache_dir;
+  Target target = host_target();
+  double min_gain = 0.03;               // a move is taken when its kernels are this much faster than those it replaces
+  int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
+  int rounds = 2;                       // each kernel measured this often, alternating; the fastest median counts
+  const std::atomic<bool> *stop = nullptr;
+  std::function<void(const std::string &)> progress;
+};
+
+struct MoveReport {
+  std::string move;          // "prologue:%12"
+  int producer = -1;
+  std::string ops;           // the groups it touches, "multiply -> nn.conv2d+add"
+  double apart_s = 0;        // the producer's and consumers' kernels, summed
+  double merged_s = 0;       // the consumers' kernels with the producer recomputed in them, summed
+  double bytes_saved = 0;    // the producer's output, no longer written and read back
+  bool chosen = false;
+  std::string why_not;       // illegal, failed to compile or measure; "" otherwise
+};
+
+struct PartitionReport {
+  std::string target;
+  std::string model_hash;    // FuseOps's partition's, which the database keys the choice by
+  std::vector<MoveReport> moves;
+  std::vector<int> chosen;   // producers of the moves taken
+  std::string json() const;  // the report saved beside the partition
+};
+
+/** Measures every prologue move of `fused` (FuseOps's partition) and saves the winners' partition. */
+Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o);
+
+}  // namespace autotune
