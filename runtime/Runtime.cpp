@@ -96,6 +96,19 @@ struct CompiledModel::Impl {
 
 CompiledModel::~CompiledModel() = default;
 
+Expected<std::optional<Graph>> apply_saved_partition(const Graph &fused, TuningDb &db, const std::string &target, std::string *note) {
+  AT_ASSIGN(saved, db.partition(model_hash(fused), target));
+  if (!saved) {
+    if (note) *note = "FuseOps's (none saved for this model)";
+    return std::optional<Graph>();
+  }
+  auto moved = apply_partition(fused, *saved);
+  if (!moved) return make_error(db.path() + ": the partition saved for this model does not apply: " + moved.error().message);
+  if (note)
+    *note = "searched (the database's): " + std::to_string(fused.nodes.size() - moved->nodes.size()) + " groups recomputed in the groups that read them";
+  return std::optional<Graph>(moved.take());
+}
+
 Expected<std::unique_ptr<CompiledModel>> CompiledModel::load(const std::string &onnx_path, CompileOptions options) {
   AT_ASSIGN(g, import_onnx_file(onnx_path));
   auto fused = lower_to_stage(g, Stage::kFused, options.passes);
@@ -137,16 +150,8 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   m->partition_ = "FuseOps's";
   if (db && options.fuseops_partition) m->partition_ = "FuseOps's (asked for)";
   if (db && !options.fuseops_partition) {
-    AT_ASSIGN(saved, db->partition(model_hash(g), target));
-    if (saved) {
-      auto moved = apply_partition(g, *saved);
-      if (!moved) return make_error(options.db_path + ": the partition saved for this model does not apply: " + moved.error().message);
-      size_t before = g.nodes.size();
-      m->graph_ = moved.take();
-      m->partition_ = "searched (the database's): " + std::to_string(before - g.nodes.size()) + " groups recomputed in the groups that read them";
-    } else {
-      m->partition_ = "FuseOps's (none saved for this model)";
-    }
+    AT_ASSIGN(moved, apply_saved_partition(g, *db, target, &m->partition_));
+    if (moved) m->graph_ = std::move(*moved);
   }
   size_t n = g.nodes.size();
   if (db) {

@@ -9,6 +9,7 @@
 // A group that cannot be lowered or compiled runs on the reference executor instead; groups()
 // says which and why.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,14 @@ class CompiledModel {
   int kernels_compiled_ = 0, kernels_cached_ = 0;
   size_t arena_bytes_ = 0;
 };
+
+class TuningDb;
+/**
+ * The partition a tuning database saved for FuseOps's partition `fused` on a target key, applied
+ * (ir/Partition), or nullopt when none is saved; `note` says which partition runs. An error when
+ * the saved moves do not apply.
+ */
+Expected<std::optional<Graph>> apply_saved_partition(const Graph &fused, TuningDb &db, const std::string &target, std::string *note);
 
 /** Offsets for buffers with [first, last] lifetimes (node indices) so that live buffers never overlap; 64-byte aligned. */
 struct MemoryPlan {

@@ -18,6 +18,7 @@
 #include "ir/Reference.h"
 #include "ir/Stats.h"
 #include "db/TuningDb.h"
+#include "db/Workload.h"
 #include "ir/Files.h"
 #include "codegen/Peak.h"
 #include "costmodel/Dataset.h"
@@ -79,7 +80,8 @@ const char *kPassOptions = R"(Pass options (inspect and run):
 const char *kInspectHelp = R"(autotune inspect: import an ONNX model and print its graph IR
 
 Usage:
-  autotune inspect --model M.onnx [--stage imported|optimized|fused] [--format text|dot|json]
+  autotune inspect --model M.onnx [--stage imported|optimized|fused|planned] [--format text|dot|json]
+                   [--db D] [--target T] [--threads N]
                    [--opt-level N] [--disable-pass P]... [--print-after-all] [--time-passes] [--verify]
 
 Options:
@@ -89,11 +91,17 @@ Options:
                    dot: Graphviz, fused groups as clusters
                    json: nodes with op, inputs, attributes, output shape and dtype; at the
                    fused stage also "groups": [{"id", "ops", "pattern", "inputs", "outputs"}]
-  --stage S        default: imported
+  --stage S        default: imported; planned: the fused groups of the partition the tuning
+                   database --db saved for this model and target (FuseOps's where none is
+                   saved), each move from FuseOps's listed on stderr
+  --db D           the tuning database (--stage planned)
+  --target T       with --stage planned: the target the partition was chosen for (default host)
+  --threads N      with --stage planned: the thread count it was chosen for (default: all)
 
 Examples:
   autotune inspect --model resnet18.onnx --format json > resnet18.json
   autotune inspect --model resnet50.onnx --stage fused --verify --time-passes
+  autotune inspect --model effnet.onnx --stage planned --db t.db --format dot > planned.dot
 )";
 
 const char *kRunHelp = R"(autotune run: run a model on an input and write or summarize its output
@@ -166,8 +174,8 @@ FlagSpec with_pass_flags(FlagSpec spec) {
 }
 
 /** Imports the model and lowers it to the requested stage under the pass flags. */
-Expected<Graph> load_graph(const Args &args, const std::string &default_stage) {
-  AT_ASSIGN(stage, parse_stage(args.get("stage", default_stage)));
+Expected<Graph> load_graph(const Args &args, const std::string &default_stage, const std::string &stage_name = "") {
+  AT_ASSIGN(stage, parse_stage(stage_name.empty() ? args.get("stage", default_stage) : stage_name));
   AT_ASSIGN(opt_level, args.get_int("opt-level", 3));
   AT_ASSIGN(g, import_onnx_file(args.get("model")));
   PassContext ctx;
@@ -183,16 +191,47 @@ Expected<Graph> load_graph(const Args &args, const std::string &default_stage) {
   return lowered;
 }
 
+Expected<Target> target_from_flags(const Args &args);
+
 int cmd_inspect(const std::vector<std::string> &argv) {
-  auto args = Args::parse("inspect", argv, with_pass_flags({{"model", "format"}, {"help"}, {}}));
+  auto args = Args::parse("inspect", argv, with_pass_flags({{"model", "format", "db", "target", "threads"}, {"help"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kInspectHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("inspect: --model is required (see 'autotune inspect --help')"));
   std::string format = args->get("format", "text");
   if (format != "text" && format != "dot" && format != "json")
     return fail(make_error("inspect: --format must be text, dot or json, got '" + format + "'"));
-  auto g = load_graph(*args, "imported");
+  bool planned = args->get("stage") == "planned";
+  if (planned && !args->has("db")) return fail(make_error("inspect: --stage planned needs --db (the tuning database)"));
+  if (!planned && (args->has("db") || args->has("target") || args->has("threads")))
+    return fail(make_error("inspect: --db, --target and --threads go with --stage planned"));
+  auto g = load_graph(*args, "imported", planned ? "fused" : "");
   if (!g) return fail(g.error());
+  if (planned) {
+    // The database's partition for this model: the same target key as the tuner and the runtime use.
+    auto target = target_from_flags(*args);
+    if (!target) return fail(target.error());
+    auto threads = args->get_int("threads", 0);
+    if (!threads) return fail(threads.error());
+    if (!std::filesystem::exists(args->get("db"))) return fail(make_error(args->get("db") + ": no such tuning database"));
+    auto db = TuningDb::open(args->get("db"), DbAccess::kReadOnly);
+    if (!db) return fail(db.error());
+    std::string key = target->key(ThreadPool::shared(static_cast<int>(*threads))->size()), note;
+    auto moved = apply_saved_partition(*g, **db, key, &note);
+    if (!moved) return fail(moved.error());
+    std::fprintf(stderr, "partition for %s: %s; %zu groups (FuseOps's: %zu)\n", key.c_str(), note.c_str(),
+                 *moved ? (*moved)->nodes.size() : g->nodes.size(), g->nodes.size());
+    if (*moved) {
+      // Each group that is not FuseOps's, and what it holds.
+      std::set<std::string> fuseops;
+      for (const Node &f : g->nodes) fuseops.insert(workload_hash(*f.body));
+      for (size_t i = 0; i < (*moved)->nodes.size(); ++i) {
+        const Node &n = (**moved).nodes[i];
+        if (!fuseops.count(workload_hash(*n.body))) std::fprintf(stderr, "  %%%zu %s: not one of FuseOps's groups\n", i, group_ops(*n.body).c_str());
+      }
+      *g = std::move(**moved);
+    }
+  }
   std::string out = format == "text" ? print_text(*g) : format == "dot" ? print_dot(*g) : print_json(*g);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;

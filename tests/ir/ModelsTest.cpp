@@ -218,6 +218,16 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   EXPECT_EQ(bench_json["tuned_groups"], 13 - reverted);
   // tiny_cnn has no elementwise group to recompute: the searched partition is FuseOps's, saved.
   EXPECT_EQ(bench_json["partition"], "searched (the database's): 0 groups recomputed in the groups that read them");
+  // The planned stage is the saved partition's groups: tiny_cnn has no move, so FuseOps's "groups" list.
+  std::string fused_json = cli("inspect --model " + model_path("tiny_cnn") + " --stage fused --format json", &code);
+  ASSERT_EQ(code, 0) << fused_json;
+  std::string planned_json = cli("inspect --model " + model_path("tiny_cnn") + " --stage planned --db " + db + " --format json", &code);
+  ASSERT_EQ(code, 0) << planned_json;
+  EXPECT_NE(planned_json.find("searched (the database's): 0 groups recomputed"), std::string::npos) << planned_json;  // stderr
+  EXPECT_EQ(nlohmann::json::parse(planned_json.substr(planned_json.find('{')))["groups"], nlohmann::json::parse(fused_json)["groups"]);
+  out = cli("inspect --model " + model_path("tiny_cnn") + " --stage planned", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--stage planned needs --db"), std::string::npos) << out;
   out = cli("run --model " + model_path("tiny_cnn") + " --db " + db, &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find(tuned), std::string::npos) << out;
