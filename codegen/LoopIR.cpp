@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <unordered_map>
 
 #include "ir/Error.h"
@@ -505,6 +506,41 @@ Stmt let(const std::string &v, Expr value, Stmt body) {
   mut(s)->value = std::move(value);
   mut(s)->body = {std::move(body)};
   return s;
+}
+
+namespace {
+Expr replace_buffers_in(const Expr &e, const std::map<const BufferNode *, Buffer> &to, std::map<const ExprNode *, Expr> &memo) {
+  if (!e || e->args.empty()) return e;
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) {
+    args.push_back(replace_buffers_in(a, to, memo));
+    changed |= args.back().get() != a.get();
+  }
+  Expr out = e;
+  auto b = e->kind == ExprKind::kLoad ? to.find(e->buffer.get()) : to.end();
+  if (b != to.end()) out = load(b->second, args[0]);
+  else if (changed) out = with_args(e, std::move(args));
+  return memo[e.get()] = out;
+}
+}  // namespace
+
+Stmt replace_buffers(const Stmt &s, const std::map<const BufferNode *, Buffer> &to) {
+  std::map<const ExprNode *, Expr> memo;
+  std::function<Stmt(const Stmt &)> go = [&](const Stmt &st) -> Stmt {
+    if (!st) return st;
+    auto n = std::make_shared<StmtNode>(*st);
+    if (n->buffer)
+      if (auto it = to.find(n->buffer.get()); it != to.end()) n->buffer = it->second;
+    n->min = replace_buffers_in(n->min, to, memo);
+    n->extent = replace_buffers_in(n->extent, to, memo);
+    n->index = replace_buffers_in(n->index, to, memo);
+    n->value = replace_buffers_in(n->value, to, memo);
+    for (Stmt &b : n->body) b = go(b);
+    return n;
+  };
+  return go(s);
 }
 
 std::string to_string(const Expr &e) {

@@ -146,6 +146,9 @@ Stmt prefetch(Buffer b, Expr index);
 std::string to_string(const Expr &e);
 std::string to_string(const Stmt &s, int indent = 0);
 
+/** `s` with every access to (and allocation of) a buffer that `to` maps replaced by its image. */
+Stmt replace_buffers(const Stmt &s, const std::map<const BufferNode *, Buffer> &to);
+
 /**
  * `s` with integer divisions and modulos by a constant B resolved where the ranges of the loop
  * and let variables prove them: x = B * q + r with every term of q a multiple of B and r known

@@ -1,6 +1,7 @@
 #include "codegen/Lower.h"
 
 #include <algorithm>
+#include <map>
 
 #include "codegen/Lowerer.h"
 #include "codegen/Sketch.h"
@@ -399,7 +400,143 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   return steps ? steps : std::vector<Step>{};
 }
 
+Expected<std::vector<Segment>> split_segments(const Graph &body) {
+  std::vector<int> anchors;
+  for (size_t i = 0; i < body.nodes.size(); ++i)
+    if (lowering::is_anchor_op(body.nodes[i].op)) anchors.push_back(static_cast<int>(i));
+  if (anchors.size() <= 1) {
+    Segment one{body, {}};
+    for (size_t i = 0; i < body.inputs.size(); ++i) one.args.push_back(static_cast<int>(i));
+    return std::vector<Segment>{one};
+  }
+  // Segment j ends at its cut: the value the next anchor reads as its data input.
+  std::vector<int> cut;
+  for (size_t j = 1; j < anchors.size(); ++j) {
+    ValueId v = body.nodes[anchors[j]].inputs[0];
+    if (v.kind != ValueId::Kind::kNode || v.index < anchors[j - 1] || (j > 1 && v.index <= cut.back()))
+      return make_error("anchor " + body.nodes[anchors[j]].op + " does not read the previous anchor's result as its data input");
+    cut.push_back(v.index);
+  }
+  cut.push_back(static_cast<int>(body.nodes.size()) - 1);
+  if (body.outputs[0] != ValueId::node(cut.back())) return make_error("the group's output is not its last node");
+  std::vector<int> seg_of(body.nodes.size());
+  for (size_t i = 0, j = 0; i < body.nodes.size(); ++i) {
+    seg_of[i] = static_cast<int>(j);
+    if (static_cast<int>(i) == cut[j]) ++j;
+  }
+  std::vector<Segment> out;
+  for (size_t j = 0; j < cut.size(); ++j) {
+    GraphBuilder b;
+    Segment sg;
+    std::map<int, ValueId> outer, local;  // group argument -> input; node -> value
+    ValueId prev;
+    for (size_t i = 0; i < body.nodes.size(); ++i) {
+      if (seg_of[i] != static_cast<int>(j)) continue;
+      const Node &n = body.nodes[i];
+      std::vector<ValueId> in;
+      for (ValueId v : n.inputs) {
+        if (v.kind == ValueId::Kind::kInput) {
+          auto it = outer.find(v.index);
+          if (it == outer.end()) {
+            it = outer.emplace(v.index, b.add_input("p" + std::to_string(sg.args.size()), body.inputs[v.index].type)).first;
+            sg.args.push_back(v.index);
+          }
+          in.push_back(it->second);
+        } else if (seg_of[v.index] == static_cast<int>(j)) {
+          in.push_back(local.at(v.index));
+        } else if (j > 0 && v.index == cut[j - 1]) {
+          if (prev.index < 0) {
+            prev = b.add_input("p" + std::to_string(sg.args.size()), body.type_of(v));
+            sg.args.push_back(-1);
+          }
+          in.push_back(prev);
+        } else {
+          return make_error(n.op + " reads a value of an earlier segment that is not its result");
+        }
+      }
+      AT_ASSIGN(nv, b.add_node(n.op, std::move(in), n.attrs, n.origin));
+      local[static_cast<int>(i)] = nv;
+    }
+    b.add_output(local.at(cut[j]));
+    sg.body = b.finish();
+    int anchors_in = 0;
+    for (const Node &n : sg.body.nodes) anchors_in += lowering::is_anchor_op(n.op);
+    if (anchors_in != 1) return make_error("a segment of the group holds " + std::to_string(anchors_in) + " anchors");
+    out.push_back(std::move(sg));
+  }
+  return out;
+}
+
+namespace {
+/**
+ * A chain's kernel: each segment lowered with its own schedule, one after another, the result
+ * of each a temporary the next reads (stored at root; placing it at a tile is the next step).
+ * Stages and temporaries take the segment's prefix (s0_, s1_, ...).
+ */
+Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment> &segs, const std::string &name, const KernelSchedule &s) {
+  if (s.segments.size() != segs.size())
+    return make_error("a group of " + std::to_string(segs.size()) + " segments needs a schedule per segment, got " + std::to_string(s.segments.size()));
+  LoweredKernel k;
+  k.name = name;
+  for (size_t i = 0; i < body.inputs.size(); ++i) {
+    const TensorType &t = body.inputs[i].type;
+    k.buffers.push_back(loop::make_buffer("p" + std::to_string(i), t.dtype == DType::kFloat32 ? loop::Type::kF32 : loop::Type::kI64,
+                                          std::max<int64_t>(t.numel(), 1), loop::BufferScope::kParam));
+  }
+  k.num_params = static_cast<int>(body.inputs.size());
+  const TensorType &ot = body.type_of(body.outputs[0]);
+  loop::Buffer out = loop::make_buffer("out", loop::Type::kF32, std::max<int64_t>(ot.numel(), 1), loop::BufferScope::kParam);
+  k.buffers.push_back(out);
+  std::vector<loop::Buffer> temps;
+  loop::Buffer prev;
+  std::string described;
+  for (size_t j = 0; j < segs.size(); ++j) {
+    std::string pre = "s" + std::to_string(j) + "_";
+    AT_ASSIGN(sk, lower_group(segs[j].body, name + "_" + pre, s.segments[j]));
+    std::map<const loop::BufferNode *, loop::Buffer> to;
+    for (int i = 0; i < sk.num_params; ++i)
+      to[sk.buffers[i].get()] = segs[j].args[i] >= 0 ? k.buffers[segs[j].args[i]] : prev;
+    loop::Buffer result = sk.buffers[sk.num_params];
+    loop::Buffer mine = j + 1 == segs.size() ? out : loop::make_buffer(pre + "result", loop::Type::kF32, result->size, loop::BufferScope::kTemp);
+    to[result.get()] = mine;
+    for (size_t b = sk.num_params + 1; b < sk.buffers.size(); ++b) {
+      const loop::BufferNode &t = *sk.buffers[b];
+      loop::Buffer renamed = loop::make_buffer(pre + t.name, t.type, t.size, t.scope);
+      to[sk.buffers[b].get()] = renamed;
+      temps.push_back(renamed);
+    }
+    if (mine != out) temps.push_back(mine);
+    for (KernelStage st : sk.stages) {
+      st.name = pre + st.name;
+      st.body = loop::replace_buffers(st.body, to);
+      k.stages.push_back(std::move(st));
+    }
+    auto outer_param = [&](int p) -> Expected<int> {
+      if (segs[j].args[p] < 0) return make_error("segment " + std::to_string(j) + " packs or checks the previous segment's result");
+      return segs[j].args[p];
+    };
+    for (WeightPacking pk : sk.packings) {
+      AT_ASSIGN(p, outer_param(pk.param));
+      pk.param = p;
+      k.packings.push_back(pk);
+    }
+    for (IndexCheck c : sk.index_checks) {
+      AT_ASSIGN(p, outer_param(c.param));
+      c.param = p;
+      k.index_checks.push_back(c);
+    }
+    prev = mine;
+    described += (j ? " | " : "") + sk.schedule;
+  }
+  for (const loop::Buffer &t : temps) k.buffers.push_back(t);
+  k.schedule = "chain of " + std::to_string(segs.size()) + ": " + described;
+  return k;
+}
+}  // namespace
+
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
+  AT_ASSIGN(segs, split_segments(body));
+  if (segs.size() > 1) return lower_chain(body, segs, name, s);
   KernelSchedule plan = s;
   if (s.steps.empty()) {
     // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).

@@ -24,6 +24,20 @@ std::string kernel_name(const Graph &body);
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
 
 /**
+ * A group with several anchors (a partition move put a producer anchor's group in front of its
+ * consumer's, ir/Partition) is a chain of segments, each one anchor with its prologue and
+ * epilogue: segment j + 1's anchor reads segment j's result (its `cut`) as its data input, and
+ * only it does. A segment's body reads the group's arguments it needs and, after the first, the
+ * previous segment's result as its last input.
+ */
+struct Segment {
+  Graph body;
+  std::vector<int> args;  // per input of `body`: the group's argument index, or -1 for the previous segment's result
+};
+/** The segments of `body` (one for a group with at most one anchor), or why it is no chain. */
+Expected<std::vector<Segment>> split_segments(const Graph &body);
+
+/**
  * The group's initial loop nests, before any schedule step (issue 10): for an elementwise group
  * a loop per output dimension (i0, i1, ...) around the output's store; for a reduction (conv,
  * dense, pools, global pools, mean, matmul) the same loops around a local accumulator: acc =

@@ -37,6 +37,11 @@ const char *parallel_name(KernelSchedule::Parallel p) {
 }  // namespace
 
 std::string KernelSchedule::to_string() const {
+  if (!segments.empty()) {
+    std::string out = "chain of " + std::to_string(segments.size()) + ":";
+    for (size_t j = 0; j < segments.size(); ++j) out += (j ? " | " : " ") + segments[j].to_string();
+    return out;
+  }
   if (!steps.empty()) {
     std::string out = (winograd ? "winograd F(" + std::to_string(winograd) + "x" + std::to_string(winograd) + ", 3x3), " : std::string()) +
                       "vector " + std::to_string(vector_width) + ", " + std::to_string(steps.size()) + " steps:";
@@ -53,12 +58,18 @@ std::string KernelSchedule::to_string() const {
 bool KernelSchedule::operator==(const KernelSchedule &o) const {
   return vector_width == o.vector_width && oc_block == o.oc_block && px_block == o.px_block && parallel == o.parallel &&
          unroll_kx == o.unroll_kx && pad_at_root == o.pad_at_root && ic_block == o.ic_block && pixel_epilogue == o.pixel_epilogue && winograd == o.winograd &&
-         pixel_vectors == o.pixel_vectors && steps == o.steps;
+         pixel_vectors == o.pixel_vectors && steps == o.steps && segments == o.segments;
 }
 
 constexpr int kScheduleVersion = 1;
 
 std::string schedule_to_json(const KernelSchedule &s) {
+  if (!s.segments.empty()) {
+    // A chain's schedule is its segments' (only when set: every other schedule keeps its JSON).
+    nlohmann::json segs = nlohmann::json::array();
+    for (const KernelSchedule &g : s.segments) segs.push_back(nlohmann::json::parse(schedule_to_json(g)));
+    return nlohmann::json{{"version", kScheduleVersion}, {"segments", segs}}.dump();
+  }
   nlohmann::json j{{"version", kScheduleVersion}, {"vector_width", s.vector_width}, {"oc_block", s.oc_block},
                    {"px_block", s.px_block}, {"parallel", parallel_name(s.parallel)}, {"unroll_kx", s.unroll_kx},
                    {"pad_at_root", s.pad_at_root}, {"ic_block", s.ic_block}};
@@ -90,6 +101,13 @@ Expected<KernelSchedule> schedule_from_json(const std::string &text) {
       if (ok)
         (key == "unroll_kx" ? s.unroll_kx : key == "pad_at_root" ? s.pad_at_root : key == "pixel_epilogue" ? s.pixel_epilogue
                                                                                                          : s.pixel_vectors) = value.get<bool>();
+    } else if (key == "segments") {
+      ok = value.is_array() && !value.empty();
+      for (size_t k = 0; ok && k < value.size(); ++k) {
+        auto g = schedule_from_json(value[k].dump());
+        if (!g) return make_error("schedule field 'segments' [" + std::to_string(k) + "]: " + g.error().message);
+        s.segments.push_back(g.take());
+      }
     } else if (key == "steps") {
       auto steps = steps_from_json(value.dump());
       if (!steps) return make_error("schedule field 'steps': " + steps.error().message);
@@ -165,6 +183,14 @@ bool winograd_eligible(const Graph &body, const Node &n) {
 }
 
 Status validate_schedule(const Graph &body, const KernelSchedule &s) {
+  AT_ASSIGN(segs, split_segments(body));
+  if (segs.size() > 1 || !s.segments.empty()) {
+    if (segs.size() != s.segments.size())
+      return make_error("the group has " + std::to_string(segs.size()) + " segments, the schedule " + std::to_string(s.segments.size()));
+    for (size_t j = 0; j < segs.size(); ++j)
+      if (auto st = validate_schedule(segs[j].body, s.segments[j]); !st) return make_error("segment " + std::to_string(j) + ": " + st.error().message);
+    return Status::ok();
+  }
   if (!s.steps.empty()) {
     // A step list is legal where it replays on the group's naive nests.
     auto k = lower_group(body, "validate", s);
@@ -240,6 +266,10 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
 
 KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
+  if (auto segs = split_segments(body); segs && segs->size() > 1) {
+    for (const Segment &g : *segs) s.segments.push_back(default_schedule(g.body, target));
+    return s;
+  }
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
   // The widest vector that divides the channels (down to 8 lanes), two of them per block where

@@ -42,6 +42,9 @@ struct KernelSchedule {
                                 // these steps (codegen/Steps, from a sketch: codegen/Sketch) instead of
                                 // the template; vector_width is then only what the sketch used
 
+  std::vector<KernelSchedule> segments;  // a group of several anchors (split_segments): each segment's schedule;
+                                        // the fields above are then unused
+
   std::string to_string() const;
   bool operator==(const KernelSchedule &o) const;
 };

@@ -16,14 +16,19 @@ bool is_anchor(const Node &n) {
   return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce || p == OpPattern::kOpaque;
 }
 
-/** Why consumer `c` (a function node) cannot recompute the value of node `producer` it reads, or "". */
+int anchors_of(const Graph &body) {
+  int anchors = 0;
+  for (const Node &m : body.nodes) anchors += is_anchor(m);
+  return anchors;
+}
+
+/** Why consumer `c` (a function node) cannot take in the node `producer` it reads, or "". */
 std::string why_not_consumer(const Graph &g, int c, int producer) {
   const Node &n = g.nodes[c];
   if (!n.is_function()) return "%" + std::to_string(c) + " is not a fused group";
   const Graph &body = *n.body;
-  int anchors = 0;
-  for (const Node &m : body.nodes) anchors += is_anchor(m);
-  if (anchors != 1) return "%" + std::to_string(c) + " has " + std::to_string(anchors) + " anchors (a prologue needs one)";
+  int anchors = anchors_of(body);
+  if (anchors < 1) return "%" + std::to_string(c) + " has no anchor";
   for (size_t a = 0; a < n.inputs.size(); ++a) {
     if (n.inputs[a] != ValueId::node(producer)) continue;
     for (const Node &m : body.nodes)
@@ -34,41 +39,78 @@ std::string why_not_consumer(const Graph &g, int c, int producer) {
   return "";
 }
 
+/**
+ * Why consumer `c` cannot run after producer `producer` as a chain, or "": its one anchor must
+ * read the producer's result as its data input (directly or through ops before it), and nothing
+ * after that input may read the producer's result (the kernel keeps one value between segments).
+ */
+std::string why_not_chain(const Graph &g, int c, int producer) {
+  const Node &n = g.nodes[c];
+  const Graph &body = *n.body;
+  std::string name = "%" + std::to_string(c);
+  if (anchors_of(body) != 1) return name + " is a chain already";
+  int anchor = 0;
+  while (!is_anchor(body.nodes[anchor])) ++anchor;
+  ValueId data = body.nodes[anchor].inputs[0];
+  // cut: the last body node before the consumer's anchor's data is complete (-1: the data is the argument).
+  int cut = data.kind == ValueId::Kind::kNode ? data.index : -1;
+  if (data.kind == ValueId::Kind::kInput && n.inputs[data.index] != ValueId::node(producer))
+    return name + "'s anchor does not read it as its data input";
+  std::vector<bool> reaches(body.nodes.size(), false);  // node depends on the producer's result
+  for (size_t i = 0; i < body.nodes.size(); ++i)
+    for (size_t k = 0; k < body.nodes[i].inputs.size(); ++k) {
+      ValueId v = body.nodes[i].inputs[k];
+      bool from_producer = v.kind == ValueId::Kind::kInput && n.inputs[v.index] == ValueId::node(producer);
+      bool the_data = static_cast<int>(i) == anchor && k == 0;
+      if (from_producer && static_cast<int>(i) > cut && !the_data) return name + " reads it after its anchor's data input";
+      reaches[i] = reaches[i] || from_producer || (v.kind == ValueId::Kind::kNode && reaches[v.index]);
+    }
+  if (cut >= 0 && !reaches[cut]) return name + "'s anchor does not read it as its data input";
+  return "";
+}
+
 }  // namespace
 
-std::string move_name(const PrologueMove &m) { return "prologue:%" + std::to_string(m.producer); }
+std::string move_name(const PartitionMove &m) {
+  return (m.kind == PartitionMove::kChain ? "chain:%" : "prologue:%") + std::to_string(m.producer);
+}
 
-std::vector<PrologueMove> prologue_moves(const Graph &fused, int max_copies) {
+std::vector<PartitionMove> partition_moves(const Graph &fused, int max_copies) {
   Uses uses = find_uses(fused);
-  std::vector<PrologueMove> out;
+  std::vector<PartitionMove> out;
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
     const Node &n = fused.nodes[i];
     if (!n.is_function() || n.body->nodes.empty()) continue;
     bool elementwise = true;
     for (const Node &m : n.body->nodes) elementwise &= find_op(m.op)->pattern <= OpPattern::kBroadcast && m.type.dtype == DType::kFloat32;
-    if (!elementwise) continue;
-    PrologueMove mv;
+    int anchors = anchors_of(*n.body);
+    if (!elementwise && anchors != 1) continue;
+    PartitionMove mv;
+    mv.kind = elementwise ? PartitionMove::kPrologue : PartitionMove::kChain;
     mv.producer = static_cast<int>(i);
     for (int c : uses.consumers[i])
       if (std::find(mv.consumers.begin(), mv.consumers.end(), c) == mv.consumers.end()) mv.consumers.push_back(c);
+    int copies = mv.kind == PartitionMove::kChain ? 1 : max_copies;
     if (uses.is_output[i]) mv.why_not = "it is a graph output (stored anyway)";
     else if (mv.consumers.empty()) mv.why_not = "nothing reads it";
-    else if (static_cast<int>(mv.consumers.size()) > max_copies)
-      mv.why_not = "it has " + std::to_string(mv.consumers.size()) + " consumers (at most " + std::to_string(max_copies) + " copies)";
+    else if (static_cast<int>(mv.consumers.size()) > copies)
+      mv.why_not = "it has " + std::to_string(mv.consumers.size()) + " consumers (at most " + std::to_string(copies) +
+                   (mv.kind == PartitionMove::kChain ? ": an anchor is never recomputed)" : " copies)");
     for (int c : mv.consumers)
       if (mv.why_not.empty()) mv.why_not = why_not_consumer(fused, c, mv.producer);
+    if (mv.why_not.empty() && mv.kind == PartitionMove::kChain) mv.why_not = why_not_chain(fused, mv.consumers[0], mv.producer);
     out.push_back(std::move(mv));
   }
   return out;
 }
 
-Expected<Graph> apply_prologue(const Graph &fused, int producer, int max_copies) {
-  std::string where = "prologue %" + std::to_string(producer) + ": ";
+Expected<Graph> apply_move(const Graph &fused, int producer, int max_copies) {
+  std::string where = "move %" + std::to_string(producer) + ": ";
   if (producer < 0 || producer >= static_cast<int>(fused.nodes.size())) return make_error(where + "no such node");
-  PrologueMove mv;
-  for (PrologueMove &m : prologue_moves(fused, max_copies))
+  PartitionMove mv;
+  for (PartitionMove &m : partition_moves(fused, max_copies))
     if (m.producer == producer) mv = std::move(m);
-  if (mv.producer < 0) return make_error(where + "not a group of elementwise and broadcast ops");
+  if (mv.producer < 0) return make_error(where + "not a group of elementwise ops or of one anchor");
   if (!mv.why_not.empty()) return make_error(where + mv.why_not);
   const Node &p = fused.nodes[producer];
   Rewriter rw(fused);
@@ -121,23 +163,23 @@ Expected<Graph> apply_prologue(const Graph &fused, int producer, int max_copies)
 std::string partition_json(const std::vector<int> &producers) {
   std::vector<int> sorted = producers;
   std::sort(sorted.begin(), sorted.end());
-  return nlohmann::json{{"prologues", sorted}}.dump();
+  return nlohmann::json{{"moves", sorted}}.dump();
 }
 
 Expected<Graph> apply_partition(const Graph &fused, const std::string &json) {
   auto j = nlohmann::json::parse(json, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("prologues") || !j["prologues"].is_array())
-    return make_error("partition " + json + ": not {\"prologues\": [node, ...]}");
+  if (j.is_discarded() || !j.is_object() || !j.contains("moves") || !j["moves"].is_array())
+    return make_error("partition " + json + ": not {\"moves\": [node, ...]}");
   std::vector<int> producers;
-  for (const auto &v : j["prologues"]) {
-    if (!v.is_number_integer()) return make_error("partition " + json + ": a prologue is not a node index");
+  for (const auto &v : j["moves"]) {
+    if (!v.is_number_integer()) return make_error("partition " + json + ": a move is not a node index");
     producers.push_back(v.get<int>());
   }
   std::sort(producers.rbegin(), producers.rend());
   if (std::adjacent_find(producers.begin(), producers.end()) != producers.end()) return make_error("partition " + json + ": a node is named twice");
   Graph g = fused;
   for (int p : producers) {
-    AT_ASSIGN(next, apply_prologue(g, p));
+    AT_ASSIGN(next, apply_move(g, p));
     g = std::move(next);
   }
   return g;

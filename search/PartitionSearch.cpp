@@ -1,14 +1,18 @@
 #include "search/PartitionSearch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "codegen/Jit.h"
+#include "codegen/Lower.h"
+#include "costmodel/Features.h"
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/Partition.h"
+#include "ir/Stats.h"
 #include "runtime/Runtime.h"
 #include "search/Tuner.h"
 
@@ -17,13 +21,20 @@ namespace autotune {
 std::string PartitionReport::json() const {
   nlohmann::json moves_j = nlohmann::json::array();
   for (const MoveReport &m : moves)
-    moves_j.push_back({{"move", m.move}, {"ops", m.ops}, {"apart_ms", m.apart_s * 1e3}, {"merged_ms", m.merged_s * 1e3},
-                       {"bytes_saved", m.bytes_saved}, {"chosen", m.chosen}, {"why_not", m.why_not}});
+    moves_j.push_back({{"move", m.move}, {"ops", m.ops}, {"apart_ms", m.apart_s * 1e3}, {"merged_ms", m.merged_s * 1e3}, {"ratio", m.ratio},
+                       {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
+                       {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
   return nlohmann::json{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}}.dump();
 }
 
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o) {
   AT_TRY(o.measure.validate());
+  // The database first: a file that is not one fails before anything is measured.
+  std::unique_ptr<TuningDb> db;
+  if (!o.db_path.empty()) {
+    AT_ASSIGN(opened, TuningDb::open(o.db_path));
+    db = std::move(opened);
+  }
   AT_ASSIGN(jit, Jit::create({o.cache_dir, o.target}));
   PartitionReport rep;
   rep.target = tuning_key(*jit, o.measure.threads);
@@ -38,20 +49,36 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     if (r[0].status != MeasureStatus::kOk) return error = std::string(status_name(r[0].status)) + ": " + r[0].error, 0.0;
     return r[0].median_s;
   };
-  std::vector<PrologueMove> moves = prologue_moves(fused, o.max_copies);
+  // The cost model's view of a kernel apart from its time: the bytes it touches (every buffer's
+  // touched bytes once: what it must move at least) and its float operations (recomputation
+  // shows here), from the features of its default schedule's loop IR.
+  const std::vector<std::string> &names = feature_names();
+  auto feature = [&](const std::string &name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  size_t f_flops = feature("log2 flops"), f_bytes = feature("log2 compulsory bytes");
+  auto estimate = [&](const Graph &body, double &bytes, double &flops) {
+    auto k = lower_group(body, "estimate", default_schedule(body, jit->target()));
+    if (!k) return;
+    std::vector<float> v = kernel_features(*k, jit->target());
+    bytes += std::exp2(v[f_bytes]);
+    flops += std::exp2(v[f_flops]);
+  };
+  std::vector<PartitionMove> moves = partition_moves(fused, o.max_copies);
   for (size_t mi = 0; mi < moves.size(); ++mi) {
-    const PrologueMove &mv = moves[mi];
+    const PartitionMove &mv = moves[mi];
     if (o.stop && o.stop->load()) break;
     MoveReport r;
     r.move = move_name(mv);
     r.producer = mv.producer;
+    r.kind = mv.kind == PartitionMove::kChain ? "chain" : "prologue";
     r.ops = group_ops(*fused.nodes[mv.producer].body);
     for (size_t k = 0; k < mv.consumers.size(); ++k)
       r.ops += std::string(k ? ", " : " -> ") + group_ops(*fused.nodes[mv.consumers[k]].body);
     r.why_not = mv.why_not;
+    if (r.why_not.empty() && mv.kind == PartitionMove::kChain && !o.chains)
+      r.why_not = "not measured: a chain's segments run one after another, each at its default, so it cannot be faster yet";
     r.bytes_saved = 2.0 * static_cast<double>(fused.nodes[mv.producer].type.numel()) * 4;  // written once, read back once
     if (r.why_not.empty()) {
-      auto merged = apply_prologue(fused, mv.producer, o.max_copies);
+      auto merged = apply_move(fused, mv.producer, o.max_copies);
       if (!merged) {
         r.why_not = merged.error().message;
       } else {
@@ -59,28 +86,33 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
         // node earlier, the producer's node having gone).
         std::vector<const Graph *> apart{fused.nodes[mv.producer].body.get()}, together;
         for (int c : mv.consumers) apart.push_back(fused.nodes[c].body.get()), together.push_back(merged->nodes[c - 1].body.get());
-        std::vector<double> a(apart.size(), 0), t(together.size(), 0);
+        // Each round times the kernels apart and then merged, back to back, and judges the move by
+        // that round's ratio: a load spike on the shared host then moves both sides of a ratio.
+        // The move is taken on the median ratio; the times reported are each side's fastest round.
+        for (const Graph *b : apart) estimate(*b, r.bytes_apart, r.flops_apart);
+        for (const Graph *b : together) estimate(*b, r.bytes_merged, r.flops_merged);
+        std::vector<double> ratios;
+        r.apart_s = r.merged_s = INFINITY;
         for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
-          for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) {
-            double s = time_of(*apart[k], r.why_not);
-            a[k] = round ? std::min(a[k], s) : s;
-          }
-          for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) {
-            double s = time_of(*together[k], r.why_not);
-            t[k] = round ? std::min(t[k], s) : s;
-          }
+          double a = 0, t = 0;
+          for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not);
+          for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not);
+          if (!r.why_not.empty()) break;
+          ratios.push_back(t / a);
+          r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);
         }
-        for (double x : a) r.apart_s += x;
-        for (double x : t) r.merged_s += x;
-        r.chosen = r.why_not.empty() && r.merged_s < r.apart_s * (1 - o.min_gain);
+        r.measured = r.why_not.empty();
+        if (r.measured) r.ratio = median(ratios);
+        r.chosen = r.measured && r.ratio < 1 - o.min_gain;
       }
     }
-    if (r.chosen) rep.chosen.push_back(mv.producer);
-    if (o.progress) {
+
+    bool tried = mv.why_not.empty() && (mv.kind != PartitionMove::kChain || o.chains);  // measured, or failed while measured
+    if (o.progress && tried) {
       char line[256];
-      if (r.why_not.empty())
-        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms%s", mi + 1, moves.size(), r.move.c_str(),
-                      r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.chosen ? ", taken" : "");
+      if (r.measured)
+        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s", mi + 1, moves.size(),
+                      r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.chosen ? ", taken" : "");
       else
         std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not tried (%s)", mi + 1, moves.size(), r.move.c_str(), r.ops.c_str(),
                       r.why_not.c_str());
@@ -89,10 +121,25 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     rep.moves.push_back(std::move(r));
   }
   if (o.stop && o.stop->load()) return make_error("partition search interrupted; nothing saved");
-  if (!o.db_path.empty()) {
-    AT_ASSIGN(db, TuningDb::open(o.db_path));
-    AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
+  // The winners, the largest gain first, each kept only where the ones before leave it legal (a
+  // chain's consumer that another chain already joined is not extended).
+  std::vector<size_t> order;
+  for (size_t i = 0; i < rep.moves.size(); ++i)
+    if (rep.moves[i].chosen) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return rep.moves[a].ratio < rep.moves[b].ratio;
+  });
+  for (size_t i : order) {
+    std::vector<int> with = rep.chosen;
+    with.push_back(rep.moves[i].producer);
+    if (auto ok = apply_partition(fused, partition_json(with)); ok) {
+      rep.chosen = std::move(with);
+    } else {
+      rep.moves[i].chosen = false;
+      rep.moves[i].why_not = "left out: " + ok.error().message;
+    }
   }
+  if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
   return rep;
 }
 

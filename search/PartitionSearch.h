@@ -20,7 +20,8 @@ struct PartitionSearchOptions {
   Target target = host_target();
   double min_gain = 0.03;               // a move is taken when its kernels are this much faster than those it replaces
   int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
-  int rounds = 2;                       // each kernel measured this often, alternating; the fastest median counts
+  int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
+  bool chains = false;                  // measure chain moves too (they run their segments at root: never faster yet)
   const std::atomic<bool> *stop = nullptr;
   std::function<void(const std::string &)> progress;
 };
@@ -29,18 +30,24 @@ struct MoveReport {
   std::string move;          // "prologue:%12"
   int producer = -1;
   std::string ops;           // the groups it touches, "multiply -> nn.conv2d+add"
+  std::string kind;          // "prologue" or "chain"
   double apart_s = 0;        // the producer's and consumers' kernels, summed
   double merged_s = 0;       // the consumers' kernels with the producer recomputed in them, summed
+  double ratio = 0;          // merged over apart: the median of the rounds' ratios
   double bytes_saved = 0;    // the producer's output, no longer written and read back
+  // The cost model's estimates (costmodel/Features of the default kernels): bytes touched (each
+  // buffer's touched bytes once) and float operations, the kernels apart and merged.
+  double bytes_apart = 0, bytes_merged = 0, flops_apart = 0, flops_merged = 0;
+  bool measured = false;     // apart_s and merged_s were measured
   bool chosen = false;
-  std::string why_not;       // illegal, failed to compile or measure; "" otherwise
+  std::string why_not;       // illegal, failed to compile or measure, or left out for a better move; "" otherwise
 };
 
 struct PartitionReport {
   std::string target;
   std::string model_hash;    // FuseOps's partition's, which the database keys the choice by
   std::vector<MoveReport> moves;
-  std::vector<int> chosen;   // producers of the moves taken
+  std::vector<int> chosen;   // producers of the moves taken (each legal after the ones before)
   std::string json() const;  // the report saved beside the partition
 };
 

@@ -484,9 +484,10 @@ Options:
   --space S         all (default): each template's knobs and the sketch rules' step lists (loop
                     transformations of the group's naive nests); knobs: the template knobs only
   --partition P     searched (default): first measure each fusion move from FuseOps's partition
-                    (an elementwise group recomputed in the conv that reads it) against the kernels
-                    it replaces and save the winners' partition, then tune its groups; fuseops:
-                    FuseOps's groups
+                    (an elementwise group recomputed in the conv that reads it; a group of one
+                    anchor run in the kernel of the group that reads it) against the kernels it
+                    replaces and save the winners' partition, then tune its groups (a chain's
+                    segments keep their defaults for now); fuseops: FuseOps's groups
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
@@ -594,13 +595,14 @@ int cmd_tune(const std::vector<std::string> &argv) {
       return fail(prep.error());
     }
     int tried = 0;
-    for (const MoveReport &m : prep->moves) tried += m.why_not.empty();
-    std::printf("partition: %d of %zu moves from FuseOps's tried, %zu taken (a move is taken when its kernels are 3%% faster than those it replaces)\n",
-                tried, prep->moves.size(), prep->chosen.size());
+    for (const MoveReport &m : prep->moves) tried += m.measured;
+    std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (a move is taken when its kernels are 3%% faster than those it "
+                "replaces, median of 3 rounds)\n", tried, prep->moves.size(), prep->chosen.size());
     for (const MoveReport &m : prep->moves)
-      if (m.why_not.empty())
-        std::printf("  %-16s %-44s apart %.4f ms, merged %.4f ms, %.0f KiB not stored%s\n", m.move.c_str(), m.ops.substr(0, 44).c_str(),
-                    m.apart_s * 1e3, m.merged_s * 1e3, m.bytes_saved / 1024, m.chosen ? "  taken" : "");
+      if (m.measured)
+        std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n", m.move.c_str(),
+                    m.ops.substr(0, 36).c_str(), m.apart_s * 1e3, m.merged_s * 1e3, m.ratio, m.bytes_apart / 1024, m.bytes_merged / 1024,
+                    m.flops_apart / 1e6, m.flops_merged / 1e6, m.chosen ? "  taken" : m.why_not.empty() ? "" : ("  " + m.why_not).c_str());
     auto moved = apply_partition(*fused, partition_json(prep->chosen));
     if (!moved) return fail(moved.error());
     *fused = moved.take();

@@ -205,7 +205,7 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   std::string records = std::to_string(16 + confirmations);
   EXPECT_NE(out.find("end to end (median of 20 runs, alternating): untuned"), std::string::npos) << out;
   EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
-  EXPECT_NE(out.find("partition: 0 of 0 moves from FuseOps's tried, 0 taken"), std::string::npos) << out;
+  EXPECT_NE(out.find("moves from FuseOps's measured, 0 taken"), std::string::npos) << out;  // tiny_cnn has no prologue; its chains are not measured
   // The plan check keeps a group on its default when it ran slower tuned in the model (timings:
   // on a busy machine a group can lose by noise); the tune command lists how many.
   int reverted = 0;

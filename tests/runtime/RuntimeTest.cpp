@@ -123,6 +123,30 @@ TEST(PackCache, SharesEachPackingAndStaysWithinItsBudget) {
   EXPECT_TRUE(same_bytes(again, first));
 }
 
+/** Seeded random inputs of `g` (the imported graph) and the reference executor's outputs for them. */
+struct Checked {
+  std::vector<Tensor> inputs, expected;
+};
+
+/** Runs `m` on seeded random inputs and expects every output within 1e-4 of the reference executor's on `g`. */
+Checked expect_matches_reference(const Graph &g, CompiledModel &m) {
+  Checked c;
+  c.inputs = random_inputs(g, 5);
+  auto expected = run_reference(g, c.inputs);
+  auto got = m.run(c.inputs);
+  EXPECT_TRUE(expected && got) << (got ? expected ? "" : expected.error().message : got.error().message);
+  if (!expected || !got) return c;
+  for (size_t i = 0; i < got->size(); ++i) {
+    auto d = compare((*got)[i], (*expected)[i]);
+    EXPECT_TRUE(static_cast<bool>(d));
+    if (!d) continue;
+    EXPECT_LT(d->relative(), 1e-4) << "output " << i;
+    EXPECT_GT(d->max_ref, 0.0);
+  }
+  c.expected = expected.take();
+  return c;
+}
+
 void expect_model_matches(const std::string &name) {
   SCOPED_TRACE(name);
   auto m = CompiledModel::load(model_path(name), test_options());
@@ -130,16 +154,7 @@ void expect_model_matches(const std::string &name) {
   for (const GroupInfo &g : (*m)->groups()) EXPECT_EQ(g.fallback, "") << g.ops;
   auto g = import_onnx_file(model_path(name));
   ASSERT_TRUE(static_cast<bool>(g));
-  auto inputs = random_inputs(*g, 5);
-  auto expected = run_reference(*g, inputs);
-  auto got = (*m)->run(inputs);
-  ASSERT_TRUE(expected && got) << (got ? "" : got.error().message);
-  for (size_t i = 0; i < got->size(); ++i) {
-    auto d = compare((*got)[i], (*expected)[i]);
-    ASSERT_TRUE(static_cast<bool>(d));
-    EXPECT_LT(d->relative(), 1e-4) << "output " << i;
-    EXPECT_GT(d->max_ref, 0.0);
-  }
+  expect_matches_reference(*g, **m);
 }
 
 TEST(CompiledModel, SmallModelsMatchTheReference) {
@@ -158,12 +173,12 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   ASSERT_TRUE(static_cast<bool>(f));
   Graph merged = *f;
   std::vector<int> legal;
-  for (const PrologueMove &m : prologue_moves(*f))
-    if (m.why_not.empty()) legal.push_back(m.producer);
+  for (const PartitionMove &m : partition_moves(*f))
+    if (m.why_not.empty() && m.kind == PartitionMove::kPrologue) legal.push_back(m.producer);
   ASSERT_GE(legal.size(), 10u);
   std::sort(legal.rbegin(), legal.rend());
   for (int p : legal) {
-    auto next = apply_prologue(merged, p);
+    auto next = apply_move(merged, p);
     ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
     merged = next.take();
   }
@@ -178,14 +193,8 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   }
   EXPECT_EQ(prologues, static_cast<int>(legal.size()));
   EXPECT_GT(pixel_lanes, 0) << "a 1x1 conv over enough pixels keeps its pixel lanes with a prologue";
-  auto inputs = random_inputs(*g, 5);
-  auto expected = run_reference(*g, inputs);
-  auto got = (*m)->run(inputs);
-  ASSERT_TRUE(expected && got) << (got ? "" : got.error().message);
-  auto d = compare((*got)[0], (*expected)[0]);
-  ASSERT_TRUE(static_cast<bool>(d));
-  EXPECT_LT(d->relative(), 1e-4);
-  EXPECT_GT(d->max_ref, 0.0);
+  Checked checked = expect_matches_reference(*g, **m);
+  ASSERT_FALSE(checked.expected.empty());
 
   // Saved in a tuning database for FuseOps's partition, the moves are what a deploy runs: the
   // same groups as above, unless FuseOps's partition is asked for.
@@ -205,14 +214,73 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   ASSERT_TRUE(static_cast<bool>(deployed)) << deployed.error().message;
   EXPECT_EQ((*deployed)->groups().size(), merged.nodes.size());
   EXPECT_EQ((*deployed)->partition().rfind("searched", 0), 0u) << (*deployed)->partition();
-  auto again = (*deployed)->run(inputs);
+  auto again = (*deployed)->run(checked.inputs);
   ASSERT_TRUE(static_cast<bool>(again));
-  EXPECT_LT(compare((*again)[0], (*expected)[0])->relative(), 1e-4);
+  EXPECT_LT(compare((*again)[0], checked.expected[0])->relative(), 1e-4);
   o.fuseops_partition = true;
   auto plain = CompiledModel::compile(*f, o);
   ASSERT_TRUE(static_cast<bool>(plain)) << plain.error().message;
   EXPECT_EQ((*plain)->groups().size(), f->nodes.size());
   std::filesystem::remove(db_path);
+}
+
+// Chains: a group of one anchor run in the kernel of the group that reads it (codegen's
+// segments, one after another). Every chain move of the generated MobileNetV2 (a depthwise conv
+// and the 1x1 conv after it) and EfficientNet (squeeze-excitation's pool and convs), applied
+// where the ones before leave it legal: compiled, none on the reference executor, the output
+// the reference's.
+TEST(CompiledModel, ChainPartitionsMatchTheReference) {
+  for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
+    SCOPED_TRACE(name);
+    auto g = import_onnx_file(model_path(name));
+    ASSERT_TRUE(static_cast<bool>(g));
+    auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+    ASSERT_TRUE(static_cast<bool>(f));
+    std::vector<int> chains;
+    for (const PartitionMove &m : partition_moves(*f))
+      if (m.why_not.empty() && m.kind == PartitionMove::kChain) chains.push_back(m.producer);
+    ASSERT_GE(chains.size(), 3u);
+    std::sort(chains.rbegin(), chains.rend());
+    Graph merged = *f;
+    int applied = 0;
+    for (int p : chains) {
+      auto next = apply_move(merged, p);
+      if (!next) {
+        EXPECT_NE(next.error().message.find("chain already"), std::string::npos) << next.error().message;
+        continue;
+      }
+      merged = next.take();
+      ++applied;
+    }
+    EXPECT_GE(applied, 3);
+    auto m = CompiledModel::compile(merged, test_options());
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    int chained = 0;
+    for (const GroupInfo &gi : (*m)->groups()) {
+      EXPECT_EQ(gi.fallback, "") << gi.ops;
+      chained += gi.schedule.rfind("chain of 2", 0) == 0;
+    }
+    EXPECT_EQ(chained, applied);
+    // A chain's schedule is one per segment: JSON both ways, validated against the segments.
+    for (const Node &n : merged.nodes) {
+      auto segs = split_segments(*n.body);
+      ASSERT_TRUE(static_cast<bool>(segs)) << segs.error().message;
+      if (segs->size() < 2) continue;
+      KernelSchedule s = default_schedule(*n.body);
+      ASSERT_EQ(s.segments.size(), 2u);
+      auto back = schedule_from_json(schedule_to_json(s));
+      ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+      EXPECT_EQ(*back, s);
+      EXPECT_TRUE(static_cast<bool>(validate_schedule(*n.body, s)));
+      KernelSchedule one = s;
+      one.segments.pop_back();
+      auto st = validate_schedule(*n.body, one);
+      ASSERT_FALSE(static_cast<bool>(st));
+      EXPECT_NE(st.error().message.find("2 segments, the schedule 1"), std::string::npos) << st.error().message;
+      break;
+    }
+    expect_matches_reference(*g, **m);
+  }
 }
 
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {

@@ -1,0 +1,87 @@
+// The partition search on a generated model with real measurements and a real database file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "db/TuningDb.h"
+#include "db/Workload.h"
+#include "ir/OnnxImport.h"
+#include "ir/Partition.h"
+#include "ir/Pass.h"
+#include "ir/Reference.h"
+#include "search/PartitionSearch.h"
+
+#include <nlohmann/json.hpp>
+
+namespace autotune {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply) {
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/efficientnet_b0.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  std::string db = (fs::temp_directory_path() / ("autotune_partition_" + std::to_string(::getpid()) + ".db")).string();
+  fs::remove(db);
+  PartitionSearchOptions o;
+  o.db_path = db;
+  o.measure.min_time_s = 0.005;
+  o.rounds = 1;
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string &l) { lines.push_back(l); };
+  auto rep = search_partition(*f, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  int legal_prologues = 0, measured = 0;
+  for (const PartitionMove &m : partition_moves(*f)) legal_prologues += m.why_not.empty() && m.kind == PartitionMove::kPrologue;
+  for (const MoveReport &m : rep->moves) {
+    if (!m.measured) continue;
+    ++measured;
+    EXPECT_EQ(m.kind, "prologue") << m.move;  // chains are not measured yet
+    EXPECT_GT(m.apart_s, 0.0);
+    EXPECT_GT(m.merged_s, 0.0);
+    EXPECT_NEAR(m.ratio, m.merged_s / m.apart_s, 1e-9);  // one round: the ratio is that round's
+    EXPECT_EQ(m.chosen, m.ratio < 1 - o.min_gain) << m.move;  // no winner conflicts with another prologue
+  }
+  EXPECT_EQ(measured, legal_prologues);
+  EXPECT_EQ(static_cast<int>(lines.size()), measured);  // a progress line per measured move
+  // Saved under FuseOps's partition's hash and the target key, and it applies to the same outputs.
+  auto opened = TuningDb::open(db, DbAccess::kReadOnly);
+  ASSERT_TRUE(static_cast<bool>(opened));
+  auto saved = (*opened)->partition(model_hash(*f), rep->target);
+  ASSERT_TRUE(saved && saved->has_value());
+  EXPECT_EQ(**saved, partition_json(rep->chosen));
+  auto moved = apply_partition(*f, **saved);
+  ASSERT_TRUE(static_cast<bool>(moved)) << moved.error().message;
+  EXPECT_EQ(moved->nodes.size(), f->nodes.size() - rep->chosen.size());
+  auto inputs = random_inputs(*g, 3);
+  auto a = run_reference(*f, inputs), b = run_reference(*moved, inputs);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(compare((*a)[0], (*b)[0])->max_abs, 0.0);
+  auto report = nlohmann::json::parse(rep->json());
+  EXPECT_EQ(report["moves"].size(), rep->moves.size());
+  opened->reset();
+  for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+}
+
+TEST(PartitionSearch, AFileThatIsNotADatabaseFailsBeforeAnythingIsMeasured) {
+  std::string path = (fs::temp_directory_path() / ("autotune_partition_notes_" + std::to_string(::getpid()) + ".txt")).string();
+  { std::FILE *fp = std::fopen(path.c_str(), "w"); std::fputs("my notes\n", fp); std::fclose(fp); }
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/efficientnet_b0.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  PartitionSearchOptions o;
+  o.db_path = path;
+  int lines = 0;
+  o.progress = [&](const std::string &) { ++lines; };
+  auto rep = search_partition(*f, o);
+  ASSERT_FALSE(static_cast<bool>(rep));
+  EXPECT_NE(rep.error().message.find("not a tuning database"), std::string::npos) << rep.error().message;
+  EXPECT_EQ(lines, 0);
+  fs::remove(path);
+}
+
+}  // namespace
+}  // namespace autotune
