@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -129,14 +130,31 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return rep.moves[a].ratio < rep.moves[b].ratio;
   });
+  // A move measured alone may meet another in one group (two prologues of one conv): every group
+  // the partition makes must still lower with its default schedule, or the move is left out (a
+  // deploy would otherwise run that group on the reference executor).
+  std::set<std::string> lowers;
+  for (const Node &n : fused.nodes) lowers.insert(workload_hash(*n.body));
+  auto all_lower = [&](const Graph &g) -> Status {
+    for (const Node &n : g.nodes) {
+      std::string h = workload_hash(*n.body);
+      if (lowers.count(h)) continue;
+      auto k = lower_group(*n.body, "check", default_schedule(*n.body, jit->target()));
+      if (!k) return make_error(group_ops(*n.body) + " does not lower: " + k.error().message);
+      lowers.insert(h);
+    }
+    return Status::ok();
+  };
   for (size_t i : order) {
     std::vector<int> with = rep.chosen;
     with.push_back(rep.moves[i].producer);
-    if (auto ok = apply_partition(fused, partition_json(with)); ok) {
+    auto ok = apply_partition(fused, partition_json(with));
+    Status lowered = ok ? all_lower(*ok) : Status(ok.error());
+    if (lowered) {
       rep.chosen = std::move(with);
     } else {
       rep.moves[i].chosen = false;
-      rep.moves[i].why_not = "left out: " + ok.error().message;
+      rep.moves[i].why_not = "left out: " + lowered.error().message;
     }
   }
   if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
