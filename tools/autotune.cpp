@@ -484,10 +484,9 @@ Options:
   --space S         all (default): each template's knobs and the sketch rules' step lists (loop
                     transformations of the group's naive nests); knobs: the template knobs only
   --partition P     searched (default): first measure each fusion move from FuseOps's partition
-                    (an elementwise group recomputed in the conv that reads it; a group of one
-                    anchor run in the kernel of the group that reads it) against the kernels it
-                    replaces and save the winners' partition, then tune its groups (a chain's
-                    segments keep their defaults for now); fuseops: FuseOps's groups
+                    (so far: an elementwise group recomputed in the conv that reads it) against
+                    the kernels it replaces and save the winners' partition, then tune its
+                    groups; fuseops: FuseOps's groups
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
