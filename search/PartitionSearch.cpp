@@ -64,6 +64,9 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     flops += std::exp2(v[f_flops]);
   };
   std::vector<PartitionMove> moves = partition_moves(fused, o.max_copies);
+  // The moves measured (legal, and not a chain unless asked): what progress counts.
+  auto measurable = [&](const PartitionMove &m) { return m.why_not.empty() && (m.kind != PartitionMove::kChain || o.chains); };
+  size_t to_measure = std::count_if(moves.begin(), moves.end(), measurable), measuring = 0;
   for (size_t mi = 0; mi < moves.size(); ++mi) {
     const PartitionMove &mv = moves[mi];
     if (o.stop && o.stop->load()) break;
@@ -108,14 +111,14 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       }
     }
 
-    bool tried = mv.why_not.empty() && (mv.kind != PartitionMove::kChain || o.chains);  // measured, or failed while measured
-    if (o.progress && tried) {
+    if (o.progress && measurable(mv)) {
+      ++measuring;
       char line[256];
       if (r.measured)
-        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s", mi + 1, moves.size(),
+        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s", measuring, to_measure,
                       r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.chosen ? ", taken" : "");
       else
-        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not tried (%s)", mi + 1, moves.size(), r.move.c_str(), r.ops.c_str(),
+        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not measured (%s)", measuring, to_measure, r.move.c_str(), r.ops.c_str(),
                       r.why_not.c_str());
       o.progress(line);
     }

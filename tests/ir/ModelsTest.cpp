@@ -254,27 +254,37 @@ TEST_F(Cli, TuningIntoAFileThatIsNotADatabaseFailsWithoutTouchingIt) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
 }
 
-TEST_F(Cli, CtrlCStopsCleanlyAndTheSameCommandResumes) {
-  std::string db = path("t.db"), log = path("tune.log");
-  std::string job = " --model " + model_path("resnet18") + " --db " + db + " --min-time 0.002 --trials ";
-  std::string cmd = std::string(AUTOTUNE_CLI) + job + "400";
+/**
+ * Runs the CLI with `args`, its output in `log`, until the output holds `lines` lines (or a
+ * minute passes), then interrupts it as a user would (SIGINT); returns the exit status.
+ */
+int run_and_interrupt(const std::string &args, const std::string &log, int lines) {
+  std::string cmd = std::string(AUTOTUNE_CLI) + args;
   pid_t pid = fork();
+  std::ofstream(log).close();  // empty; both streams append to it, so neither overwrites the other
   if (pid == 0) {
-    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stdout);
     freopen(log.c_str(), "a", stderr);
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     _exit(127);
   }
-  // Wait for a few measurements, then interrupt as a user would.
   for (int i = 0; i < 600; ++i) {
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), {});
-    if (std::count(text.begin(), text.end(), '\n') >= 5) break;
+    if (std::count(text.begin(), text.end(), '\n') >= lines) break;
     usleep(100000);
   }
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST_F(Cli, CtrlCStopsCleanlyAndTheSameCommandResumes) {
+  std::string db = path("t.db"), log = path("tune.log");
+  std::string job = " --model " + model_path("resnet18") + " --db " + db + " --min-time 0.002 --trials ";
+  // Wait for a few measurements, then interrupt.
+  int status = run_and_interrupt(job + "400", log, 5);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 130);
   std::ifstream in(log);
@@ -290,6 +300,23 @@ TEST_F(Cli, CtrlCStopsCleanlyAndTheSameCommandResumes) {
   std::string resumed = cli(job + std::to_string(done + 2), &code);
   EXPECT_EQ(code, 0) << resumed;
   EXPECT_NE(resumed.find("2 trials this run (0 failed), " + std::to_string(done) + " before, "), std::string::npos) << resumed;
+}
+
+TEST_F(Cli, CtrlCDuringThePartitionSearchSavesNoPartition) {
+  // The generated EfficientNet has squeeze-excitation prologues: the search measures them first.
+  std::string db = path("p.db"), log = path("partition.log");
+  int status = run_and_interrupt(" --model " + model_path("efficientnet_b0") + " --db " + db + " --min-time 0.002 --trials 50", log, 1);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("partition [1/"), std::string::npos) << text;  // progress counts the moves it measures
+  EXPECT_NE(text.find("interrupted while searching the partition: nothing saved"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" trials this run"), std::string::npos) << text;  // no schedule was measured
+  int code;
+  std::string planned = cli("inspect --model " + model_path("efficientnet_b0") + " --stage planned --db " + db + " --format json", &code);
+  EXPECT_EQ(code, 0) << planned;
+  EXPECT_NE(planned.find("FuseOps's (none saved for this model)"), std::string::npos) << planned.substr(0, 300);
 }
 
 TEST_F(Cli, InspectFusedJsonListsGroups) {
