@@ -364,6 +364,15 @@ Expected<std::optional<std::string>> TuningDb::partition(const std::string &mode
   return std::optional<std::string>();
 }
 
+Expected<std::vector<TuningDb::SavedPartition>> TuningDb::partitions() {
+  Stmt q(db_, "SELECT model_hash, target, moves, report, created_at FROM partitions ORDER BY created_at, model_hash, target");
+  std::vector<SavedPartition> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.text(4)});
+  if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
+  return out;
+}
+
 Expected<std::vector<WorkloadInfo>> TuningDb::workloads() {
   Stmt q(db_,
          "SELECT w.id, w.hash, w.target, w.ir, w.flops, count(r.id), sum(r.status = 'ok'), min(CASE WHEN r.status = 'ok' THEN "

@@ -119,6 +119,11 @@ class TuningDb {
   Status save_partition(const std::string &model_hash, const std::string &target, const std::string &moves, const std::string &report);
   /** The partition saved for a model on a target (its moves as JSON), or nullopt. */
   Expected<std::optional<std::string>> partition(const std::string &model_hash, const std::string &target);
+  struct SavedPartition {
+    std::string model_hash, target, moves, report, created_at;
+  };
+  /** Every saved partition, oldest first. */
+  Expected<std::vector<SavedPartition>> partitions();
   /** Every record as JSON lines (workload IR included), for export. */
   Expected<std::string> export_jsonl();
   /**

@@ -492,6 +492,23 @@ Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
 )";
 
+/**
+ * The moves a partition search measured, from its report (search/PartitionSearch's JSON, as the
+ * database keeps it): times apart and merged, the cost model's estimates, and taken or why not.
+ */
+void print_measured_moves(const std::string &report_json) {
+  auto report = nlohmann::json::parse(report_json, nullptr, false);
+  if (report.is_discarded() || !report.contains("moves")) return;
+  for (const auto &m : report["moves"]) {
+    if (!m.value("measured", false)) continue;
+    std::string why = m.value("why_not", "");
+    std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n", m.value("move", "").c_str(),
+                m.value("ops", "").substr(0, 36).c_str(), m.value("apart_ms", 0.0), m.value("merged_ms", 0.0), m.value("ratio", 0.0),
+                m.value("bytes_apart", 0.0) / 1024, m.value("bytes_merged", 0.0) / 1024, m.value("flops_apart", 0.0) / 1e6,
+                m.value("flops_merged", 0.0) / 1e6, m.value("chosen", false) ? "  taken" : why.empty() ? "" : ("  " + why).c_str());
+  }
+}
+
 std::atomic<bool> g_stop{false};
 /** Ctrl-C or SIGTERM: finish the current candidate, save, report, exit 130; a second one ends the process at once. */
 extern "C" void on_stop_signal(int sig) {
@@ -597,11 +614,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
     for (const MoveReport &m : prep->moves) tried += m.measured;
     std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (a move is taken when its kernels are 3%% faster than those it "
                 "replaces, median of 3 rounds)\n", tried, prep->moves.size(), prep->chosen.size());
-    for (const MoveReport &m : prep->moves)
-      if (m.measured)
-        std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n", m.move.c_str(),
-                    m.ops.substr(0, 36).c_str(), m.apart_s * 1e3, m.merged_s * 1e3, m.ratio, m.bytes_apart / 1024, m.bytes_merged / 1024,
-                    m.flops_apart / 1e6, m.flops_merged / 1e6, m.chosen ? "  taken" : m.why_not.empty() ? "" : ("  " + m.why_not).c_str());
+    print_measured_moves(prep->json());
     auto moved = apply_partition(*fused, partition_json(prep->chosen));
     if (!moved) return fail(moved.error());
     *fused = moved.take();
@@ -666,6 +679,8 @@ const char *kDbHelp = R"(autotune db: look into and move tuning databases
 Usage:
   autotune db ls     --db D                     workloads: records, successes, best time
   autotune db best   --db D [--model M.onnx]    the best schedule of each workload (or of each group of M)
+  autotune db partitions --db D                 the fusion partitions the tuner chose: each move tried,
+                                                its times apart and merged, the cost model's estimates
   autotune db export --db D [--output F.jsonl]  every record as JSON lines (stdout without --output)
   autotune db import --db D --input F.jsonl     add records from JSON lines (idempotent)
   autotune db merge  --db D --from OTHER.db     add every record of another database (idempotent)
@@ -700,6 +715,16 @@ int cmd_db(const std::vector<std::string> &argv) {
       std::printf("%-16s %-34s %8lld %6lld %11s  %s\n", w.hash.c_str(), w.target.c_str(), static_cast<long long>(w.records),
                   static_cast<long long>(w.ok_records), w.best_s ? std::to_string(*w.best_s * 1e3).substr(0, 8).c_str() : "-", ops.c_str());
     }
+    return 0;
+  }
+  if (sub == "partitions") {
+    auto ps = (*db)->partitions();
+    if (!ps) return fail(ps.error());
+    for (const TuningDb::SavedPartition &p : *ps) {
+      std::printf("model %s on %s (%s): %s\n", p.model_hash.c_str(), p.target.c_str(), p.created_at.c_str(), p.moves.c_str());
+      print_measured_moves(p.report);
+    }
+    if (ps->empty()) std::printf("no partition saved (autotune tune saves one per model and target)\n");
     return 0;
   }
   if (sub == "best") {
@@ -750,7 +775,7 @@ int cmd_db(const std::vector<std::string> &argv) {
     std::printf("added %lld records to %s\n", static_cast<long long>(*n), args->get("db").c_str());
     return 0;
   }
-  return fail(make_error("db: unknown subcommand '" + sub + "' (ls, best, export, import, merge)"));
+  return fail(make_error("db: unknown subcommand '" + sub + "' (ls, best, partitions, export, import, merge)"));
 }
 
 const char *kCostModelHelp = R"(autotune costmodel eval: how well the cost model ranks held-out measurements

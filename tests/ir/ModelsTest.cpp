@@ -225,6 +225,9 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   ASSERT_EQ(code, 0) << planned_json;
   EXPECT_NE(planned_json.find("searched (the database's): 0 groups recomputed"), std::string::npos) << planned_json;  // stderr
   EXPECT_EQ(nlohmann::json::parse(planned_json.substr(planned_json.find('{')))["groups"], nlohmann::json::parse(fused_json)["groups"]);
+  out = cli("db partitions --db " + db, &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(": {\"moves\":[]}"), std::string::npos) << out;  // one saved partition: FuseOps's
   out = cli("inspect --model " + model_path("tiny_cnn") + " --stage planned", &code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--stage planned needs --db"), std::string::npos) << out;
@@ -317,6 +320,9 @@ TEST_F(Cli, CtrlCDuringThePartitionSearchSavesNoPartition) {
   std::string planned = cli("inspect --model " + model_path("efficientnet_b0") + " --stage planned --db " + db + " --format json", &code);
   EXPECT_EQ(code, 0) << planned;
   EXPECT_NE(planned.find("FuseOps's (none saved for this model)"), std::string::npos) << planned.substr(0, 300);
+  std::string saved = cli("db partitions --db " + db, &code);
+  EXPECT_EQ(code, 0) << saved;
+  EXPECT_EQ(saved, "no partition saved (autotune tune saves one per model and target)\n");
 }
 
 TEST_F(Cli, InspectFusedJsonListsGroups) {
