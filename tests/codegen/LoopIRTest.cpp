@@ -107,5 +107,24 @@ TEST(LoopIR, PrintsLoopNests) {
   EXPECT_EQ(to_string(s), "parallel (i, 0, 2) {\n  vectorized (j, 0, 8) {\n    out[((i * 8) + j)] = 1.0f\n  }\n}\n");
 }
 
+TEST(LoopIR, ReplaceBuffersMapsEveryAccessAndLeavesTheRest) {
+  Buffer a = make_buffer("a", Type::kF32, 8, BufferScope::kParam), b = make_buffer("b", Type::kF32, 8, BufferScope::kTemp);
+  Buffer c = make_buffer("c", Type::kF32, 8, BufferScope::kParam), t = make_buffer("t", Type::kF32, 1, BufferScope::kLocal);
+  Buffer a2 = make_buffer("a2", Type::kF32, 8, BufferScope::kParam), t2 = make_buffer("t2", Type::kF32, 1, BufferScope::kLocal);
+  // for i: allocate t { t[0] = a[i] * c[i]; b[i] = t[0] + a[7 - i] }
+  Stmt s = for_loop("i", int_imm(0), int_imm(8), ForKind::kSerial,
+                    allocate(t, seq({store(t, int_imm(0), load(a, var("i")) * load(c, var("i"))),
+                                     store(b, var("i"), load(t, int_imm(0)) + load(a, int_imm(7) - var("i")))})));
+  Stmt r = replace_buffers(s, {{a.get(), a2}, {t.get(), t2}});
+  std::string text = to_string(r);
+  EXPECT_EQ(text.find("a["), std::string::npos) << text;   // every read of a, both of them
+  EXPECT_EQ(text.find(" t["), std::string::npos) << text;  // the local, its allocation included
+  EXPECT_NE(text.find("a2[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("a2[(7 - i)]"), std::string::npos) << text;
+  EXPECT_NE(text.find("c[i]"), std::string::npos) << text;  // unmapped buffers stay
+  EXPECT_NE(text.find("b[i]"), std::string::npos) << text;
+  EXPECT_EQ(to_string(replace_buffers(s, {})), to_string(s));
+}
+
 }  // namespace
 }  // namespace autotune::loop

@@ -299,5 +299,43 @@ TEST_P(Lower, IntegerKernelsFallBackToTheReferenceExecutorAndSaySo) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, Lower, ::testing::Values("avx2", "avx512"), [](const auto &info) { return info.param; });
 
+// A group of several anchors is a chain only where each anchor reads the one before's result as
+// its data input, and nothing later reads an earlier segment's values; else lowering says why.
+TEST(Segments, AChainSplitsAtTheNextAnchorsDataInputAndOtherShapesAreRefused) {
+  auto chain = parse_text(R"(def @main(%x: Tensor[(1, 4, 6, 6), float32], %w: Tensor[(4, 1, 3, 3), float32], %v: Tensor[(8, 4, 1, 1), float32]) -> Tensor[(1, 8, 6, 6), float32] {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], groups=4);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %v);
+  %3 = nn.relu(%2);
+  return %3;
+})");
+  ASSERT_TRUE(static_cast<bool>(chain)) << chain.error().message;
+  auto fused = lower_to_stage(*chain, Stage::kOptimized, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused));
+  // The whole graph as one group's body: its inputs are the body's arguments.
+  auto segs = split_segments(*fused);
+  ASSERT_TRUE(static_cast<bool>(segs)) << segs.error().message;
+  ASSERT_EQ(segs->size(), 2u);
+  EXPECT_EQ((*segs)[0].body.nodes.size(), 2u);  // the depthwise conv and its relu
+  EXPECT_EQ((*segs)[0].args, (std::vector<int>{0, 1}));
+  EXPECT_EQ((*segs)[1].body.nodes.size(), 2u);  // the 1x1 conv and its relu, reading the first's result
+  EXPECT_EQ((*segs)[1].args, (std::vector<int>{-1, 2}));
+  // The second conv's data is the graph input, and the first conv's result comes in only by the epilogue.
+  auto side = parse_text(R"(def @main(%x: Tensor[(1, 4, 6, 6), float32], %w: Tensor[(4, 1, 3, 3), float32], %v: Tensor[(4, 4, 1, 1), float32]) -> Tensor[(1, 4, 6, 6), float32] {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], groups=4);
+  %1 = nn.conv2d(%x, %v);
+  %2 = add(%1, %0);
+  return %2;
+})");
+  ASSERT_TRUE(static_cast<bool>(side));
+  auto refused = split_segments(*side);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(refused.error().message.find("does not read the previous anchor's result as its data input"), std::string::npos)
+      << refused.error().message;
+  auto k = lower_group(*side, "side", KernelSchedule{});
+  ASSERT_FALSE(static_cast<bool>(k));
+  EXPECT_NE(k.error().message.find("previous anchor's result"), std::string::npos) << k.error().message;
+}
+
 }  // namespace
 }  // namespace autotune
