@@ -14,14 +14,10 @@ namespace lowering {
 Expected<LoweredKernel> Lowerer::run() {
   if (g_.outputs.size() != 1 || g_.outputs[0].kind != ValueId::Kind::kNode)
     return make_error("a kernel needs one output computed by a node");
-  for (size_t i = 0; i < g_.inputs.size(); ++i) {
-    const TensorType &t = g_.inputs[i].type;
-    params_.push_back(make_buffer("p" + std::to_string(i), t.dtype == DType::kFloat32 ? Type::kF32 : Type::kI64,
-                                  std::max<int64_t>(t.numel(), 1), BufferScope::kParam));
-  }
+  for (size_t i = 0; i < g_.inputs.size(); ++i) params_.push_back(param_buffer("p" + std::to_string(i), g_.inputs[i].type));
   const TensorType &ot = g_.type_of(g_.outputs[0]);
   if (ot.dtype != DType::kFloat32) return make_error("integer-valued kernels are not compiled");
-  out_ = make_buffer("out", Type::kF32, std::max<int64_t>(ot.numel(), 1), BufferScope::kParam);
+  out_ = param_buffer("out", ot);
   k_.buffers = params_;
   k_.buffers.push_back(out_);
   k_.num_params = static_cast<int>(params_.size());
@@ -339,7 +335,7 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
-    if (lowering::is_anchor_op(n.op)) anchor = &n;
+    if (is_anchor_op(n.op)) anchor = &n;
   AT_TRY(validate_schedule(body, s));
   KernelSchedule plain = s;
   plain.steps.clear();
@@ -400,10 +396,14 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   return steps ? steps : std::vector<Step>{};
 }
 
+bool is_chain(const Graph &body) {
+  return std::count_if(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_anchor_op(n.op); }) > 1;
+}
+
 Expected<std::vector<Segment>> split_segments(const Graph &body) {
   std::vector<int> anchors;
   for (size_t i = 0; i < body.nodes.size(); ++i)
-    if (lowering::is_anchor_op(body.nodes[i].op)) anchors.push_back(static_cast<int>(i));
+    if (is_anchor_op(body.nodes[i].op)) anchors.push_back(static_cast<int>(i));
   if (anchors.size() <= 1) {
     Segment one{body, {}};
     for (size_t i = 0; i < body.inputs.size(); ++i) one.args.push_back(static_cast<int>(i));
@@ -460,7 +460,7 @@ Expected<std::vector<Segment>> split_segments(const Graph &body) {
     b.add_output(local.at(cut[j]));
     sg.body = b.finish();
     int anchors_in = 0;
-    for (const Node &n : sg.body.nodes) anchors_in += lowering::is_anchor_op(n.op);
+    for (const Node &n : sg.body.nodes) anchors_in += is_anchor_op(n.op);
     if (anchors_in != 1) return make_error("a segment of the group holds " + std::to_string(anchors_in) + " anchors");
     out.push_back(std::move(sg));
   }
@@ -478,14 +478,9 @@ Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment
     return make_error("a group of " + std::to_string(segs.size()) + " segments needs a schedule per segment, got " + std::to_string(s.segments.size()));
   LoweredKernel k;
   k.name = name;
-  for (size_t i = 0; i < body.inputs.size(); ++i) {
-    const TensorType &t = body.inputs[i].type;
-    k.buffers.push_back(loop::make_buffer("p" + std::to_string(i), t.dtype == DType::kFloat32 ? loop::Type::kF32 : loop::Type::kI64,
-                                          std::max<int64_t>(t.numel(), 1), loop::BufferScope::kParam));
-  }
+  for (size_t i = 0; i < body.inputs.size(); ++i) k.buffers.push_back(lowering::param_buffer("p" + std::to_string(i), body.inputs[i].type));
   k.num_params = static_cast<int>(body.inputs.size());
-  const TensorType &ot = body.type_of(body.outputs[0]);
-  loop::Buffer out = loop::make_buffer("out", loop::Type::kF32, std::max<int64_t>(ot.numel(), 1), loop::BufferScope::kParam);
+  loop::Buffer out = lowering::param_buffer("out", body.type_of(body.outputs[0]));
   k.buffers.push_back(out);
   std::vector<loop::Buffer> temps;
   loop::Buffer prev;
@@ -535,8 +530,10 @@ Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment
 }  // namespace
 
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
-  AT_ASSIGN(segs, split_segments(body));
-  if (segs.size() > 1) return lower_chain(body, segs, name, s);
+  if (is_chain(body)) {
+    AT_ASSIGN(segs, split_segments(body));
+    return lower_chain(body, segs, name, s);
+  }
   KernelSchedule plan = s;
   if (s.steps.empty()) {
     // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).

@@ -34,6 +34,8 @@ struct Segment {
   Graph body;
   std::vector<int> args;  // per input of `body`: the group's argument index, or -1 for the previous segment's result
 };
+/** Whether `body` holds more than one anchor: a chain, or (where split_segments refuses it) no kernel at all. */
+bool is_chain(const Graph &body);
 /** The segments of `body` (one for a group with at most one anchor), or why it is no chain. */
 Expected<std::vector<Segment>> split_segments(const Graph &body);
 
@@ -56,8 +58,8 @@ Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, 
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s);
 
 /**
- * The step list a knob schedule stands for: the knobs are a thin layer on the sketches. An elementwise group, a pool, a global pool, a mean, a matmul or a
- * softmax is its loop sketch at the schedule's vector width (default_schedule's rules: a pool's
+ * The step list a knob schedule stands for: the knobs are a thin layer on the sketches. An
+ * elementwise group, a pool, a global pool, a mean, a matmul or a softmax is its loop sketch at the schedule's vector width (default_schedule's rules: a pool's
  * columns cut at its padding, a global pool's plane summed as vectors of partials); a dense
  * layer with a packed weight is the register-tile sketch with oc_block columns; a conv without
  * channel blocks (oc_block 0: depthwise, narrow groups) the loop sketch's row tile of px_block

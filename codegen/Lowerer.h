@@ -18,11 +18,6 @@ using namespace loop;
 using Index = std::vector<Expr>;
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
-inline bool is_anchor_op(const std::string &op) {
-  return op == "nn.conv2d" || op == "nn.conv2d_nchwc" || op == "nn.dense" || op == "nn.matmul" || op == "nn.max_pool2d" || op == "nn.avg_pool2d" ||
-         op == "nn.global_avg_pool2d" || op == "mean" || op == "nn.softmax";
-}
-
 inline Expr ravel(const Index &idx, const Shape &s) {
   Expr r = int_imm(0);
   int64_t stride = 1;
@@ -54,6 +49,11 @@ inline Expr clamp(const Expr &e, int64_t lo, int64_t hi) { return min(max(e, int
 inline Expr in_range(const Expr &e, int64_t lo, int64_t hi) { return both(int_imm(lo) <= e, e < int_imm(hi)); }
 /** ceil(a / d) for d > 0, with floor division. */
 inline Expr ceil_div(const Expr &a, int64_t d) { return int_imm(0) - ((int_imm(0) - a) / int_imm(d)); }
+
+/** A kernel argument (or its output) of tensor type `t`: float32 or int64, at least one element. */
+inline Buffer param_buffer(const std::string &name, const TensorType &t) {
+  return make_buffer(name, t.dtype == DType::kFloat32 ? Type::kF32 : Type::kI64, std::max<int64_t>(t.numel(), 1), BufferScope::kParam);
+}
 
 class Lowerer {
  public:

@@ -183,8 +183,8 @@ bool winograd_eligible(const Graph &body, const Node &n) {
 }
 
 Status validate_schedule(const Graph &body, const KernelSchedule &s) {
-  AT_ASSIGN(segs, split_segments(body));
-  if (segs.size() > 1 || !s.segments.empty()) {
+  if (is_chain(body) || !s.segments.empty()) {
+    AT_ASSIGN(segs, split_segments(body));
     if (segs.size() != s.segments.size())
       return make_error("the group has " + std::to_string(segs.size()) + " segments, the schedule " + std::to_string(s.segments.size()));
     for (size_t j = 0; j < segs.size(); ++j)
@@ -266,10 +266,11 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
 
 KernelSchedule default_schedule(const Graph &body, const Target &target) {
   KernelSchedule s;
-  if (auto segs = split_segments(body); segs && segs->size() > 1) {
-    for (const Segment &g : *segs) s.segments.push_back(default_schedule(g.body, target));
-    return s;
-  }
+  if (is_chain(body))
+    if (auto segs = split_segments(body)) {
+      for (const Segment &g : *segs) s.segments.push_back(default_schedule(g.body, target));
+      return s;
+    }
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
   // The widest vector that divides the channels (down to 8 lanes), two of them per block where

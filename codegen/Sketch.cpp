@@ -37,7 +37,6 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
   for (const Stmt &b : s->body) naive_loops(b, outs, reds);
 }
 
-/** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
 /** The loops before loop `name` in the sequence that holds it, in order (a partition's parts before its largest). */
 std::vector<std::string> loops_before(const Stmt &s, const std::string &name) {
   if (!s) return {};
@@ -54,6 +53,7 @@ std::vector<std::string> loops_before(const Stmt &s, const std::string &name) {
   return {};
 }
 
+/** The extents of the loops of stage `name` of `k` by loop name (empty when `k` has no such stage). */
 std::map<std::string, int64_t> stage_loops(const LoweredKernel &k, const std::string &name) {
   std::map<std::string, int64_t> out;
   auto at = stage_index(k, name);

@@ -147,6 +147,7 @@ std::string Target::key(int run_threads) const {
   // ones it already has) keys the same records as "host".
   std::string set;
   for (const std::string &f : enabled_features(features)) set += f + ",";
+  if (run_threads <= 0) run_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return triple + "/" + cpu + "/" + fnv1a_hex(set).substr(0, 8) + "/" + std::to_string(run_threads) + "t";
 }
 

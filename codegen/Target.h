@@ -25,7 +25,10 @@ struct Target {
 
   /** The JSON description: every field above. */
   std::string to_json() const;
-  /** The key of the tuning database's records: "x86_64-pc-linux-gnu/rocketlake/<hash of the features>/2t". */
+  /**
+   * The key of the tuning database's records: "x86_64-pc-linux-gnu/rocketlake/<hash of the
+   * features>/2t". `run_threads` <= 0 counts one per hardware thread, as the thread pool does.
+   */
   std::string key(int run_threads) const;
   /** Whether the code this target compiles can run here; the error names what the host lacks. */
   Status runnable_here() const;

@@ -410,6 +410,12 @@ const OpDef *find_op(const std::string &name) {
   return nullptr;
 }
 
+bool is_anchor_op(const std::string &op) {
+  const OpDef *def = find_op(op);
+  if (!def || op == "shape_of") return false;
+  return def->pattern == OpPattern::kOutEWiseFusable || def->pattern == OpPattern::kCommReduce || def->pattern == OpPattern::kOpaque;
+}
+
 Expected<TensorType> infer_node_type(const OpDef &op, const std::vector<TensorType> &inputs, Attrs &attrs,
                                      const std::vector<const Tensor *> &constants) {
   int n = static_cast<int>(inputs.size());

@@ -40,6 +40,13 @@ struct OpDef {
 
 /** The op named `name`, or null. */
 const OpDef *find_op(const std::string &name);
+
+/**
+ * Whether `op` is an anchor: the op of a fused group that gets a loop nest of its own (conv,
+ * dense, matmul, pools, mean, softmax: pattern OutEWiseFusable, CommReduce or Opaque, but
+ * shape_of); every other op is inlined at its reads or into the anchor's store.
+ */
+bool is_anchor_op(const std::string &op);
 const std::vector<OpDef> &all_ops();
 
 /** Normalizes attrs and infers the output type of `op` applied to inputs of the given types. */

@@ -10,15 +10,9 @@
 namespace autotune {
 namespace {
 
-bool is_anchor(const Node &n) {
-  if (n.op == "shape_of") return false;
-  OpPattern p = find_op(n.op)->pattern;
-  return p == OpPattern::kOutEWiseFusable || p == OpPattern::kCommReduce || p == OpPattern::kOpaque;
-}
-
 int anchors_of(const Graph &body) {
   int anchors = 0;
-  for (const Node &m : body.nodes) anchors += is_anchor(m);
+  for (const Node &m : body.nodes) anchors += is_anchor_op(m.op);
   return anchors;
 }
 
@@ -33,7 +27,7 @@ std::string why_not_consumer(const Graph &g, int c, int producer) {
     if (n.inputs[a] != ValueId::node(producer)) continue;
     for (const Node &m : body.nodes)
       for (size_t k = 0; k < m.inputs.size(); ++k)
-        if (m.inputs[k] == ValueId::input(static_cast<int>(a)) && k > 0 && is_anchor(m))
+        if (m.inputs[k] == ValueId::input(static_cast<int>(a)) && k > 0 && is_anchor_op(m.op))
           return "%" + std::to_string(c) + " reads it as input " + std::to_string(k) + " of " + m.op + " (only a data input is recomputed)";
   }
   return "";
@@ -50,7 +44,7 @@ std::string why_not_chain(const Graph &g, int c, int producer) {
   std::string name = "%" + std::to_string(c);
   if (anchors_of(body) != 1) return name + " is a chain already";
   int anchor = 0;
-  while (!is_anchor(body.nodes[anchor])) ++anchor;
+  while (!is_anchor_op(body.nodes[anchor].op)) ++anchor;
   ValueId data = body.nodes[anchor].inputs[0];
   // cut: the last body node before the consumer's anchor's data is complete (-1: the data is the argument).
   int cut = data.kind == ValueId::Kind::kNode ? data.index : -1;

@@ -38,7 +38,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   }
   AT_ASSIGN(jit, Jit::create({o.cache_dir, o.target}));
   PartitionReport rep;
-  rep.target = tuning_key(*jit, o.measure.threads);
+  rep.target = jit->target().key(o.measure.threads);
   rep.model_hash = model_hash(fused);
   Measurer measurer(*jit, o.measure);
   // The default kernel's median of one group body, measured once per round (the fastest round counts).

@@ -14,7 +14,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   ScheduleSpace sp;
   // A chain (a partition move's group of several anchors) runs each segment's default for now:
   // an empty space, so the tuner measures its default and spends no trial on it.
-  if (auto segs = split_segments(body); segs && segs->size() > 1) return sp;
+  if (is_chain(body) && split_segments(body)) return sp;
   sp.register_budget = target.vector_registers - 1;
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)

@@ -5,7 +5,6 @@
 #include <map>
 #include <cmath>
 #include <set>
-#include <thread>
 
 #include "db/TuningDb.h"
 #include "ir/Printer.h"
@@ -28,11 +27,6 @@ double TuneReport::estimated_tuned_s() const {
   double s = 0;
   for (const TaskReport &t : tasks) s += t.best_s() * static_cast<double>(t.task.groups.size());
   return s;
-}
-
-std::string tuning_key(const Jit &jit, int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return jit.target().key(threads);
 }
 
 namespace {
@@ -103,7 +97,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   const Target &target = jit->target();
   AT_ASSIGN(db, TuningDb::open(o.db_path));
   TuneReport rep;
-  rep.target = tuning_key(*jit, o.measure.threads);
+  rep.target = target.key(o.measure.threads);
   Measurer measurer(*jit, o.measure);
   Rng rng(o.seed);
 

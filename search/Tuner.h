@@ -72,9 +72,6 @@ struct TuneReport {
   double estimated_tuned_s() const;
 };
 
-/** The database key of the JIT's target for `threads` threads (0: all hardware threads). */
-std::string tuning_key(const Jit &jit, int threads);
-
 Expected<TuneReport> tune(const Graph &fused, const TuneOptions &options);
 
 }  // namespace autotune

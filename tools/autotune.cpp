@@ -216,7 +216,7 @@ int cmd_inspect(const std::vector<std::string> &argv) {
     if (!std::filesystem::exists(args->get("db"))) return fail(make_error(args->get("db") + ": no such tuning database"));
     auto db = TuningDb::open(args->get("db"), DbAccess::kReadOnly);
     if (!db) return fail(db.error());
-    std::string key = target->key(ThreadPool::shared(static_cast<int>(*threads))->size()), note;
+    std::string key = target->key(static_cast<int>(*threads)), note;
     auto moved = apply_saved_partition(*g, **db, key, &note);
     if (!moved) return fail(moved.error());
     std::fprintf(stderr, "partition for %s: %s; %zu groups (FuseOps's: %zu)\n", key.c_str(), note.c_str(),

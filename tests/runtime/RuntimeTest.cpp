@@ -204,9 +204,7 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   {
     auto db = TuningDb::open(db_path);
     ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
-    auto jit = Jit::create({"", o.target});
-    ASSERT_TRUE(static_cast<bool>(jit));
-    std::string target = (*jit)->target().key(ThreadPool::shared(o.threads)->size());
+    std::string target = o.target.key(o.threads);
     ASSERT_TRUE(static_cast<bool>((*db)->save_partition(model_hash(*f), target, partition_json(legal), "")));
   }
   o.db_path = db_path;

@@ -130,7 +130,7 @@ TEST_F(Tuner, ASingleTimeoutIsMeasuredAgainButTwoSettleTheSchedule) {
   ASSERT_GE(tasks.size(), 2u);
   auto jit = Jit::create({""});
   ASSERT_TRUE(static_cast<bool>(jit));
-  std::string target = tuning_key(**jit, 0);
+  std::string target = (*jit)->target().key(0);
   {
     auto db = TuningDb::open(db_);
     ASSERT_TRUE(static_cast<bool>(db));
