@@ -395,6 +395,39 @@ class StageEmitter {
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
   }
 
+  /**
+   * log(x) of float32 scalars and vectors, also without a library call: x = m 2^e with m in
+   * [sqrt(1/2), sqrt(2)) (a denormal x scaled by 2^23 first), log(m) = 2 atanh(s) with
+   * s = (m - 1) / (m + 1), |s| <= 0.1716, by its odd series to s^11 (the next term is below
+   * 1e-10), plus e ln2. 0 gives -inf, a negative x or NaN gives NaN, +inf stays +inf.
+   * tests/codegen/JitTest.cpp holds it to the double-precision log.
+   */
+  llvm::Value *emit_log(llvm::Value *x) {
+    llvm::Type *t = x->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
+    llvm::Type *it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
+                                     : static_cast<llvm::Type *>(b_.getInt32Ty());
+    auto ic = [&](int v) { return llvm::ConstantInt::get(it, v); };
+    llvm::Value *tiny = b_.CreateFCmpOLT(x, c(1.17549435e-38));
+    llvm::Value *xs = b_.CreateSelect(tiny, b_.CreateFMul(x, c(8388608.0)), x);
+    llvm::Value *bits = b_.CreateBitCast(xs, it);
+    llvm::Value *e = b_.CreateSub(b_.CreateLShr(bits, ic(23)), ic(127));
+    e = b_.CreateSelect(tiny, b_.CreateSub(e, ic(23)), e);
+    llvm::Value *m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, ic(0x7fffff)), ic(0x3f800000)), t);
+    llvm::Value *big = b_.CreateFCmpOGT(m, c(1.41421356237309505));
+    m = b_.CreateSelect(big, b_.CreateFMul(m, c(0.5)), m);
+    e = b_.CreateSelect(big, b_.CreateAdd(e, ic(1)), e);
+    llvm::Value *s = b_.CreateFDiv(b_.CreateFSub(m, c(1.0)), b_.CreateFAdd(m, c(1.0)));
+    llvm::Value *s2 = b_.CreateFMul(s, s);
+    llvm::Value *p = c(2.0 / 11);
+    for (double k : {2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3, 2.0}) p = fma(p, s2, c(k));
+    llvm::Value *y = fma(b_.CreateSIToFP(e, t), c(0.693147180559945309), b_.CreateFMul(p, s));
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, c(0.0)), c(-INFINITY), y);
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, c(INFINITY)), x, y);
+    return b_.CreateSelect(b_.CreateFCmpULT(x, c(0.0)), c(NAN), y);
+  }
+
   llvm::Value *emit_call(const Expr &e) {
     std::vector<llvm::Value *> args;
     bool any_vector = false;
@@ -407,6 +440,7 @@ class StageEmitter {
     llvm::Type *t = args[0]->getType();
     if (e->name == "fmuladd") return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, args);
     if (e->name == "exp") return emit_exp(args[0]);
+    if (e->name == "log") return emit_log(args[0]);
     if (e->name == "sqrt") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]);
     if (e->name == "floor") return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, args[0]);
     AT_CHECK(false, "unknown intrinsic " + e->name);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "codegen/Lowerer.h"
+#include "codegen/Math.h"
 #include "codegen/Sketch.h"
 #include "codegen/Steps.h"
 #include "codegen/Winograd.h"
@@ -73,13 +74,32 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
   if (op == "nn.hard_sigmoid")
     return min(max(x() * float_imm(n.attrs.f("alpha")) + float_imm(n.attrs.f("beta")), float_imm(0)), float_imm(1));
   if (op == "clip") return min(max(x(), float_imm(n.attrs.f("a_min"))), float_imm(n.attrs.f("a_max")));
-  if (op == "add" || op == "subtract" || op == "multiply" || op == "divide") {
+  if (op == "add" || op == "subtract" || op == "multiply" || op == "divide" || op == "power") {
     Expr a = in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape));
     Expr b = in(1, broadcast_index(idx, g_.type_of(n.inputs[1]).shape));
     if (op == "add") return a + b;
     if (op == "subtract") return a - b;
     if (op == "multiply") return a * b;
+    if (op == "power") return math::power(a, b);
     return a / b;
+  }
+  if (op == "sqrt") return call("sqrt", {x()});
+  if (op == "exp") return call("exp", {x()});
+  if (op == "log") return call("log", {x()});
+  if (op == "erf") return math::erf(x());
+  if (op == "tanh") return math::tanh(x());
+  if (op == "negative") return float_imm(0) - x();
+  if (op == "abs") {
+    Expr v0 = x();
+    return max(v0, float_imm(0) - v0);
+  }
+  if (op == "reciprocal") return float_imm(1) / x();
+  if (op == "broadcast_to") return in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape));
+  if (op == "strided_slice") {
+    const auto &b = n.attrs.ints("begin"), &st = n.attrs.ints("strides");
+    Index src(idx.size());
+    for (size_t d = 0; d < idx.size(); ++d) src[d] = int_imm(b[d]) + idx[d] * st[d];
+    return in(0, src);
   }
   if (op == "nn.batch_norm") {
     Index c{idx[1]};
@@ -365,11 +385,12 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   }
   const std::string &op = anchor->op;
   if (op == "nn.dense" && s.oc_block > 0 && anchor->inputs[1].kind == ValueId::Kind::kInput) {
-    // The register tile: oc_block columns of a row in registers, the weight packed by them, every
-    // column tile a parallel unit (the template's shape; alone, ResNet-50's and MobileNetV2's
-    // dense layers to 1000 classes 1.00-1.01 of it).
+    // The register tile: oc_block columns of px_block rows in registers (of one row for a batch-1
+    // classifier: the template's shape; alone, ResNet-50's and MobileNetV2's dense layers to 1000
+    // classes 1.00-1.01 of it), the weight packed by them, every column tile a parallel unit.
     TileSketch t;
     t.oc_block = s.oc_block;
+    t.px_block = std::clamp<int64_t>(s.px_block, 1, anchor->type.numel() / anchor->type.shape.back());
     AT_ASSIGN(steps, tile_sketch(naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape, t));
     AT_TRY(replay(naive, steps));
     return steps;

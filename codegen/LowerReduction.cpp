@@ -18,7 +18,8 @@ Expr Lowerer::combine_step(Combine c, const Expr &a, const Expr &t) {
 Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                                 const std::function<Expr(const Index &)> &init,
                                 const std::function<Expr(const Index &, const Index &)> &term,
-                                const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name) {
+                                const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
+                                const std::function<Index(const Index &)> &out_index) {
   Buffer acc = make_buffer("acc", Type::kF32, 1, BufferScope::kLocal);
   std::vector<std::string> i = numbered("i", out_shape.size()), k = numbered("k", domain.size());
   Index idx, r;
@@ -26,7 +27,7 @@ Status Lowerer::naive_reduction(const Shape &out_shape, const std::vector<int64_
   for (const std::string &v : k) r.push_back(var(v));
   Expr at = int_imm(0);
   Stmt red = loop_nest(k, domain, store(acc, at, combine_step(combine, load(acc, at), term(idx, r))));
-  Stmt body = allocate(acc, seq({store(acc, at, init(idx)), red, store_output(idx, finalize(load(acc, at), idx))}));
+  Stmt body = allocate(acc, seq({store(acc, at, init(idx)), red, store_output(out_index ? out_index(idx) : idx, finalize(load(acc, at), idx))}));
   k_.schedule = "naive nest";
   // Bounds checks that hold everywhere (a pool without padding) are gone from the nest, so no step list carries them.
   add_stage(stage_name, "u", 1, simplify_over_loops(loop_nest(i, out_shape, body)));

@@ -82,12 +82,14 @@ class Lowerer {
    * ...) around a one-element local accumulator: acc = init, a loop per reduction dimension (k0,
    * k1, ...) around acc = combine(acc, term), and the epilogue's store of finalize(acc).
    * Schedule steps (codegen/Steps, codegen/Sketch) transform it; vectorizing an output loop
-   * gives each lane its own accumulator.
+   * gives each lane its own accumulator. `out_index` maps the loops' index to the output's
+   * where they differ (a dense layer's rows, one loop over every leading dimension).
    */
   Status naive_reduction(const Shape &out_shape, const std::vector<int64_t> &domain, Combine combine,
                          const std::function<Expr(const Index &)> &init,
                          const std::function<Expr(const Index &, const Index &)> &term,
-                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name);
+                         const std::function<Expr(const Expr &, const Index &)> &finalize, const std::string &stage_name,
+                         const std::function<Index(const Index &)> &out_index = nullptr);
   /** The conv as naive nests: a `pad` producer nest (when padded) and the reduction nest reading it. */
   Status naive_conv2d();
   /**

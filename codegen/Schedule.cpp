@@ -255,7 +255,7 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
         return bad("inline padding needs the conv input to be an argument of the group");
     }
     if (n.op == "nn.dense" && s.oc_block > 0) {
-      int64_t units = n.type.shape[1];
+      int64_t units = n.type.shape.back();
       if (units % s.oc_block != 0)
         return bad("oc_block " + std::to_string(s.oc_block) + " does not divide " + std::to_string(units) + " dense units");
       if (n.inputs[1].kind != ValueId::Kind::kInput) return bad("the dense weight is computed inside the group");
@@ -289,7 +289,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   for (const Node &n : body.nodes) {
     bool conv = is_conv_op(n.op);
     if (!conv && n.op != "nn.dense") continue;
-    auto [v, ob] = block(conv ? conv_out_channels(n) / n.attrs.i("groups") : n.type.shape[1]);
+    auto [v, ob] = block(conv ? conv_out_channels(n) / n.attrs.i("groups") : n.type.shape.back());
     if (n.inputs[1].kind != ValueId::Kind::kInput) ob = 0;  // a computed weight cannot be packed at load time
     // conv2d_nchwc: whole channel blocks per register block.
     if (int64_t b = conv_block(n); b > 0) {
@@ -339,10 +339,13 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     int vecs = ob / v;
     int px = vecs > 1 ? (regs - 1 - vecs) / vecs : std::min(regs - 4, 28);
     if (conv) px = static_cast<int>(std::min<int64_t>(px, n.type.shape[2] * n.type.shape[3]));  // no block wider than the image
+    // A dense layer's tile is px_block rows x ob units (a GEMM micro-kernel: each weight vector
+    // loaded once for px_block rows); with one row (batch-1 classifiers) the template's 1 x ob.
+    if (!conv) px = static_cast<int>(std::min<int64_t>(px, n.type.numel() / n.type.shape.back()));
     s.px_block = px;
     // Channel blocks that do not split evenly over the threads (3 blocks on 2 threads: one idles a
     // third of the time) are worse than splitting the pixels: 0.27 against 0.16 ms for that 1x1 conv.
-    int64_t units = n.type.shape[0] * (conv ? conv_out_channels(n) : n.type.shape[1]) / ob;
+    int64_t units = conv ? n.type.shape[0] * conv_out_channels(n) / ob : n.type.shape.back() / ob;
     if (conv && units % target.threads != 0 && units < 8 * target.threads) s.parallel = KernelSchedule::Parallel::kPx;
     // As for NCHW's pixel vectors below, threads split the larger side: with more input channels
     // than output channels each thread then reads half the input, just written by the kernel

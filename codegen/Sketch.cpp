@@ -734,6 +734,27 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
     return pixel_tile_sketch(naive, weight, dims, knobs);
   }
   channel_tiles();
+  if (!conv && knobs.px_block > 1) {
+    // Rows x units: px_block rows of the oc_block-unit tile in registers, so each packed weight
+    // vector feeds px_block FMAs and each row's value oc_block / lanes of them; the rows left
+    // over (M % px_block) take a tile of their own inside the same column tile, so the column
+    // tiles stay the parallel loop.
+    int64_t M = outs[0].second;
+    if (knobs.px_block > M) return make_error("px_block " + std::to_string(knobs.px_block) + " is more than the " + std::to_string(M) + " rows");
+    step("reorder")->names = {"oo", "i0"};
+    Step *sr = step("split", "i0");
+    sr->factor = knobs.px_block, sr->names = {"mo", "mp"};
+    for (Step &t : register_tile(st.name, {"mp", "oi"}, {"k0"})) steps.push_back(t);
+    Step *pf = step("prefetch", "k0");
+    pf->buffer = weight, pf->factor = 2048;
+    if (M % knobs.px_block) {
+      for (Step &t : register_tile(st.name, {"mp_tail", "oi_tail"}, {"k0_tail"})) steps.push_back(t);
+      Step *pt = step("prefetch", "k0_tail");
+      pt->buffer = weight, pt->factor = 2048;
+    }
+    for (Step &p : parallel_over(st.name, {"oo"})) steps.push_back(p);
+    return steps;
+  }
   if (conv) {
     Step *sx = step("split", "i3");
     sx->factor = knobs.px_block, sx->names = {"xo", "xp"};
@@ -809,8 +830,9 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
   for (int64_t ob : blocks) {
     if (outs[1].second % ob) continue;
     int64_t vecs = (ob + lanes - 1) / lanes;
-    for (int64_t px = 1; px <= (conv ? width : 1); ++px) {
-      if (width % px || vecs * px + vecs + 1 > registers) continue;
+    int64_t rows = conv ? 0 : std::min<int64_t>(outs[0].second, 16);  // a dense layer's row tiles
+    for (int64_t px = 1; px <= (conv ? width : rows); ++px) {
+      if ((conv && width % px) || vecs * px + vecs + 1 > registers) continue;
       for (int pad = 0; pad < 3; ++pad)
         for (bool rows : {false, true})
           for (bool by_pixels : {true, false}) {

@@ -127,7 +127,7 @@ class Walker {
         break;
       case ExprKind::kCall:
         if (e->name == "fmuladd") fma_ += n, count_flop(2 * n);
-        else if (e->name == "exp" || e->name == "sqrt") transcendental_ += n, count_flop(n);
+        else if (e->name == "exp" || e->name == "log" || e->name == "sqrt") transcendental_ += n, count_flop(n);
         else cmp_ += n, count_flop(n);  // floor
         break;
       case ExprKind::kLoad: access(e->buffer, e->args[0], false); break;

@@ -4,7 +4,11 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <unordered_map>
 
 #include "ir/Files.h"
@@ -28,6 +32,28 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto &t) {
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT: dtype = DType::kFloat32; break;
     case onnx::TensorProto::INT64: dtype = DType::kInt64; break;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::BOOL: {
+      // Held as int64 (shape arithmetic and masks, evaluated at import; no kernel reads them).
+      bool is_bool = t.data_type() == onnx::TensorProto::BOOL;
+      Shape shape(t.dims().begin(), t.dims().end());
+      auto type = make_type(DType::kInt64, shape);
+      if (!type) return make_error(what + ": " + type.error().message);
+      size_t width = is_bool ? 1 : 4;
+      int64_t n = type->numel();
+      if (t.has_raw_data() ? t.raw_data().size() != static_cast<size_t>(n) * width : t.int32_data_size() != n)
+        return make_error(what + ": " + shape_str(shape) + " needs " + std::to_string(n) + " values, the file has " +
+                          (t.has_raw_data() ? std::to_string(t.raw_data().size()) + " bytes" : std::to_string(t.int32_data_size()) + " values"));
+      AT_ASSIGN(out, Tensor::allocate(*type, what));
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = 0;
+        if (!t.has_raw_data()) v = t.int32_data(static_cast<int>(i));
+        else if (is_bool) v = t.raw_data()[i] != 0;
+        else std::memcpy(&v, t.raw_data().data() + 4 * i, 4);
+        out.i64()[i] = is_bool ? (v != 0) : v;
+      }
+      return out;
+    }
     default:
       return make_error(what + ": dtype " + onnx::TensorProto::DataType_Name(
                                                 static_cast<onnx::TensorProto::DataType>(t.data_type())) +
@@ -194,6 +220,13 @@ class Importer {
   Expected<ValueId> convert_softmax(const onnx::NodeProto &n);
   Expected<ValueId> convert_pad(const onnx::NodeProto &n);
   Expected<ValueId> convert_constant(const onnx::NodeProto &n);
+  Expected<ValueId> convert_slice(const onnx::NodeProto &n);
+  Expected<std::vector<ValueId>> convert_split(const onnx::NodeProto &n);
+  Expected<ValueId> convert_pow(const onnx::NodeProto &n);
+  Expected<ValueId> convert_layer_norm(const onnx::NodeProto &n);
+  Expected<ValueId> convert_shape_math(const onnx::NodeProto &n);
+  /** The slice [b, e) with step st of every dimension of x's listed axes (ONNX's clamping), as a strided_slice. */
+  Expected<ValueId> emit_slice(const onnx::NodeProto &n, ValueId x, const Ints &starts, const Ints &ends, const Ints &axes, const Ints &steps);
   /** Resolves auto_pad / pads of a 2-D window op into [top, left, bottom, right]. */
   Expected<Ints> window_padding(const onnx::NodeProto &n, const Shape &x, const Ints &kernel, const Ints &strides,
                                 const Ints &dilations);
@@ -299,6 +332,15 @@ Status Importer::import_node(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return fail(n, "domain '" + n.domain() + "' is not supported");
   if (n.output_size() < 1 || n.output(0).empty()) return fail(n, "node has no output");
+  if (n.op_type() == "Split") {
+    AT_ASSIGN(parts, convert_split(n));
+    for (int i = 0; i < n.output_size(); ++i) {
+      if (n.output(i).empty()) continue;
+      values_[n.output(i)] = parts[i];
+      producers_[n.output(i)] = node_index_;
+    }
+    return Status::ok();
+  }
   AT_ASSIGN(v, convert(n));
   values_[n.output(0)] = v;
   producers_[n.output(0)] = node_index_;
@@ -383,6 +425,25 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
   if (op == "Mul") return binary("multiply");
   if (op == "Div") return binary("divide");
   if (op == "Identity") return unary("identity");
+  if (op == "Sqrt") return unary("sqrt");
+  if (op == "Erf") return unary("erf");
+  if (op == "Tanh") return unary("tanh");
+  if (op == "Exp") return unary("exp");
+  if (op == "Log") return unary("log");
+  if (op == "Neg") return unary("negative");
+  if (op == "Abs") return unary("abs");
+  if (op == "Reciprocal") return unary("reciprocal");
+  if (op == "Pow") return convert_pow(n);
+  if (op == "Slice") return convert_slice(n);
+  if (op == "LayerNormalization") return convert_layer_norm(n);
+  if (op == "Expand") {
+    AT_ASSIGN(x, input(n, 0));
+    AT_ASSIGN(shape, constant_input(n, 1, DType::kInt64));
+    return emit(n, "broadcast_to", {x}, {{"shape", Ints(shape.i64(), shape.i64() + shape.numel())}});
+  }
+  if (op == "ConstantOfShape" || op == "Equal" || op == "Less" || op == "Greater" || op == "Not" || op == "And" || op == "Or" ||
+      op == "Where" || op == "Cast" || op == "Range")
+    return convert_shape_math(n);
   if (op == "Dropout") {
     if (n.output_size() > 1 && !n.output(1).empty()) return fail(n, "the mask output is not supported");
     float rate = 0.5f;
@@ -396,7 +457,17 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     }
     return unary("nn.dropout", {{"rate", static_cast<double>(rate)}});
   }
-  if (op == "MatMul") return binary("nn.matmul");
+  if (op == "MatMul") {
+    // A constant matrix on the right is a dense layer's weight (transposed to [N, K], folded by
+    // fold-constants), as TVM's importer makes it: a packed weight and the dense register tile.
+    AT_ASSIGN(a, input(n, 0));
+    AT_ASSIGN(b, input(n, 1));
+    if (constant(b) && type_of(b).rank() == 2 && type_of(a).rank() >= 2) {
+      AT_ASSIGN(t, emit(n, "transpose", {b}, {{"axes", Ints{1, 0}}}));
+      return emit(n, "nn.dense", {a, t});
+    }
+    return emit(n, "nn.matmul", {a, b});
+  }
   if (op == "Gemm") return convert_gemm(n);
   if (op == "Flatten") {
     AT_ASSIGN(x, input(n, 0));
@@ -693,6 +764,239 @@ Expected<ValueId> Importer::convert_constant(const onnx::NodeProto &n) {
     return fail(n, "attribute '" + a.name() + "' is not supported");
   }
   return b_.add_constant(n.output(0), t);
+}
+
+Expected<ValueId> Importer::emit_slice(const onnx::NodeProto &n, ValueId x, const Ints &starts, const Ints &ends, const Ints &axes,
+                                       const Ints &steps) {
+  const Shape &s = type_of(x).shape;
+  int r = static_cast<int>(s.size());
+  Ints begin(r, 0), end(s.begin(), s.end()), strides(r, 1);
+  std::vector<bool> seen(r, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto ax = normalize_axis(axes.empty() ? static_cast<int64_t>(i) : axes[i], r);
+    if (!ax) return fail(n, ax.error().message);
+    if (seen[*ax]) return fail(n, "axis " + std::to_string(*ax) + " is sliced twice");
+    seen[*ax] = true;
+    int64_t dim = s[*ax], st = steps.empty() ? 1 : steps[i];
+    if (st == 0) return fail(n, "step 0 on axis " + std::to_string(*ax));
+    // ONNX's rule: negative bounds count from the end, then clamp to the range the step allows.
+    auto from_end = [dim](int64_t v) { return v < 0 ? (v < std::numeric_limits<int64_t>::min() + dim ? -1 : v + dim) : v; };
+    int64_t b = from_end(starts[i]), e = from_end(ends[i]);
+    if (st > 0) b = std::clamp<int64_t>(b, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
+    else b = std::clamp<int64_t>(b, 0, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
+    begin[*ax] = b, end[*ax] = e, strides[*ax] = st;
+  }
+  return emit(n, "strided_slice", {x}, {{"begin", begin}, {"end", end}, {"strides", strides}});
+}
+
+Expected<ValueId> Importer::convert_slice(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  Ints starts, ends, axes, steps;
+  if (opset_ < 10) {
+    AT_ASSIGN(a, attr_ints(n, "starts", {}));
+    AT_ASSIGN(b, attr_ints(n, "ends", {}));
+    AT_ASSIGN(c, attr_ints(n, "axes", {}));
+    starts = a, ends = b, axes = c;
+  } else {
+    auto ints = [&](int i, Ints &out) -> Status {
+      if (!has_input(n, i)) return Status::ok();
+      AT_ASSIGN(t, constant_input(n, i, DType::kInt64));
+      out.assign(t.i64(), t.i64() + t.numel());
+      return Status::ok();
+    };
+    AT_TRY(ints(1, starts));
+    AT_TRY(ints(2, ends));
+    AT_TRY(ints(3, axes));
+    AT_TRY(ints(4, steps));
+  }
+  if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) || (!steps.empty() && steps.size() != starts.size()))
+    return fail(n, "starts, ends, axes and steps differ in length");
+  return emit_slice(n, x, starts, ends, axes, steps);
+}
+
+Expected<std::vector<ValueId>> Importer::convert_split(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  const Shape &s = type_of(x).shape;
+  AT_ASSIGN(axis_attr, attr_int(n, "axis", 0));
+  auto axis = normalize_axis(axis_attr, static_cast<int>(s.size()));
+  if (!axis) return fail(n, axis.error().message);
+  Ints sizes;
+  if (opset_ < 13) {
+    AT_ASSIGN(a, attr_ints(n, "split", {}));
+    sizes = a;
+  } else if (has_input(n, 1)) {
+    AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
+    sizes.assign(t.i64(), t.i64() + t.numel());
+  }
+  int parts = n.output_size();
+  int64_t dim = s[*axis];
+  if (sizes.empty()) {
+    if (dim % parts != 0) return fail(n, "axis " + std::to_string(*axis) + " of extent " + std::to_string(dim) + " does not split into " + std::to_string(parts) + " equal parts");
+    sizes.assign(parts, dim / parts);
+  }
+  if (static_cast<int>(sizes.size()) != parts) return fail(n, std::to_string(sizes.size()) + " split sizes for " + std::to_string(parts) + " outputs");
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) return fail(n, "negative split size");
+    total += v;
+  }
+  if (total != dim) return fail(n, "split sizes add up to " + std::to_string(total) + ", not the axis's extent " + std::to_string(dim));
+  std::vector<ValueId> out;
+  int64_t at = 0;
+  for (int64_t v : sizes) {
+    AT_ASSIGN(part, emit_slice(n, x, {at}, {at + v}, {*axis}, {}));
+    out.push_back(part);
+    at += v;
+  }
+  return out;
+}
+
+Expected<ValueId> Importer::convert_pow(const onnx::NodeProto &n) {
+  AT_ASSIGN(x, input(n, 0));
+  AT_ASSIGN(y, input(n, 1));
+  // A constant scalar exponent (LayerNorm's square) becomes the arithmetic it stands for.
+  if (const Tensor *e = constant(y); e && e->numel() == 1 && type_of(x).dtype == DType::kFloat32) {
+    double v = e->dtype() == DType::kFloat32 ? e->f32()[0] : static_cast<double>(e->i64()[0]);
+    bool keeps_shape = type_of(y).rank() <= type_of(x).rank();
+    if (keeps_shape && v == 1) return emit(n, "identity", {x});
+    if (keeps_shape && v == 2) return emit(n, "multiply", {x, x});
+    if (keeps_shape && v == 0.5) return emit(n, "sqrt", {x});
+    if (keeps_shape && v == -1) return emit(n, "reciprocal", {x});
+  }
+  if (type_of(y).dtype != DType::kFloat32) return fail(n, "an integer exponent is supported only as a constant scalar");
+  return emit(n, "power", {x, y});
+}
+
+Expected<ValueId> Importer::convert_layer_norm(const onnx::NodeProto &n) {
+  // (x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` on, as the ops that
+  // PyTorch's opset-13 export writes for it; FuseOps groups them like that export's.
+  AT_ASSIGN(x, input(n, 0));
+  AT_ASSIGN(scale, input(n, 1));
+  int r = type_of(x).rank();
+  AT_ASSIGN(axis_attr, attr_int(n, "axis", -1));
+  auto axis = normalize_axis(axis_attr, r);
+  if (!axis) return fail(n, axis.error().message);
+  AT_ASSIGN(eps, attr_float(n, "epsilon", 1e-5f));
+  AT_ASSIGN(stash, attr_int(n, "stash_type", 1));
+  if (stash != 1) return fail(n, "stash_type " + std::to_string(stash) + " is not supported (float32 statistics are)");
+  Ints axes;
+  for (int a = *axis; a < r; ++a) axes.push_back(a);
+  Attrs mean_attrs{{"axis", axes}, {"keepdims", int64_t{1}}};
+  AT_ASSIGN(mu, emit(n, "mean", {x}, mean_attrs));
+  AT_ASSIGN(d, emit(n, "subtract", {x, mu}));
+  AT_ASSIGN(sq, emit(n, "multiply", {d, d}));
+  AT_ASSIGN(var, emit(n, "mean", {sq}, mean_attrs));
+  ValueId e = b_.add_constant(n.output(0) + ".epsilon", scalar_f32(eps));
+  AT_ASSIGN(ve, emit(n, "add", {var, e}));
+  AT_ASSIGN(sd, emit(n, "sqrt", {ve}));
+  AT_ASSIGN(norm, emit(n, "divide", {d, sd}));
+  AT_ASSIGN(y, emit(n, "multiply", {norm, scale}));
+  if (!has_input(n, 2)) return y;
+  AT_ASSIGN(bias, input(n, 2));
+  return emit(n, "add", {y, bias});
+}
+
+Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {
+  // Ops that exporters use on shapes and masks: evaluated here on constant inputs, never
+  // compiled. Booleans are held as int64 0 and 1 (they never reach a kernel).
+  const std::string &op = n.op_type();
+  std::vector<Tensor> in;
+  for (int i = 0; i < n.input_size(); ++i) {
+    if (!has_input(n, i)) continue;
+    AT_ASSIGN(v, input(n, i));
+    const Tensor *t = constant(v);
+    if (!t) {
+      if (op == "Cast" && type_of(v).dtype == DType::kFloat32) {
+        AT_ASSIGN(to, attr_int(n, "to", 0));
+        if (to == onnx::TensorProto::FLOAT) return emit(n, "identity", {v});
+      }
+      return fail(n, "supported only where its inputs are constants (shape computations); input '" + n.input(i) + "' is computed by the graph");
+    }
+    in.push_back(*t);
+  }
+  auto as_double = [](const Tensor &t, int64_t i) { return t.dtype() == DType::kFloat32 ? static_cast<double>(t.f32()[i]) : static_cast<double>(t.i64()[i]); };
+  auto make = [&](DType dt, const Shape &shape, const std::function<double(int64_t)> &f) -> Expected<ValueId> {
+    auto type = make_type(dt, shape);
+    if (!type) return fail(n, type.error().message);
+    if (type->nbytes() > fold_budget_ - folded_bytes_) return fail(n, "folding this constant " + type_str(*type) + " goes beyond the import budget");
+    folded_bytes_ += type->nbytes();
+    Tensor out(*type);
+    for (int64_t i = 0; i < type->numel(); ++i) {
+      if (dt == DType::kFloat32) out.f32()[i] = static_cast<float>(f(i));
+      else out.i64()[i] = static_cast<int64_t>(f(i));
+    }
+    return b_.add_constant(n.output(0), std::move(out));
+  };
+  // Elementwise over numpy broadcasting of the inputs.
+  auto elementwise = [&](DType dt, const std::function<double(const std::vector<double> &)> &f) -> Expected<ValueId> {
+    Shape shape;
+    for (const Tensor &t : in) {
+      auto b = broadcast_shapes(shape, t.shape());
+      if (!b) return fail(n, b.error().message);
+      shape = *b;
+    }
+    return make(dt, shape, [&](int64_t i) {
+      std::vector<double> args;
+      for (const Tensor &t : in) {
+        // The element of t that output element i reads under broadcasting.
+        int64_t rem = i, off = 0, stride = 1;
+        for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+          int64_t idx = rem % shape[d];
+          rem /= shape[d];
+          int td = d - static_cast<int>(shape.size() - t.shape().size());
+          if (td >= 0) {
+            if (t.shape()[td] != 1) off += idx * stride;
+            stride *= t.shape()[td];
+          }
+        }
+        args.push_back(as_double(t, off));
+      }
+      return f(args);
+    });
+  };
+  if (op == "ConstantOfShape") {
+    if (in.size() != 1 || in[0].dtype() != DType::kInt64) return fail(n, "the shape must be an int64 constant");
+    Shape shape(in[0].i64(), in[0].i64() + in[0].numel());
+    Tensor value = scalar_f32(0);
+    if (const auto *a = attr(n, "value")) {
+      auto v = tensor_from_proto(a->t());
+      if (!v) return fail(n, v.error().message);
+      if (v->numel() != 1) return fail(n, "the value must hold one element");
+      value = v.take();
+    }
+    double v = as_double(value, 0);
+    return make(value.dtype(), shape, [v](int64_t) { return v; });
+  }
+  if (op == "Range") {
+    if (in.size() != 3) return fail(n, "expected start, limit and delta");
+    double start = as_double(in[0], 0), limit = as_double(in[1], 0), delta = as_double(in[2], 0);
+    if (delta == 0) return fail(n, "delta is 0");
+    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    return make(in[0].dtype(), {count}, [=](int64_t i) { return start + static_cast<double>(i) * delta; });
+  }
+  if (op == "Cast") {
+    AT_ASSIGN(to, attr_int(n, "to", 0));
+    DType dt;
+    if (to == onnx::TensorProto::FLOAT) dt = DType::kFloat32;
+    else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::BOOL) dt = DType::kInt64;
+    else return fail(n, "cast to " + onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(to)) + " is not supported");
+    bool to_bool = to == onnx::TensorProto::BOOL;
+    return elementwise(dt, [to_bool](const std::vector<double> &a) { return to_bool ? (a[0] != 0 ? 1.0 : 0.0) : a[0]; });
+  }
+  if (op == "Where") {
+    if (in.size() != 3) return fail(n, "expected condition, x and y");
+    DType dt = in[1].dtype();
+    return elementwise(dt, [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; });
+  }
+  auto compare = [&](const std::function<bool(double, double)> &f) {
+    return elementwise(DType::kInt64, [f](const std::vector<double> &a) { return f(a[0], a.size() > 1 ? a[1] : 0) ? 1.0 : 0.0; });
+  };
+  if (op == "Equal") return compare([](double a, double b) { return a == b; });
+  if (op == "Less") return compare([](double a, double b) { return a < b; });
+  if (op == "Greater") return compare([](double a, double b) { return a > b; });
+  if (op == "And") return compare([](double a, double b) { return a != 0 && b != 0; });
+  if (op == "Or") return compare([](double a, double b) { return a != 0 || b != 0; });
+  return compare([](double a, double) { return a == 0; });  // Not
 }
 
 }  // namespace

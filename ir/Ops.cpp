@@ -222,6 +222,42 @@ Expected<TensorType> infer_reshape(const OpCall &c) {
   return t;
 }
 
+Expected<TensorType> binary_f32(const OpCall &c) {
+  AT_TRY(need_f32(c, 0));
+  AT_TRY(need_f32(c, 1));
+  return binary(c);
+}
+
+/**
+ * strided_slice: per dimension, out[i] reads in[begin + i * stride]; begin, end and strides are
+ * given for every dimension, already clamped by the importer (ONNX's rules), so end may be -1 for
+ * a negative stride that runs down to index 0. The extent is ceil((end - begin) / stride), at least 0.
+ */
+Expected<TensorType> infer_strided_slice(const OpCall &c) {
+  const Shape &in = c.inputs[0].shape;
+  const Ints &b = c.attrs.ints("begin"), &e = c.attrs.ints("end"), &st = c.attrs.ints("strides");
+  size_t r = in.size();
+  if (b.size() != r || e.size() != r || st.size() != r)
+    return make_error("begin, end and strides need " + std::to_string(r) + " values each (the input's rank)");
+  Shape s(r);
+  for (size_t d = 0; d < r; ++d) {
+    if (st[d] == 0) return make_error("stride 0 in dimension " + std::to_string(d));
+    if (b[d] < 0 || b[d] >= std::max<int64_t>(in[d], 1) || e[d] < -1 || e[d] > in[d])
+      return make_error("begin " + std::to_string(b[d]) + " or end " + std::to_string(e[d]) + " outside dimension " + std::to_string(d) +
+                        " of extent " + std::to_string(in[d]));
+    int64_t span = st[d] > 0 ? e[d] - b[d] : b[d] - e[d], step = std::abs(st[d]);
+    s[d] = in[d] == 0 ? 0 : std::max<int64_t>(0, (span + step - 1) / step);
+  }
+  return make_type(c.inputs[0].dtype, s);
+}
+
+/** broadcast_to: the input broadcast (numpy rules) to `shape`, which it must broadcast to exactly. */
+Expected<TensorType> infer_broadcast_to(const OpCall &c) {
+  const Ints &want = c.attrs.ints("shape");
+  AT_ASSIGN(s, broadcast_shapes(c.inputs[0].shape, want));
+  return make_type(c.inputs[0].dtype, s);
+}
+
 Expected<TensorType> infer_transpose(const OpCall &c) {
   const Ints &axes = c.attrs.ints("axes");
   int r = c.inputs[0].rank();
@@ -239,11 +275,14 @@ Expected<TensorType> infer_transpose(const OpCall &c) {
 Expected<TensorType> infer_dense(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   AT_TRY(need_f32(c, 1));
-  AT_TRY(need_rank(c, 0, 2));
+  // Data [..., K] (the leading dims rows of one matrix: a transformer's [batch, tokens, K]), weight [N, K].
+  if (c.inputs[0].rank() < 2) return make_error("input 0 must have rank 2 or more, got " + std::to_string(c.inputs[0].rank()));
   AT_TRY(need_rank(c, 1, 2));
   const Shape &a = c.inputs[0].shape, &w = c.inputs[1].shape;
-  if (a[1] != w[1]) return make_error("data " + shape_str(a) + " and weight " + shape_str(w) + " disagree on K");
-  return make_type(DType::kFloat32, {a[0], w[0]});
+  if (a.back() != w[1]) return make_error("data " + shape_str(a) + " and weight " + shape_str(w) + " disagree on K");
+  Shape out = a;
+  out.back() = w[0];
+  return make_type(DType::kFloat32, out);
 }
 
 Expected<TensorType> infer_matmul(const OpCall &c) {
@@ -369,11 +408,16 @@ std::vector<OpDef> make_ops() {
                  {{"alpha", AttrKind::kFloat, 0.2}, {"beta", AttrKind::kFloat, 0.5}}, unary_f32});
   ops.push_back({"clip", P::kElemWise, 1, 1,
                  {{"a_min", AttrKind::kFloat, -kInf}, {"a_max", AttrKind::kFloat, kInf}}, infer_clip});
+  // Transcendental and arithmetic unary ops (transformers' LayerNorm, GELU, attention).
+  for (const char *name : {"sqrt", "erf", "tanh", "exp", "log", "negative", "abs", "reciprocal"})
+    ops.push_back({name, P::kElemWise, 1, 1, {}, unary_f32});
   ops.push_back({"identity", P::kElemWise, 1, 1, {}, same_as_input});
   ops.push_back({"nn.dropout", P::kElemWise, 1, 1, {{"rate", AttrKind::kFloat, 0.5}}, same_as_input});
 
   for (const char *name : {"add", "subtract", "multiply", "divide"})
     ops.push_back({name, P::kBroadcast, 2, 2, {}, binary});
+  ops.push_back({"power", P::kBroadcast, 2, 2, {}, binary_f32});
+  ops.push_back({"broadcast_to", P::kBroadcast, 1, 1, {{"shape", AttrKind::kInts, std::nullopt}}, infer_broadcast_to});
 
   auto pool_attrs = window_attrs(true);
   pool_attrs.push_back({"ceil_mode", AttrKind::kInt, int64_t{0}});
@@ -390,6 +434,9 @@ std::vector<OpDef> make_ops() {
   ops.push_back({"concatenate", P::kInjective, 1, -1, {{"axis", AttrKind::kInt, std::nullopt}}, infer_concat});
   ops.push_back({"nn.pad", P::kInjective, 1, 1,
                  {{"pad_width", AttrKind::kInts, std::nullopt}, {"pad_value", AttrKind::kFloat, 0.0}}, infer_pad});
+  ops.push_back({"strided_slice", P::kInjective, 1, 1,
+                 {{"begin", AttrKind::kInts, std::nullopt}, {"end", AttrKind::kInts, std::nullopt}, {"strides", AttrKind::kInts, std::nullopt}},
+                 infer_strided_slice});
   ops.push_back({"take", P::kInjective, 2, 2, {{"axis", AttrKind::kInt, int64_t{0}}}, infer_take});
   ops.push_back({"nn.to_nchwc", P::kInjective, 1, 1, {{"block", AttrKind::kInt, int64_t{16}}}, infer_to_nchwc});
   ops.push_back({"nn.from_nchwc", P::kInjective, 1, 1, {}, infer_from_nchwc});

@@ -201,7 +201,7 @@ Tensor eval_batch_norm(const Node &n, const std::vector<Tensor> &in) {
 }
 
 Tensor eval_dense(const Node &n, const Tensor &a, const Tensor &w) {
-  int64_t M = a.shape()[0], K = a.shape()[1], N = w.shape()[0];
+  int64_t K = a.shape().back(), M = a.numel() / std::max<int64_t>(K, 1), N = w.shape()[0];
   Tensor out(n.type);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t j = 0; j < N; ++j) {
@@ -310,6 +310,27 @@ Tensor eval_transpose(const Node &n, const Tensor &x) {
   });
 }
 
+Tensor eval_strided_slice(const Node &n, const Tensor &x) {
+  const Ints &b = n.attrs.ints("begin"), &st = n.attrs.ints("strides");
+  Ints xs = strides_of(x.shape());
+  return gather_elements(n, x, [&](int64_t i) {
+    Ints idx = unravel(i, n.type.shape);
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += (b[d] + idx[d] * st[d]) * xs[d];
+    return off;
+  });
+}
+
+Tensor eval_broadcast_to(const Node &n, const Tensor &x) {
+  Ints bs = broadcast_strides(x.shape(), n.type.shape);
+  return gather_elements(n, x, [&](int64_t i) {
+    Ints idx = unravel(i, n.type.shape);
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * bs[d];
+    return off;
+  });
+}
+
 Tensor eval_pad(const Node &n, const Tensor &x) {
   const Ints &pw = n.attrs.ints("pad_width");
   int r = x.type().rank();
@@ -413,6 +434,24 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
     float lo = static_cast<float>(n.attrs.f("a_min")), hi = static_cast<float>(n.attrs.f("a_max"));
     return map_f32(n, in[0], [=](float v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); });
   }
+  // Computed in double and rounded once, the reference the kernels' float approximations are held to.
+  auto unary_d = [&](double (*f)(double)) { return map_f32(n, in[0], [f](float v) { return static_cast<float>(f(v)); }); };
+  if (op == "sqrt") return unary_d([](double v) { return std::sqrt(v); });
+  if (op == "erf") return unary_d([](double v) { return std::erf(v); });
+  if (op == "tanh") return unary_d([](double v) { return std::tanh(v); });
+  if (op == "exp") return unary_d([](double v) { return std::exp(v); });
+  if (op == "log") return unary_d([](double v) { return std::log(v); });
+  if (op == "negative") return unary_d([](double v) { return -v; });
+  if (op == "abs") return unary_d([](double v) { return std::fabs(v); });
+  if (op == "reciprocal") return unary_d([](double v) { return 1.0 / v; });
+  if (op == "power") {
+    Tensor out(n.type);
+    binary_loop(in[0].f32(), in[1].f32(), out.f32(), in[0].shape(), in[1].shape(), n.type.shape,
+                [](float a, float b) { return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b))); });
+    return out;
+  }
+  if (op == "strided_slice") return eval_strided_slice(n, in[0]);
+  if (op == "broadcast_to") return eval_broadcast_to(n, in[0]);
   if (op == "identity" || op == "nn.dropout") return in[0];
   if (op == "add" || op == "subtract" || op == "multiply" || op == "divide") return eval_binary(n, in[0], in[1]);
   if (op == "nn.max_pool2d") return eval_pool2d(n, in[0], true);

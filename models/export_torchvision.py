@@ -4,7 +4,8 @@
   export_torchvision.py --out DIR [--models resnet18,resnet50,...]
 
 For each model: seeded random weights (no download; BatchNorm statistics randomized too, so BN
-is not an identity), eval mode, a fixed 1x3x224x224 input, opset 13. Two exports per model, the
+is not an identity; a Linear layer initialized to zero and ConvNeXt's 1e-6 layer scale too, so
+no block is hidden), eval mode, a fixed 1x3x224x224 input, opset 13. Two exports per model, the
 two forms PyTorch writes: NAME.onnx with BatchNormalization folded into the convs
 (TrainingMode.EVAL, constant folding) and NAME_bn.onnx with BatchNormalization kept as its own
 node (TrainingMode.PRESERVE). Beside them NAME.input.npy and NAME.torch.npy, PyTorch's output on
@@ -17,7 +18,8 @@ import numpy as np
 import torch
 import torchvision
 
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_0", "densenet121", "googlenet"]
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_0", "densenet121", "googlenet",
+          "shufflenet_v2_x1_0", "convnext_tiny", "vit_b_16"]
 
 
 def build(name):
@@ -34,6 +36,13 @@ def build(name):
                 m.bias.copy_(torch.rand(c, generator=g) * 0.2 - 0.1)
                 m.running_mean.copy_(torch.rand(c, generator=g) * 0.2 - 0.1)
                 m.running_var.copy_(torch.rand(c, generator=g) + 0.5)
+            elif isinstance(m, torch.nn.Linear) and not m.weight.any():
+                # ViT's head starts at zero: its output would be all zeros and check nothing.
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * 0.02)
+        for name, p in model.named_parameters():
+            if name.endswith("layer_scale"):
+                # ConvNeXt's layer scale starts at 1e-6, which hides each block's output behind its shortcut.
+                p.copy_(torch.rand(p.shape, generator=g) * 0.5 + 0.5)
     return model.eval()
 
 

@@ -91,7 +91,7 @@ Expected<Graph> fold_batch_norm(const Graph &g) {
     const Node *dense = sole_producer(g, uses, add ? add->inputs[0] : x, "nn.dense");
     std::optional<Tensor> bias = add ? rw.constant(rw.map(add->inputs[1])) : std::nullopt;
     std::optional<Tensor> w = dense ? rw.constant(rw.map(dense->inputs[1])) : std::nullopt;
-    if (dense && w && (!add || (bias && bias->numel() == w->shape()[0]))) {
+    if (dense && dense->type.rank() == 2 && w && (!add || (bias && bias->numel() == w->shape()[0]))) {
       std::string wname = rw.graph().constants[rw.map(dense->inputs[1]).index].name;
       ValueId w2 = rw.add_constant(wname + ".bn", scale_rows(*w, a.scale));
       ValueId b2 = rw.add_constant(wname + ".bn_bias", fold_bias(bias, a, {w->shape()[0]}));
