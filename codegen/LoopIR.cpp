@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <set>
 #include <unordered_map>
 
 #include "ir/Error.h"
@@ -354,22 +356,51 @@ Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
     if (x->kind != ExprKind::kBinary || (x->op != BinOp::kDiv && x->op != BinOp::kMod) || x->type != Type::kI64) return x;
     auto b = as_int(x->args[1]);
     if (!b || *b <= 1) return x;
+    bool div = x->op == BinOp::kDiv;
+    // (y % M) % B = y % B where B divides M.
+    const Expr &a0 = x->args[0];
+    if (!div && a0->kind == ExprKind::kBinary && a0->op == BinOp::kMod)
+      if (auto m = as_int(a0->args[1]); m && *m > 0 && *m % *b == 0) return simplify_div_mod(a0->args[0] % x->args[1], r, memo);
     Linear l;
-    linearize(x->args[0], 1, l);
-    // q: the terms whose coefficient B divides, and B * floor(constant / B); r: the rest.
+    linearize(a0, 1, l);
+    if (l.terms.empty()) return x;
+    // x = g X + s with g a divisor of B, X the terms whose coefficients g divides (and g's multiple
+    // of the constant), s the rest: where s provably lies in [0, g), x / B = X / (B / g) and
+    // x % B = (X % (B / g)) g + s (floor division). g = B is the plain case (x / B = X,
+    // x % B = s); a smaller g is a common factor, as a reshape's flattened index has: (784 c + 28 h
+    // + w) / 1568 is c / 2 for h, w inside a 28 x 28 plane.
+    std::set<int64_t> divisors{*b};
+    for (const auto &[key, t] : l.terms) divisors.insert(std::gcd(std::abs(t.second), *b));
+    for (auto g = divisors.rbegin(); g != divisors.rend() && *g > 1; ++g) {
+      Linear big, small;
+      for (const auto &[key, t] : l.terms) (t.second % *g == 0 ? big : small).terms.emplace(key, t);
+      if (big.terms.empty() && *g != *b) continue;
+      int64_t qc = floor_div(l.constant, *g), rc = l.constant - qc * *g;
+      int64_t lo = rc, hi = rc;
+      bool known = true;
+      for (const auto &[key, t] : small.terms) {
+        auto iv = interval(t.first, r);
+        if (!iv) {
+          known = false;
+          break;
+        }
+        int64_t a = iv->first * t.second, c = iv->second * t.second;
+        lo += std::min(a, c), hi += std::max(a, c);
+      }
+      if (!known || lo < 0 || hi >= *g) continue;
+      Expr X = sum_of(big, *g, qc), rest = sum_of(small, 1, rc);
+      if (*g == *b) return div ? X : rest;
+      Expr inner = simplify_div_mod(div ? X / int_imm(*b / *g) : X % int_imm(*b / *g), r, memo);
+      return div ? inner : inner * *g + rest;
+    }
+    // Exact whatever the ranges: (B q + s) / B = q + s / B and (B q + s) % B = s % B.
     Linear q, rest;
     for (const auto &[key, t] : l.terms) (t.second % *b == 0 ? q : rest).terms.emplace(key, t);
     int64_t qc = floor_div(l.constant, *b), rc = l.constant - qc * *b;
-    if (rest.terms.empty() && q.terms.empty()) return x;
-    int64_t lo = rc, hi = rc;
-    for (const auto &[key, t] : rest.terms) {
-      auto iv = interval(t.first, r);
-      if (!iv) return x;
-      int64_t a = iv->first * t.second, c = iv->second * t.second;
-      lo += std::min(a, c), hi += std::max(a, c);
-    }
-    if (lo < 0 || hi >= *b) return x;
-    return x->op == BinOp::kDiv ? sum_of(q, *b, qc) : sum_of(rest, 1, rc);
+    if (q.terms.empty() || rest.terms.empty()) return x;
+    Expr s0 = sum_of(rest, 1, rc);
+    if (!div) return simplify_div_mod(s0 % x->args[1], r, memo);
+    return sum_of(q, *b, qc) + simplify_div_mod(s0 / x->args[1], r, memo);
   };
   return memo.emplace(e.get(), simplified()).first->second;
 }

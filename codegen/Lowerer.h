@@ -75,7 +75,10 @@ class Lowerer {
   std::string fresh(const std::string &base) { return base + std::to_string(counter_++); }
   Status check_inlinable();
   void add_stage(const std::string &name, const std::string &pvar, int64_t extent, Stmt body) {
-    k_.stages.push_back({name, pvar, std::max<int64_t>(extent, 1), std::move(body)});
+    // Reshapes, transposes and concatenations index through a flattened offset; over the naive
+    // loops' ranges its divisions and modulos resolve (a channel shuffle's input then reads a
+    // plane's columns contiguously again, before any step fuses or splits the loops).
+    k_.stages.push_back({name, pvar, std::max<int64_t>(extent, 1), simplify_div_mod(body)});
   }
   /**
    * The generic reduction as one naive nest (lower_naive): a loop per output dimension (i0, i1,

@@ -329,12 +329,27 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // 7x7 convs stream their weights once per pixel block and keep 1 x 28). Measured alone, AVX-512,
     // 2 threads (ms, 1 x 28 / 4 x 6 / NCHW pixel vectors): 64->256 at 56x56 with a residual
     // 0.51/0.31/0.39, 128->512 at 28x28 with a residual 0.41/0.27/0.32.
-    int64_t pixels = n.type.shape[2] * n.type.shape[3];
+    int64_t pixels = conv ? n.type.shape[2] * n.type.shape[3] : 0;
     bool nchwc_pointwise = pointwise && regs >= 32 && conv_block(n) > 0 && conv_out_channels(n) % (4 * v) == 0 && pixels >= 4 * 3 * v;
     if (nchwc_pointwise) ob = 4 * v;
     else if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
+    // A 1x1 conv over enough pixels takes pixel vectors (why: below, where it applies).
+    auto pixel_lanes = [&] {
+      int64_t out = n.type.shape[1], in = body.type_of(n.inputs[0]).shape[1];
+      int pob = std::min(8, (regs - 4) / 3);
+      while (pob > 1 && out % pob != 0) --pob;
+      s.pixel_vectors = true, s.pixel_epilogue = false, s.winograd = 0, s.unroll_kx = false;
+      s.oc_block = pob, s.px_block = 3, s.vector_width = target.lanes;
+      s.parallel = in > out ? KernelSchedule::Parallel::kPx : KernelSchedule::Parallel::kOc;
+    };
     s.oc_block = ob;
-    if (ob == 0) continue;
+    if (ob == 0) {
+      // Channels that no vector divides (ShuffleNetV2's 58, 116, 232): a 1x1 conv still takes
+      // pixel lanes, its channel tile a divisor of them (alone, AVX-512, 2 threads: 58->58 at
+      // 28x28 0.070 ms on the loop sketch).
+      if (conv && pointwise_eligible(body, n) && pixels >= 4 * 3 * target.lanes) pixel_lanes();
+      continue;
+    }
     s.vector_width = v;
     int vecs = ob / v;
     int px = vecs > 1 ? (regs - 1 - vecs) / vecs : std::min(regs - 4, 28);
@@ -384,14 +399,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // 0.35/0.44: 49 pixels make one block and a tail that reads every weight again. Threads
     // split the larger side: pixel blocks when there are more input channels than output
     // channels (each pixel block's input then stays in cache), else channel blocks.
-    if (pointwise_eligible(body, n) && pixels >= 4 * 3 * v) {
-      int64_t out = n.type.shape[1], in = body.type_of(n.inputs[0]).shape[1];
-      int pob = std::min(8, (regs - 4) / 3);
-      while (pob > 1 && out % pob != 0) --pob;
-      s.pixel_vectors = true, s.pixel_epilogue = false, s.winograd = 0, s.unroll_kx = false;
-      s.oc_block = pob, s.px_block = 3, s.vector_width = target.lanes;
-      s.parallel = in > out ? KernelSchedule::Parallel::kPx : KernelSchedule::Parallel::kOc;
-    }
+    if (pointwise_eligible(body, n) && pixels >= 4 * 3 * v) pixel_lanes();
     // A padded conv reads its input in place with the padding in its tiles (row_tile_sketch: no
     // copy stage, no barrier) where a row has interior tiles between its two edge tiles and its
     // input has few channels (a stem); else it copies. Measured alone, ResNet-50's 3x3 convs,

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include "ir/Files.h"
@@ -210,6 +212,8 @@ class Importer {
   }
 
   Status import_node(const onnx::NodeProto &n);
+  /** Every op of the default domain the graph uses that the importer does not read, named at once (the whole gap, not its first op). */
+  Status check_ops_supported(const onnx::GraphProto &g);
   Status cross_check_with_onnx(onnx::ModelProto &model);
   Expected<ValueId> convert(const onnx::NodeProto &n);
   Expected<ValueId> convert_conv(const onnx::NodeProto &n);
@@ -280,6 +284,7 @@ Expected<Graph> Importer::run(onnx::ModelProto &model) {
     if (!type) return fail("input '" + in.name() + "': " + type.error().message);
     values_[in.name()] = b_.add_input(in.name(), type.take());
   }
+  AT_TRY(check_ops_supported(g));
   for (node_index_ = 0; node_index_ < g.node_size(); ++node_index_) AT_TRY(import_node(g.node(node_index_)));
   AT_TRY(cross_check_with_onnx(model));
   for (const auto &out : g.output()) {
@@ -328,6 +333,40 @@ Status Importer::cross_check_with_onnx(onnx::ModelProto &model) {
   return Status::ok();
 }
 
+/** The ONNX ops convert() reads (and Split, which import_node reads). */
+const std::set<std::string> &supported_ops() {
+  static const std::set<std::string> ops{
+      "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
+      "Conv", "Div", "Dropout", "Equal", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
+      "Greater", "HardSigmoid", "HardSwish", "Identity", "LayerNormalization", "LeakyRelu", "Less", "Log", "MatMul",
+      "MaxPool", "Mul", "Neg", "Not", "Or", "Pad", "Pow", "Range", "Reciprocal", "ReduceMean", "Relu", "Reshape", "Shape",
+      "Sigmoid", "Size", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"};
+  return ops;
+}
+
+Status Importer::check_ops_supported(const onnx::GraphProto &g) {
+  std::map<std::string, std::pair<int, int>> missing;  // op -> (first node index, count)
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto &n = g.node(i);
+    if ((!n.domain().empty() && n.domain() != "ai.onnx") || supported_ops().count(n.op_type())) continue;
+    auto [it, fresh] = missing.try_emplace(n.op_type(), i, 0);
+    ++it->second.second;
+  }
+  if (missing.empty()) return Status::ok();
+  if (missing.size() == 1 && missing.begin()->second.second == 1) {
+    node_index_ = missing.begin()->second.first;
+    const auto &n = g.node(node_index_);
+    return fail(n, "op '" + n.op_type() + "' is not supported");
+  }
+  std::string list;
+  for (const auto &[op, at] : missing) {
+    const auto &n = g.node(at.first);
+    std::string node = n.name().empty() ? "node #" + std::to_string(at.first) : "node '" + n.name() + "'";
+    list += (list.empty() ? "" : ", ") + std::string("'") + op + "' at " + node + (at.second > 1 ? " and " + std::to_string(at.second - 1) + " more" : "");
+  }
+  return fail(std::to_string(missing.size()) + " unsupported op" + (missing.size() > 1 ? "s: " : ": ") + list);
+}
+
 Status Importer::import_node(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return fail(n, "domain '" + n.domain() + "' is not supported");
@@ -345,7 +384,7 @@ Status Importer::import_node(const onnx::NodeProto &n) {
   values_[n.output(0)] = v;
   producers_[n.output(0)] = node_index_;
   for (int i = 1; i < n.output_size(); ++i)
-    if (!n.output(i).empty()) unsupported_[n.output(i)] = "output " + std::to_string(i) + " of " + where(n) + ", which autotune does not compute";
+    if (!n.output(i).empty() && !values_.count(n.output(i))) unsupported_[n.output(i)] = "output " + std::to_string(i) + " of " + where(n) + ", which autotune does not compute";
   return Status::ok();
 }
 
@@ -518,6 +557,10 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     return emit(n, "mean", {x}, {{"axis", axes}, {"keepdims", keep ? int64_t{1} : int64_t{0}}});
   }
   if (op == "Constant") return convert_constant(n);
+  if (op == "Size") {
+    AT_ASSIGN(x, input(n, 0));
+    return b_.add_constant(n.output(0), tensor_i64({}, {type_of(x).numel()}));
+  }
   if (op == "Shape") {
     AT_ASSIGN(x, input(n, 0));
     const Shape &s = type_of(x).shape;
@@ -890,6 +933,12 @@ Expected<ValueId> Importer::convert_layer_norm(const onnx::NodeProto &n) {
   AT_ASSIGN(ve, emit(n, "add", {var, e}));
   AT_ASSIGN(sd, emit(n, "sqrt", {ve}));
   AT_ASSIGN(norm, emit(n, "divide", {d, sd}));
+  // The optional outputs Mean and InvStdDev.
+  if (n.output_size() > 1 && !n.output(1).empty()) values_[n.output(1)] = mu, producers_[n.output(1)] = node_index_;
+  if (n.output_size() > 2 && !n.output(2).empty()) {
+    AT_ASSIGN(inv, emit(n, "reciprocal", {sd}));
+    values_[n.output(2)] = inv, producers_[n.output(2)] = node_index_;
+  }
   AT_ASSIGN(y, emit(n, "multiply", {norm, scale}));
   if (!has_input(n, 2)) return y;
   AT_ASSIGN(bias, input(n, 2));

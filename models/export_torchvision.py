@@ -3,7 +3,8 @@
 
   export_torchvision.py --out DIR [--models resnet18,resnet50,...]
 
-For each model: seeded random weights (no download; BatchNorm statistics randomized too, so BN
+bert_encoder is BERT-base's shape as torch.nn.TransformerEncoder (12 layers, hidden 768, 12
+heads, sequence 128), on a (1, 128, 768) input. For each model: seeded random weights (no download; BatchNorm statistics randomized too, so BN
 is not an identity; a Linear layer initialized to zero and ConvNeXt's 1e-6 layer scale too, so
 no block is hidden), eval mode, a fixed 1x3x224x224 input, opset 13. Two exports per model, the
 two forms PyTorch writes: NAME.onnx with BatchNormalization folded into the convs
@@ -19,10 +20,16 @@ import torch
 import torchvision
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_0", "densenet121", "googlenet",
-          "shufflenet_v2_x1_0", "convnext_tiny", "vit_b_16"]
+          "shufflenet_v2_x1_0", "convnext_tiny", "vit_b_16", "bert_encoder"]
 
 
 def build(name):
+    if name == "bert_encoder":
+        # BERT-base's shape as a torch.nn.TransformerEncoder: 12 post-norm layers, hidden 768,
+        # 12 heads, feed-forward 3072 with GELU; its input is the embedded sequence (1, 128, 768).
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
+        return torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval()
     kwargs = {"weights": None}
     if name == "googlenet":
         kwargs.update(aux_logits=False, init_weights=True)
@@ -55,7 +62,8 @@ def main():
     torch.manual_seed(0)
     for name in args.models.split(","):
         model = build(name)
-        x = torch.rand(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        shape = (1, 128, 768) if name == "bert_encoder" else (1, 3, 224, 224)
+        x = torch.rand(*shape, generator=torch.Generator().manual_seed(1))
         with torch.no_grad():
             y = model(x)
         np.save(os.path.join(args.out, name + ".input.npy"), x.numpy())

@@ -20,6 +20,10 @@ work the ResNets lack. The small models exercise every supported op and opset-sp
   shape_ops.onnx  Shape/Gather/Unsqueeze/Concat -> Reshape chains, Transpose, Pad, ReduceMean,
                   Squeeze, Gather of data, two outputs   (opset 13)
   legacy.onnx     attribute forms of Clip, Pad, Unsqueeze and Dropout, Softmax on 3-D   (opset 9)
+  transformer.onnx  a BERT-style encoder in small: MatMul by constants (dense layers on 3-D
+                  data), Split, batched MatMul, Softmax, LayerNorm decomposed (ReduceMean, Pow,
+                  Sqrt, Div) and as LayerNormalization, GELU (Erf), Slice, Tanh, Exp, Log, Neg,
+                  Abs, Reciprocal   (opset 17)
 
 Needs only Debian's python3-onnx and python3-numpy. Deterministic: the same bytes every run.
 """
@@ -284,6 +288,63 @@ def legacy():
                    [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 5, 4])], 9, "legacy")
 
 
+def transformer():
+    """A BERT-style encoder in small (2 post-norm layers, hidden 64, 4 heads, 16 tokens, GELU),
+    written as torch.onnx.export writes nn.TransformerEncoder, plus a pooler and a classifier."""
+    b = Builder(seed=5)
+    T, H, heads, F = 16, 64, 4, 128
+    d = H // heads
+
+    def const(name, value, dtype=np.float32):
+        return b.init(name, np.array(value, dtype))
+
+    def linear(x, cin, cout, p):  # nn.Linear on [1, T, cin]: MatMul by a constant, then the bias
+        w = b.init(p + ".w", b.uniform((cin, cout), -1 / np.sqrt(cin), 1 / np.sqrt(cin)))
+        return b.node("Add", [b.node("MatMul", [x, w]), b.init(p + ".b", b.uniform(cout, -0.1, 0.1))])
+
+    def layer_norm(x, p, fused):
+        g, beta = b.init(p + ".g", b.uniform(H, 0.5, 1.5)), b.init(p + ".beta", b.uniform(H, -0.1, 0.1))
+        if fused:  # opset 17's LayerNormalization
+            return b.node("LayerNormalization", [x, g, beta], axis=-1, epsilon=1e-5)
+        c = b.node("Sub", [x, b.node("ReduceMean", [x], axes=[-1])])
+        v = b.node("ReduceMean", [b.node("Pow", [c, const(p + ".two", 2.0)])], axes=[-1])
+        y = b.node("Div", [c, b.node("Sqrt", [b.node("Add", [v, const(p + ".eps", 1e-5)])])])
+        return b.node("Add", [b.node("Mul", [y, g]), beta])
+
+    def gelu(x, p):  # the erf form: x * 0.5 * (1 + erf(x / sqrt(2)))
+        e = b.node("Erf", [b.node("Div", [x, const(p + ".sqrt2", np.sqrt(2.0))])])
+        return b.node("Mul", [b.node("Mul", [x, b.node("Add", [e, const(p + ".one", 1.0)])]), const(p + ".half", 0.5)])
+
+    def attention(x, p):
+        qkv = linear(x, H, 3 * H, p + ".qkv")
+        q, k, v = b.node("Split", [qkv, const(p + ".split", [H, H, H], np.int64)], n_out=3, axis=-1)
+        split_heads = const(p + ".heads", [1, T, heads, d], np.int64)
+        qh, kh, vh = (b.node("Transpose", [b.node("Reshape", [t, split_heads])], perm=[0, 2, 1, 3]) for t in (q, k, v))
+        s = b.node("MatMul", [qh, b.node("Transpose", [kh], perm=[0, 1, 3, 2])])   # batched: [1, heads, T, T]
+        a = b.node("Softmax", [b.node("Div", [s, const(p + ".scale", np.sqrt(d))])], axis=-1)
+        o = b.node("Transpose", [b.node("MatMul", [a, vh])], perm=[0, 2, 1, 3])
+        return linear(b.node("Reshape", [o, const(p + ".merge", [1, T, H], np.int64)]), H, H, p + ".out")
+
+    x = "input"
+    for layer in range(2):
+        p = f"layers.{layer}"
+        x = layer_norm(b.node("Add", [x, attention(x, p + ".attn")]), p + ".norm1", fused=False)
+        ffn = linear(gelu(linear(x, H, F, p + ".ff1"), p + ".gelu"), F, H, p + ".ff2")
+        x = layer_norm(b.node("Add", [x, ffn]), p + ".norm2", fused=layer == 1)
+    # The pooler reads the first token (Slice), then the classifier; a softplus-like tail
+    # (Neg, Abs, Exp, Log, Reciprocal) exercises the remaining unary ops.
+    cls = b.node("Reshape", [b.node("Slice", [x, const("cls.start", [0], np.int64), const("cls.end", [1], np.int64),
+                                               const("cls.axes", [1], np.int64)]), const("cls.shape", [1, H], np.int64)])
+    pooled = b.node("Tanh", [b.node("Gemm", [cls, b.init("pool.w", b.uniform((H, H), -0.2, 0.2)),
+                                             b.init("pool.b", b.uniform(H, -0.1, 0.1))], transB=1)])
+    logits = b.node("Gemm", [pooled, b.init("cls.w", b.uniform((H, 10), -0.3, 0.3)), b.init("cls.b", b.uniform(10, -0.1, 0.1))])
+    soft = b.node("Log", [b.node("Add", [b.node("Exp", [b.node("Neg", [b.node("Abs", [logits])])]), const("tail.one", 1.0)])])
+    b.node("Add", [logits, b.node("Reciprocal", [b.node("Add", [soft, const("tail.two", 2.0)])])])
+    b.nodes[-1].output[0] = "output"
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, T, H])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], 17, "transformer")
+
+
 def save(model, path):
     tmp = path + ".tmp"
     onnx.save(model, tmp)
@@ -296,7 +357,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     models = {"tiny_cnn": tiny_cnn, "mlp": mlp, "shape_ops": shape_ops, "legacy": legacy,
-              "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0}
+              "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0, "transformer": transformer}
     for depth in (18, 50):
         models[f"resnet{depth}"] = lambda d=depth: resnet(d, fold=True)
         models[f"resnet{depth}_bn"] = lambda d=depth: resnet(d, fold=False)

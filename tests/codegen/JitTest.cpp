@@ -1,6 +1,8 @@
 // Hand-written loop nests through LLVM and the JIT, run on real buffers.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cfloat>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +14,7 @@
 
 #include "codegen/Jit.h"
 #include "codegen/LLVMEmitter.h"
+#include "codegen/Math.h"
 
 namespace autotune {
 namespace {
@@ -217,6 +220,91 @@ TEST(Jit, ExpIsAPolynomialWithinTwoUlpsOfTheTruthAtEveryWidth) {
     }
     EXPECT_LE(worst, 2.0) << lanes << " lanes";
     std::printf("exp, %d lanes: at most %.2f ulps over [-87.3, 88.7]\n", lanes, worst);
+  }
+}
+
+/** Runs out[i] = f(a[i], b[i]) over the inputs as a kernel of `lanes`-lane vectors (1: scalars). */
+std::vector<float> run_elementwise(const std::string &name, int lanes, const std::vector<float> &a, const std::vector<float> &b,
+                                   const std::function<Expr(const Expr &, const Expr &)> &f) {
+  int64_t total = static_cast<int64_t>(a.size());
+  Buffer ab = make_buffer("a", Type::kF32, total, BufferScope::kParam), bb = make_buffer("b", Type::kF32, total, BufferScope::kParam);
+  Buffer out = make_buffer("out", Type::kF32, total, BufferScope::kParam);
+  Expr i = lanes == 1 ? var("i") : var("o") * lanes + var("v");
+  Stmt st = store(out, i, f(load(ab, i), load(bb, i)));
+  Stmt body = lanes == 1 ? for_loop("i", int_imm(0), int_imm(total), ForKind::kSerial, st)
+                         : for_loop("o", int_imm(0), int_imm(total / lanes), ForKind::kSerial, for_loop("v", int_imm(0), int_imm(lanes), ForKind::kVectorized, st));
+  auto jit = make_jit();
+  auto ck = jit->compile(kernel(name + std::to_string(lanes), {ab, bb, out}, 2, 1, body));
+  EXPECT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  std::vector<float> got(total);
+  if (!ck) return got;
+  std::vector<float> av = a, bv = b;
+  void *bufs[] = {av.data(), bv.data(), got.data()};
+  ck->stages[0](bufs, 0, 1);
+  return got;
+}
+
+TEST(Jit, LogErfTanhAndPowerMatchDoublePrecisionWithinTheirStatedError) {
+  // The transformer functions (codegen/Math.h and the emitter's log) against the C library in
+  // double, in 16-lane vectors and as scalars; the largest errors measured are printed.
+  for (int lanes : {16, 1}) {
+    // log over every binade of the floats (denormals too), and its special values.
+    std::vector<float> x, zero;
+    for (int e = -149; e < 128; ++e)
+      for (int k = 0; k < 64; ++k) x.push_back(std::ldexp(1.0f + static_cast<float>(k) / 64.0f, e));
+    for (float sp : {0.0f, -0.0f, -1.0f, INFINITY, NAN, 1.0f}) x.push_back(sp);
+    while (x.size() % 16) x.push_back(2.0f);
+    zero.assign(x.size(), 0.0f);
+    auto got = run_elementwise("log", lanes, x, zero, [](const Expr &a, const Expr &) { return call("log", {a}); });
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i]) || x[i] < 0) EXPECT_TRUE(std::isnan(got[i])) << x[i];
+      else if (x[i] == 0) EXPECT_EQ(got[i], -INFINITY);
+      else if (std::isinf(x[i])) EXPECT_EQ(got[i], INFINITY);
+      else if (x[i] == 1.0f) EXPECT_EQ(got[i], 0.0f);
+      else worst = std::max(worst, ulps(got[i], std::log(static_cast<double>(x[i]))));
+    }
+    EXPECT_LE(worst, 2.0) << lanes << " lanes";
+    std::printf("log, %d lanes: at most %.2f ulps over the positive floats\n", lanes, worst);
+    // erf and tanh: absolute error over a sweep of [-8, 8], relative error near 0.
+    std::vector<float> t;
+    for (int i = 0; i < (1 << 16); ++i) t.push_back(static_cast<float>(-8.0 + 16.0 * i / (1 << 16)));
+    for (float sp : {1e-30f, -1e-30f, 1e-6f, 0.0f, INFINITY, -INFINITY}) t.push_back(sp);
+    while (t.size() % 16) t.push_back(0.25f);
+    zero.assign(t.size(), 0.0f);
+    for (const char *fn : {"erf", "tanh"}) {
+      bool is_erf = std::string(fn) == "erf";
+      auto g = run_elementwise(fn, lanes, t, zero, [&](const Expr &a, const Expr &) { return is_erf ? math::erf(a) : math::tanh(a); });
+      double abs_err = 0, rel_err = 0;
+      for (size_t i = 0; i < t.size(); ++i) {
+        double exact = is_erf ? std::erf(static_cast<double>(t[i])) : std::tanh(static_cast<double>(t[i]));
+        double e = std::fabs(g[i] - exact);
+        abs_err = std::max(abs_err, e);
+        if (std::fabs(t[i]) < 0.25 && exact != 0) rel_err = std::max(rel_err, e / std::fabs(exact));
+      }
+      EXPECT_LE(abs_err, 5e-7) << fn << " " << lanes << " lanes";
+      EXPECT_LE(rel_err, 1e-6) << fn << " " << lanes << " lanes";
+      std::printf("%s, %d lanes: at most %.2g absolute error over [-8, 8], %.2g relative below |x| = 0.25\n", fn, lanes, abs_err, rel_err);
+    }
+    // power: positive bases with fractional exponents, negative bases with integer ones, and ONNX's special cases.
+    std::vector<float> base, expo;
+    for (int i = 1; i <= 400; ++i)
+      for (float y : {-2.5f, -1.0f, 0.5f, 1.5f, 3.0f}) base.push_back(static_cast<float>(i) / 40.0f), expo.push_back(y);
+    for (int i = 1; i <= 100; ++i)
+      for (float y : {2.0f, 3.0f, -1.0f}) base.push_back(-static_cast<float>(i) / 10.0f), expo.push_back(y);
+    std::vector<std::pair<float, float>> special{{-2.0f, 0.5f}, {0.0f, 2.0f}, {0.0f, -1.0f}, {5.0f, 0.0f}, {-3.0f, 0.0f}, {0.0f, 0.0f}};
+    for (auto [a, b] : special) base.push_back(a), expo.push_back(b);
+    while (base.size() % 16) base.push_back(2.0f), expo.push_back(2.0f);
+    auto p = run_elementwise("power", lanes, base, expo, [](const Expr &a, const Expr &b) { return math::power(a, b); });
+    double rel = 0;
+    for (size_t i = 0; i < base.size(); ++i) {
+      double exact = std::pow(static_cast<double>(base[i]), static_cast<double>(expo[i]));
+      if (std::isnan(exact)) EXPECT_TRUE(std::isnan(p[i])) << base[i] << "^" << expo[i];
+      else if (std::isinf(exact) || exact == 0) EXPECT_EQ(p[i], exact) << base[i] << "^" << expo[i];
+      else rel = std::max(rel, std::fabs(p[i] - exact) / std::fabs(exact));
+    }
+    EXPECT_LE(rel, 2e-6) << lanes << " lanes";
+    std::printf("power, %d lanes: at most %.2g relative error\n", lanes, rel);
   }
 }
 

@@ -93,9 +93,9 @@ TEST(HostileInput, NpyHeaderBeyondItsDataFailsBeforeAllocating) {
 
 TEST(HostileInput, DamagedNamesPrintOnOneLine) {
   OnnxBuilder b;
-  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Erf", {"x"}, {"y"}, "bad\nname\x01\xff\xe2\x82\xac").output("y", onnx::TensorProto::FLOAT, {1});
+  b.input("x", onnx::TensorProto::FLOAT, {1}).node("Hardmax", {"x"}, {"y"}, "bad\nname\x01\xff\xe2\x82\xac").output("y", onnx::TensorProto::FLOAT, {1});
   std::string msg = error_of(import_onnx_bytes(b.bytes(), "names.onnx"));
-  EXPECT_EQ(msg, "names.onnx: node 'bad\\nname\\x01\\xff\xe2\x82\xac' (Erf): op 'Erf' is not supported");  // valid UTF-8 (the euro sign) stays
+  EXPECT_EQ(msg, "names.onnx: node 'bad\\nname\\x01\\xff\xe2\x82\xac' (Hardmax): op 'Hardmax' is not supported");  // valid UTF-8 (the euro sign) stays
 }
 
 TEST(HostileInput, PrintableEscapesControlBytesAndCutsLongText) {

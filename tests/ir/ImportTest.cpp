@@ -58,8 +58,19 @@ struct ModelBuilder {
 TEST(Import, UnsupportedOpNamesFileNodeAndOp) {
   ModelBuilder b({1, 4});
   b.node("Relu", {"x"}, "relu_1");
-  b.node("Erf", {"relu_1_out"}, "erf_7");
-  EXPECT_EQ(error_of(import_onnx_bytes(b.bytes(2), "m.onnx")), "m.onnx: node 'erf_7' (Erf): op 'Erf' is not supported");
+  b.node("Hardmax", {"relu_1_out"}, "hardmax_7");
+  EXPECT_EQ(error_of(import_onnx_bytes(b.bytes(2), "m.onnx")), "m.onnx: node 'hardmax_7' (Hardmax): op 'Hardmax' is not supported");
+}
+
+TEST(Import, EveryUnsupportedOpIsNamedAtOnce) {
+  // The whole gap in one line: each op with its first node and how many more use it.
+  ModelBuilder b({1, 4});
+  b.node("Hardmax", {"x"}, "h1");
+  b.node("Relu", {"h1_out"}, "relu_2");
+  b.node("Hardmax", {"relu_2_out"}, "h3");
+  b.node("Softsign", {"h3_out"}, "s4");
+  EXPECT_EQ(error_of(import_onnx_bytes(b.bytes(2), "m.onnx")),
+            "m.onnx: 2 unsupported ops: 'Hardmax' at node 'h1' and 1 more, 'Softsign' at node 's4'");
 }
 
 TEST(Import, MissingFile) {
@@ -159,7 +170,7 @@ TEST(Import, ResNetBlocksImportAsConvBnReluAdd) {
 TEST(Import, TypesAgreeWithOnnxShapeInferenceOnEveryModel) {
   // The importer checks each node's type against ONNX shape inference as it goes; this makes sure
   // the check ran on real models (not just that import succeeded) by re-verifying the graph.
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet50_bn"}) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet50_bn", "transformer"}) {
     SCOPED_TRACE(name);
     Graph g = testing::load_model(name);
     EXPECT_TRUE(static_cast<bool>(verify_graph(g)));
