@@ -410,6 +410,38 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     if (plane >= 2 * k.lanes)
       if (auto steps = first_loop_sketch(naive, {k})) return steps;
   }
+  if (op == "nn.softmax" && lanes > 1 && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1)
+    if (auto steps = softmax_row_sketch(naive, lanes); steps && replay(naive, *steps)) return steps;
+  if (op == "mean" && lanes > 1) {
+    // A mean over the innermost axes (LayerNorm's statistics): the reduction as vectors of
+    // partial sums (rfactor), as a global pool's plane, where it spans two vectors or more.
+    const Shape &in = body.type_of(anchor->inputs[0]).shape;
+    std::vector<int64_t> axes = anchor->attrs.ints("axis");
+    std::sort(axes.begin(), axes.end());
+    int64_t r = static_cast<int64_t>(in.size()), n = static_cast<int64_t>(axes.size()), ext = 1;
+    bool trailing = n > 0;
+    for (int64_t d = 0; d < n; ++d) trailing &= axes[d] == r - n + d, ext *= in[std::clamp<int64_t>(axes[d], 0, r - 1)];
+    LoopSketch k;
+    k.lanes = ext >= 1024 ? 2 * lanes : lanes, k.rfactor = true;
+    if (trailing && ext >= 2 * lanes)
+      if (auto steps = first_loop_sketch(naive, {k})) return steps;
+  }
+  if (op == "nn.matmul") {
+    // A batched matmul (attention's Q K^T and A V): the matmul tile, two vectors of columns (one
+    // where the row is narrower) by as many rows as the registers hold beside them (14 on
+    // AVX-512's 32 registers, 6 on AVX2's 16). Alone, AVX-512, 2 threads, ViT-B/16's
+    // [12, 197, 64] x [12, 64, 197]: see docs/architecture.md.
+    std::vector<std::pair<std::string, int64_t>> outs, reds;
+    naive_loops(naive.stages.back().body, outs, reds);
+    if (outs.size() >= 3 && lanes > 1) {
+      int regs = lanes >= 16 ? 32 : 16;
+      int64_t M = outs[outs.size() - 2].second, N = outs.back().second;
+      int64_t vecs = N >= 2 * lanes ? 2 : 1, rows = std::min<int64_t>(M, (regs - 1 - vecs) / vecs);
+      for (int64_t cols : {vecs * lanes, int64_t{lanes}})
+        if (cols <= N)
+          if (auto steps = matmul_tile_sketch(naive, rows, cols); steps && replay(naive, *steps)) return steps;
+    }
+  }
   // Means, matmuls, softmax, a dense layer whose weight is computed or not blocked: the innermost
   // output loop as the vector, the reduction inside it, the outer loops parallel. A nest the
   // sketch does not fit (a scalar output, no loops) runs as it is: the empty list.

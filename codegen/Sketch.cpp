@@ -9,6 +9,16 @@ namespace autotune {
 
 using namespace loop;
 
+void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &outs, std::vector<std::pair<std::string, int64_t>> &reds) {
+  if (!s) return;
+  if (s->kind == StmtKind::kFor) {
+    int64_t ex = as_int(s->extent).value_or(0);
+    if (s->var.size() > 1 && s->var[0] == 'i' && std::all_of(s->var.begin() + 1, s->var.end(), ::isdigit)) outs.emplace_back(s->var, ex);
+    if (s->var.size() > 1 && s->var[0] == 'k' && std::all_of(s->var.begin() + 1, s->var.end(), ::isdigit)) reds.emplace_back(s->var, ex);
+  }
+  for (const Stmt &b : s->body) naive_loops(b, outs, reds);
+}
+
 namespace {
 
 /** Where the tile sketch's points place a conv's padded input (a point's pad coordinate indexes this). */
@@ -26,16 +36,6 @@ struct StageSteps {
   }
 };
 
-/** The loops named i0, i1, ... and k0, k1, ... of a naive nest, with their extents, in order. */
-void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &outs, std::vector<std::pair<std::string, int64_t>> &reds) {
-  if (!s) return;
-  if (s->kind == StmtKind::kFor) {
-    int64_t ex = as_int(s->extent).value_or(0);
-    if (s->var.size() > 1 && s->var[0] == 'i' && std::all_of(s->var.begin() + 1, s->var.end(), ::isdigit)) outs.emplace_back(s->var, ex);
-    if (s->var.size() > 1 && s->var[0] == 'k' && std::all_of(s->var.begin() + 1, s->var.end(), ::isdigit)) reds.emplace_back(s->var, ex);
-  }
-  for (const Stmt &b : s->body) naive_loops(b, outs, reds);
-}
 
 /** The loops before loop `name` in the sequence that holds it, in order (a partition's parts before its largest). */
 std::vector<std::string> loops_before(const Stmt &s, const std::string &name) {
@@ -650,6 +650,89 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
   for (int d = 0; d < fused; ++d) par.push_back(outs[d].first);
   for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
   return steps;
+}
+
+Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64_t rows, int64_t cols) {
+  const KernelStage &st = naive.stages.back();
+  if (st.name != "matmul" || naive.stages.size() != 1) return make_error("the matmul tile needs a matmul nest");
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  if (outs.size() < 3 || reds.size() != 1) return make_error("the matmul tile needs batch loops, rows and columns");
+  const auto &[row, M] = outs[outs.size() - 2];
+  const auto &[col, N] = outs.back();
+  if (rows < 1 || rows > M || cols < 2 || cols > N || cols > 64) return make_error("a tile of " + std::to_string(rows) + " x " + std::to_string(cols) + " does not fit " + std::to_string(M) + " x " + std::to_string(N));
+  const std::string k = reds[0].first;
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  bool col_tail = N % cols != 0, row_tail = M % rows != 0;
+  // Columns first: the tiles and, left over, ni_tail, in each row.
+  Step *sc = step("split", col);
+  sc->factor = cols, sc->names = {"no", "ni"};
+  std::vector<std::string> row_loops{row};
+  if (col_tail) step("distribute", row), row_loops.push_back(row + "_1");
+  // Then the rows of each, the rows left over (_rt) after the tiles.
+  struct Tile {
+    std::string rows, cols, red;
+  };
+  std::vector<Tile> tiles;
+  for (size_t r = 0; r < row_loops.size(); ++r) {
+    bool full_cols = r == 0;
+    std::string ro = full_cols ? "mo" : "to", rp = full_cols ? "mp" : "tp";
+    Step *sr = step("split", row_loops[r]);
+    sr->factor = rows, sr->names = {ro, rp, "_rt"};
+    std::string c = full_cols ? "ni" : "ni_tail", kk = full_cols ? k : k + "_tail";
+    // The row tile inside the column tiles: (mo, no, mp, ni).
+    if (full_cols) step("reorder")->names = {"no", rp};
+    tiles.push_back({rp, c, kk});
+    if (row_tail) {
+      if (full_cols) step("reorder")->names = {"no_rt", rp + "_rt"};
+      tiles.push_back({rp + "_rt", c + "_rt", kk + "_rt"});
+    }
+  }
+  for (const Tile &t : tiles)
+    for (Step &x : register_tile(st.name, {t.rows, t.cols}, {t.red})) steps.push_back(x);
+  std::vector<std::string> par;
+  for (size_t d = 0; d + 2 < outs.size(); ++d) par.push_back(outs[d].first);
+  for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
+  return steps;
+}
+
+Expected<std::vector<Step>> softmax_row_sketch(const LoweredKernel &naive, int lanes) {
+  const KernelStage &st = naive.stages.back();
+  if (st.name != "softmax" || naive.stages.size() != 1) return make_error("the softmax row sketch needs a softmax nest");
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  auto loops = stage_loops(naive, st.name);
+  if (!loops.count("j1") || loops["j1"] < 2 * lanes || lanes < 2) return make_error("the softmax's axis is shorter than two vectors");
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  for (const char *j : {"j1", "j2"}) {
+    // max and sum: each lane its own partial (rfactor), then combined; the row's rest after the tiles.
+    std::string o = std::string(j) + "o", i = std::string(j) + "i";
+    Step *sp = step("split", j);
+    sp->factor = lanes, sp->names = {o, i};
+    step("rfactor", o)->names = {i};
+    step("vectorize", i);
+  }
+  Step *s3 = step("split", "j3");
+  s3->factor = lanes, s3->names = {"j3o", "j3i"};
+  step("vectorize", "j3i");
+  if (loops["j3"] % lanes >= 2) step("vectorize", "j3i_tail");
+  std::vector<std::string> par;
+  for (const auto &o : outs) par.push_back(o.first);
+  for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
+  return steps;
+}
+
+std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers) {
+  std::vector<SketchPoint> out;
+  for (int vecs : {1, 2, 3, 4})
+    for (int rows : {1, 2, 3, 4, 6, 8, 12, 14}) {
+      if (vecs * rows + vecs + 1 > registers) continue;
+      auto steps = matmul_tile_sketch(naive, rows, int64_t{vecs} * lanes);
+      if (steps && replay(naive, *steps)) out.push_back({steps.take(), {1000 + vecs, rows}});  // 1000+: apart from the loop sketch's coordinates
+    }
+  return out;
 }
 
 int widest_dividing_lanes(int64_t width, int lanes) {

@@ -39,6 +39,9 @@ struct LoopSketch {
  */
 Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSketch &knobs);
 
+/** The loops named i0, i1, ... (outputs) and k0, k1, ... (reductions) of a naive nest, with their extents, in order. */
+void naive_loops(const loop::Stmt &s, std::vector<std::pair<std::string, int64_t>> &outs, std::vector<std::pair<std::string, int64_t>> &reds);
+
 /** A point of a sketch: its step list and its knobs as coordinates (neighbours differ in one). */
 struct SketchPoint {
   std::vector<Step> steps;
@@ -51,6 +54,25 @@ int widest_dividing_lanes(int64_t width, int lanes);
 
 /** Every point of the loop sketch for a target of `lanes` float lanes whose steps replay on `naive`. */
 std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes);
+
+/**
+ * A batched matmul's register tile (its operands computed, so nothing is packed): `rows` rows x
+ * `cols` columns of each batch's output in registers around the reduction, the columns the
+ * vector (B's rows are contiguous along them), each loaded B vector feeding `rows` FMAs. Rows and
+ * columns left over (ViT's 197 tokens) take tiles of their own: up to four register tiles, the
+ * row remainder's loops with the suffix _rt. The batch loops are the parallel loop.
+ */
+Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64_t rows, int64_t cols);
+
+/**
+ * A softmax over its innermost axis (attention's rows): the axis's three passes as vectors of
+ * `lanes` along the row (contiguous), the maximum and the sum each in partial lanes (rfactor)
+ * combined once per row, the rest of the row after them; the other loops fused and parallel.
+ */
+Expected<std::vector<Step>> softmax_row_sketch(const LoweredKernel &naive, int lanes);
+
+/** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
+std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);
 
 /** The knobs of the register-tile sketch (conv and dense). */
 struct TileSketch {

@@ -19,7 +19,7 @@ bool loop_only(const std::string &op) {
 
 /** The fields each op takes besides op and stage. */
 std::vector<std::string> fields_of(const std::string &op) {
-  if (op == "split") return {"loop", "factor", "outer", "inner"};
+  if (op == "split") return {"loop", "factor", "outer", "inner", "tail"};
   if (op == "reorder") return {"order"};
   if (op == "fuse") return {"loop", "inner", "fused"};
   if (loop_only(op)) return {"loop"};
@@ -49,6 +49,9 @@ std::string steps_to_json(const std::vector<Step> &steps) {
       else if (f == "factor") j[f] = s.factor;
       else if (f == "outer") j[f] = s.names.at(0);
       else if (f == "inner") j[f] = s.names.at(s.op == "split" ? 1 : 0);
+      else if (f == "tail") {
+        if (s.names.size() > 2) j[f] = s.names[2];  // optional: the default suffix _tail is not written
+      }
       else if (f == "fused") j[f] = s.names.at(1);
       else if (f == "order") j[f] = s.names;
       else if (f == "producer") j[f] = s.producer;
@@ -101,6 +104,11 @@ Expected<std::vector<Step>> steps_from_json(const std::string &text) {
           if (!n.is_string()) return make_error(where + ": \"order\" holds a non-string");
           s.names.push_back(n.get<std::string>());
         }
+      } else if (f == "tail") {
+        if (x.contains(f)) {
+          AT_ASSIGN(v, str("tail"));
+          s.names.push_back(v);
+        }
       } else {
         AT_ASSIGN(v, str(f.c_str()));
         if (f == "loop") s.loop = v;
@@ -149,8 +157,8 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
   }
   Expected<loop::Stmt> body = make_error("");
   if (s.op == "split") {
-    AT_TRY(need(2));
-    body = split(st.body, s.loop, s.factor, s.names[0], s.names[1]);
+    if (s.names.size() != 3) AT_TRY(need(2));  // outer, inner and an optional tail suffix
+    body = split(st.body, s.loop, s.factor, s.names[0], s.names[1], s.names.size() > 2 ? s.names[2] : "_tail");
   } else if (s.op == "reorder") {
     body = reorder(st.body, s.names);
   } else if (s.op == "fuse") {

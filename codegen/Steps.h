@@ -33,7 +33,7 @@ struct Step {
   std::string op, stage;
   std::string loop;                // the loop it applies at (fuse: the outer loop)
   int64_t factor = 0;              // split
-  std::vector<std::string> names;  // split: {outer, inner}; fuse: {inner, fused}; reorder: the order; rfactor: {inner}
+  std::vector<std::string> names;  // split: {outer, inner[, tail suffix (default _tail)]}; fuse: {inner, fused}; reorder: the order; rfactor: {inner}
   std::string producer;            // compute_at, compute_inline
   std::string buffer;              // cache_write, pack
   std::vector<int64_t> dims;       // pack: the argument's shape

@@ -223,17 +223,19 @@ Expected<Stmt> find_loop(const Stmt &s, const std::string &name) {
   return found[0];
 }
 
-Expected<Stmt> split(const Stmt &s, const std::string &name, int64_t factor, const std::string &outer, const std::string &inner) {
+Expected<Stmt> split(const Stmt &s, const std::string &name, int64_t factor, const std::string &outer, const std::string &inner,
+                     const std::string &tail) {
   AT_ASSIGN(l, find_loop(s, name));
   AT_ASSIGN(mn, constant(l->min, name, "start"));
   AT_ASSIGN(ex, constant(l->extent, name, "extent"));
   if (factor < 1 || factor > ex) return make_error("loop " + name + ": split factor " + std::to_string(factor) + " is not in [1, " + std::to_string(ex) + "]");
-  std::vector<std::string> names{outer, inner, inner + "_tail"};
+  if (tail.empty()) return make_error("loop " + name + ": the tail suffix is empty");
+  std::vector<std::string> names{outer, inner, inner + tail};
   if (ex % factor) {
     std::multiset<std::string> inside;
     std::set<std::string> all;
     collect_names(l->body[0], inside, all);
-    for (const std::string &n : inside) names.push_back(n + "_tail");
+    for (const std::string &n : inside) names.push_back(n + tail);
   }
   AT_TRY(fresh_names(s, names));
   return map_loop(s, name, [&](const Stmt &x) -> Expected<Stmt> {
@@ -243,9 +245,9 @@ Expected<Stmt> split(const Stmt &s, const std::string &name, int64_t factor, con
     if (ex % factor == 0) return tiles;
     // The tail's copy of the loops inside gets its own names (k becomes k_tail): later steps
     // transform the tiles, and the remainder runs as it was.
-    Stmt tail = for_loop(inner + "_tail", int_imm(0), int_imm(ex % factor), x->for_kind == ForKind::kVectorized ? ForKind::kSerial : x->for_kind,
-                         rename_loops(substitute(x->body[0], name, int_imm(mn + ex / factor * factor) + var(inner + "_tail")), "_tail"));
-    return seq({tiles, tail});
+    Stmt rest = for_loop(inner + tail, int_imm(0), int_imm(ex % factor), x->for_kind == ForKind::kVectorized ? ForKind::kSerial : x->for_kind,
+                         rename_loops(substitute(x->body[0], name, int_imm(mn + ex / factor * factor) + var(inner + tail)), tail));
+    return seq({tiles, rest});
   });
 }
 

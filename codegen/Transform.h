@@ -38,10 +38,12 @@ Expected<loop::Stmt> find_loop(const loop::Stmt &s, const std::string &name);
  * Splits loop `name` (extent E) into `outer` (E / factor) x `inner` (factor). When factor does not
  * divide E, the E % factor iterations left run after the tiles in a loop `inner`_tail: no guard
  * in the inner loop, so it can still be vectorized or unrolled. The loops inside the tail are
- * renamed with the suffix _tail (k becomes k_tail): later steps transform the tiles' loops.
+ * renamed with the suffix `tail` (k becomes k_tail), the tail loop itself `inner` + `tail`: later
+ * steps transform the tiles' loops (another suffix keeps two splits' tails apart: a matmul's rows
+ * and columns both left over).
  */
 Expected<loop::Stmt> split(const loop::Stmt &s, const std::string &name, int64_t factor, const std::string &outer,
-                           const std::string &inner);
+                           const std::string &inner, const std::string &tail = "_tail");
 
 /**
  * Puts the perfectly nested loops `order` (outermost first) in that order. They must form one

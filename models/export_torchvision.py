@@ -28,8 +28,16 @@ def build(name):
         # BERT-base's shape as a torch.nn.TransformerEncoder: 12 post-norm layers, hidden 768,
         # 12 heads, feed-forward 3072 with GELU; its input is the embedded sequence (1, 128, 768).
         torch.manual_seed(0)
-        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
-        return torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval()
+        def layer():
+            return torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
+        model = torch.nn.TransformerEncoder(layer(), 12, enable_nested_tensor=False)
+        for l in model.layers:  # the encoder deep-copies one layer: give each its own weights
+            l.load_state_dict(layer().state_dict())
+            with torch.no_grad():  # and LayerNorms that are not the identity
+                for norm in (l.norm1, l.norm2):
+                    norm.weight.uniform_(0.5, 1.5)
+                    norm.bias.uniform_(-0.1, 0.1)
+        return model.eval()
     kwargs = {"weights": None}
     if name == "googlenet":
         kwargs.update(aux_logits=False, init_weights=True)

@@ -158,6 +158,50 @@ TEST_P(Lower, MatmulWithBroadcastBatchAndVectorOperands) {
   })");
 }
 
+TEST_P(Lower, TransformerKernelsWithRowAndColumnTails) {
+  // A dense layer on [batch, tokens, K] data: rows x units tiles, rows left over (37 rows: 28 +
+  // 9 on AVX-512, 6 x 6 + 1 on AVX2).
+  expect_compiled_matches(R"(def @main(%x: Tensor[(1, 37, 40), float32]) -> Tensor[(1, 37, 48), float32] {
+    %w = constant(Tensor[(48, 40), float32]);
+    %b = constant(Tensor[(48), float32]);
+    %0 = nn.dense(%x, %w);
+    %1 = add(%0, %b);
+    %2 = erf(%1);
+    return %2;
+  })", 1e-5, {{"avx2", "pack/16; reorder; split i0/6"}, {"avx512", "pack/16; reorder; split i0/28"}});
+  // A batched matmul with rows and columns left over: all four register tiles.
+  expect_compiled_matches(R"(def @main(%a: Tensor[(3, 37, 8), float32], %b: Tensor[(3, 8, 21), float32]) -> Tensor[(3, 37, 21), float32] {
+    %0 = nn.matmul(%a, %b);
+    %1 = tanh(%0);
+    return %1;
+  })", 1e-5, {{"avx2", "split i2/16; distribute i1; split i1/6"}, {"avx512", "split i2/16; distribute i1; split i1/30"}});
+  // Softmax and mean over the innermost axis as vectors along it, with a remainder.
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 37), float32]) -> Tensor[(2, 3, 37), float32] {
+    %0 = nn.softmax(%x, axis=-1);
+    return %0;
+  })", 1e-5, {{"avx2", "split j1/8; rfactor j1o"}, {"avx512", "split j1/16; rfactor j1o"}});
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5, 40), float32]) -> Tensor[(2, 5, 1), float32] {
+    %0 = multiply(%x, %x);
+    %1 = mean(%0, axis=[2], keepdims=1);
+    return %1;
+  })", 1e-5, {{"avx2", "rfactor ko"}, {"avx512", "rfactor ko"}});
+  // The transcendental and injective ops a transformer adds, in one elementwise group.
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 6, 20), float32], %y: Tensor[(1, 20), float32]) -> Tensor[(2, 3, 20), float32] {
+    %0 = strided_slice(%x, begin=[0, 5, 0], end=[2, -1, 20], strides=[1, -2, 1]);
+    %1 = broadcast_to(%y, shape=[2, 3, 20]);
+    %2 = abs(%1);
+    %3 = clip(%2, a_min=0.5f, a_max=100f);
+    %4 = power(%3, %0);
+    %5 = log(%3);
+    %6 = negative(%5);
+    %7 = exp(%6);
+    %8 = reciprocal(%7);
+    %9 = sqrt(%8);
+    %10 = multiply(%4, %9);
+    return %10;
+  })", 1e-5);
+}
+
 TEST_P(Lower, PoolsWithCeilModePaddingAndCountIncludePad) {
   expect_compiled_matches(R"(def @main(%x: Tensor[(1, 3, 10, 11), float32]) -> Tensor[(1, 3, 5, 6), float32] {
     %0 = nn.max_pool2d(%x, pool_size=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1]);
