@@ -21,6 +21,25 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
 
 namespace {
 
+/**
+ * The reduction loops a sketch unrolls: from the innermost out, each of 2 to 16 iterations,
+ * while the iterations unrolled together stay within 64 (a 7x7 window). ViT-B/16's 16x16 patch
+ * conv unrolled whole (3 x 16 x 16 around a tile of rows) left LLVM's VectorCombine running for
+ * minutes on one candidate, stalling the tuner.
+ */
+std::vector<std::string> reductions_to_unroll(const std::vector<std::pair<std::string, int64_t>> &reds) {
+  std::vector<std::string> out;
+  int64_t product = 1;
+  for (auto it = reds.rbegin(); it != reds.rend(); ++it) {
+    if (it->second <= 1) continue;
+    if (it->second > 16 || product * it->second > 64) break;
+    product *= it->second;
+    out.push_back(it->first);
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 /** Where the tile sketch's points place a conv's padded input (a point's pad coordinate indexes this). */
 constexpr const char *kTilePads[] = {"root", "inline", "i2"};
 
@@ -601,8 +620,7 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
       for (Step &t : register_tile(st.name, {"yi", "xi"}, reduction)) steps.push_back(t);
       for (Step &t : register_tile(st.name, {"ti", "xi_tail"}, tail_reduction)) steps.push_back(t);
       if (knobs.unroll_reduction)
-        for (const auto &[k, ex] : reds)
-          if (ex > 1 && ex <= 16) steps.push_back(step("unroll", k)), steps.push_back(step("unroll", k + "_tail"));
+        for (const std::string &k : reductions_to_unroll(reds)) steps.push_back(step("unroll", k)), steps.push_back(step("unroll", k + "_tail"));
       std::vector<std::string> par;
       for (int d = 0; d < knobs.parallel_loops; ++d) par.push_back(outs[d].first);
       for (Step &p : parallel_over(st.name, par)) steps.push_back(p);
@@ -623,8 +641,7 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     steps.push_back(r);
     for (Step &t : register_tile(st.name, {"yi", x}, reduction)) steps.push_back(t);
     if (knobs.unroll_reduction)
-      for (const auto &[k, ex] : reds)
-        if (ex > 1 && ex <= 16) steps.push_back(step("unroll", k));
+      for (const std::string &k : reductions_to_unroll(reds)) steps.push_back(step("unroll", k));
     std::vector<std::string> par;
     for (size_t d = 0; d + 2 < outs.size(); ++d) par.push_back(outs[d].first);
     if (knobs.parallel_loops < 0) par.push_back("yo");
@@ -640,11 +657,10 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
     if (len % lanes >= 2) steps.push_back(step("vectorize", "xi_tail"));
   }
   if (knobs.unroll_reduction)
-    for (const auto &[k, ex] : reds)
-      if (ex > 1 && ex <= 16) {
-        steps.push_back(step("unroll", k));
-        if (lanes >= 2 && len % lanes) steps.push_back(step("unroll", k + "_tail"));
-      }
+    for (const std::string &k : reductions_to_unroll(reds)) {
+      steps.push_back(step("unroll", k));
+      if (lanes >= 2 && len % lanes) steps.push_back(step("unroll", k + "_tail"));
+    }
   int fused = knobs.parallel_loops < 0 ? static_cast<int>(outs.size()) - 1 : std::min<int>(knobs.parallel_loops, static_cast<int>(outs.size()) - 1);
   std::vector<std::string> par;
   for (int d = 0; d < fused; ++d) par.push_back(outs[d].first);

@@ -15,7 +15,8 @@ namespace autotune {
 /** The knobs of the loop sketch. */
 struct LoopSketch {
   int lanes = 16;                // the innermost output loop split by this and vectorized (1: scalar)
-  bool unroll_reduction = false; // unroll each reduction loop (k0, k1, ...) of at most 16 iterations
+  bool unroll_reduction = false; // unroll the reduction loops (k0, k1, ...) of at most 16 iterations, from the innermost
+                                 // out while the iterations unrolled together stay within 64
   int parallel_loops = -1;       // outer output loops fused into the parallel loop (-1: all but the innermost)
   std::string pad = "root";      // a conv's padded input: "root", "inline", or the conv's loop to compute it at
   int rows = 0;                  // nests with a reduction: > 0 tiles the last two output loops by rows x lanes

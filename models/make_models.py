@@ -20,10 +20,17 @@ work the ResNets lack. The small models exercise every supported op and opset-sp
   shape_ops.onnx  Shape/Gather/Unsqueeze/Concat -> Reshape chains, Transpose, Pad, ReduceMean,
                   Squeeze, Gather of data, two outputs   (opset 13)
   legacy.onnx     attribute forms of Clip, Pad, Unsqueeze and Dropout, Softmax on 3-D   (opset 9)
-  transformer.onnx  a BERT-style encoder in small: MatMul by constants (dense layers on 3-D
-                  data), Split, batched MatMul, Softmax, LayerNorm decomposed (ReduceMean, Pow,
-                  Sqrt, Div) and as LayerNormalization, GELU (Erf), Slice, Tanh, Exp, Log, Neg,
-                  Abs, Reciprocal   (opset 17)
+  transformer.onnx  a BERT-style encoder in small: embeddings (Gather of int64 token ids),
+                  MatMul by constants (dense layers on 3-D data), Split, batched MatMul,
+                  Softmax, LayerNorm decomposed (ReduceMean, Pow, Sqrt, Div) and as
+                  LayerNormalization, GELU (Erf), Slice, Tanh, Exp, Log, Neg, Abs, Reciprocal
+                  (opset 17)
+  vit_tiny.onnx   a ViT-style encoder in small: patches by a strided conv, the class token as
+                  torch exports it (ConstantOfShape, Equal, Where, Expand, Cast, Concat),
+                  pre-norm layers with LayerNormalization   (opset 17)
+  modern_cnn.onnx a ConvNeXt block (7x7 depthwise conv, channels-last LayerNorm, GELU MLP,
+                  layer scale) and a ShuffleNetV2 block (Split, Concat, channel shuffle)
+                  (opset 13)
 
 Needs only Debian's python3-onnx and python3-numpy. Deterministic: the same bytes every run.
 """
@@ -288,61 +295,137 @@ def legacy():
                    [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 5, 4])], 9, "legacy")
 
 
-def transformer():
-    """A BERT-style encoder in small (2 post-norm layers, hidden 64, 4 heads, 16 tokens, GELU),
-    written as torch.onnx.export writes nn.TransformerEncoder, plus a pooler and a classifier."""
-    b = Builder(seed=5)
-    T, H, heads, F = 16, 64, 4, 128
-    d = H // heads
+class Encoder:
+    """Transformer pieces as torch.onnx.export writes them (opset 13 forms; LayerNormalization
+    where asked), for `tokens` tokens of width `hidden` on a [1, tokens, hidden] sequence."""
 
-    def const(name, value, dtype=np.float32):
-        return b.init(name, np.array(value, dtype))
+    def __init__(self, b, tokens, hidden, heads, ffn):
+        self.b, self.T, self.H, self.heads, self.F = b, tokens, hidden, heads, ffn
 
-    def linear(x, cin, cout, p):  # nn.Linear on [1, T, cin]: MatMul by a constant, then the bias
+    def const(self, name, value, dtype=np.float32):
+        return self.b.init(name, np.array(value, dtype))
+
+    def linear(self, x, cin, cout, p):  # nn.Linear on [1, T, cin]: MatMul by a constant, then the bias
+        b = self.b
         w = b.init(p + ".w", b.uniform((cin, cout), -1 / np.sqrt(cin), 1 / np.sqrt(cin)))
         return b.node("Add", [b.node("MatMul", [x, w]), b.init(p + ".b", b.uniform(cout, -0.1, 0.1))])
 
-    def layer_norm(x, p, fused):
-        g, beta = b.init(p + ".g", b.uniform(H, 0.5, 1.5)), b.init(p + ".beta", b.uniform(H, -0.1, 0.1))
+    def layer_norm(self, x, p, fused, width=None):
+        b, width = self.b, width or self.H
+        g, beta = b.init(p + ".g", b.uniform(width, 0.5, 1.5)), b.init(p + ".beta", b.uniform(width, -0.1, 0.1))
         if fused:  # opset 17's LayerNormalization
             return b.node("LayerNormalization", [x, g, beta], axis=-1, epsilon=1e-5)
         c = b.node("Sub", [x, b.node("ReduceMean", [x], axes=[-1])])
-        v = b.node("ReduceMean", [b.node("Pow", [c, const(p + ".two", 2.0)])], axes=[-1])
-        y = b.node("Div", [c, b.node("Sqrt", [b.node("Add", [v, const(p + ".eps", 1e-5)])])])
+        v = b.node("ReduceMean", [b.node("Pow", [c, self.const(p + ".two", 2.0)])], axes=[-1])
+        y = b.node("Div", [c, b.node("Sqrt", [b.node("Add", [v, self.const(p + ".eps", 1e-5)])])])
         return b.node("Add", [b.node("Mul", [y, g]), beta])
 
-    def gelu(x, p):  # the erf form: x * 0.5 * (1 + erf(x / sqrt(2)))
-        e = b.node("Erf", [b.node("Div", [x, const(p + ".sqrt2", np.sqrt(2.0))])])
-        return b.node("Mul", [b.node("Mul", [x, b.node("Add", [e, const(p + ".one", 1.0)])]), const(p + ".half", 0.5)])
+    def gelu(self, x, p):  # the erf form: x * 0.5 * (1 + erf(x / sqrt(2)))
+        b = self.b
+        e = b.node("Erf", [b.node("Div", [x, self.const(p + ".sqrt2", np.sqrt(2.0))])])
+        return b.node("Mul", [b.node("Mul", [x, b.node("Add", [e, self.const(p + ".one", 1.0)])]), self.const(p + ".half", 0.5)])
 
-    def attention(x, p):
-        qkv = linear(x, H, 3 * H, p + ".qkv")
-        q, k, v = b.node("Split", [qkv, const(p + ".split", [H, H, H], np.int64)], n_out=3, axis=-1)
-        split_heads = const(p + ".heads", [1, T, heads, d], np.int64)
+    def attention(self, x, p):
+        b, T, H, heads = self.b, self.T, self.H, self.heads
+        d = H // heads
+        qkv = self.linear(x, H, 3 * H, p + ".qkv")
+        q, k, v = b.node("Split", [qkv, self.const(p + ".split", [H, H, H], np.int64)], n_out=3, axis=-1)
+        split_heads = self.const(p + ".heads", [1, T, heads, d], np.int64)
         qh, kh, vh = (b.node("Transpose", [b.node("Reshape", [t, split_heads])], perm=[0, 2, 1, 3]) for t in (q, k, v))
         s = b.node("MatMul", [qh, b.node("Transpose", [kh], perm=[0, 1, 3, 2])])   # batched: [1, heads, T, T]
-        a = b.node("Softmax", [b.node("Div", [s, const(p + ".scale", np.sqrt(d))])], axis=-1)
+        a = b.node("Softmax", [b.node("Div", [s, self.const(p + ".scale", np.sqrt(d))])], axis=-1)
         o = b.node("Transpose", [b.node("MatMul", [a, vh])], perm=[0, 2, 1, 3])
-        return linear(b.node("Reshape", [o, const(p + ".merge", [1, T, H], np.int64)]), H, H, p + ".out")
+        return self.linear(b.node("Reshape", [o, self.const(p + ".merge", [1, T, H], np.int64)]), H, H, p + ".out")
 
-    x = "input"
+    def layer(self, x, p, pre_norm, fused_ln=False):
+        """BERT's post-norm layer (LN after each residual add) or ViT's pre-norm one."""
+        b, H, F = self.b, self.H, self.F
+        mlp = lambda y: self.linear(self.gelu(self.linear(y, H, F, p + ".ff1"), p + ".gelu"), F, H, p + ".ff2")
+        if pre_norm:
+            x = b.node("Add", [x, self.attention(self.layer_norm(x, p + ".norm1", fused_ln), p + ".attn")])
+            return b.node("Add", [x, mlp(self.layer_norm(x, p + ".norm2", fused_ln))])
+        x = self.layer_norm(b.node("Add", [x, self.attention(x, p + ".attn")]), p + ".norm1", False)
+        return self.layer_norm(b.node("Add", [x, mlp(x)]), p + ".norm2", fused_ln)
+
+    def first_token(self, x, p):
+        """x[:, 0] as [1, hidden]: a Slice of the token axis (the pooler's and ViT's class token)."""
+        b = self.b
+        t = b.node("Slice", [x, self.const(p + ".start", [0], np.int64), self.const(p + ".end", [1], np.int64),
+                             self.const(p + ".axes", [1], np.int64)])
+        return b.node("Reshape", [t, self.const(p + ".shape", [1, self.H], np.int64)])
+
+
+def transformer():
+    """A BERT-style encoder in small: token and position embeddings (Gather of int64 ids), 2
+    post-norm layers (hidden 64, 4 heads, 16 tokens, GELU), a pooler and a classifier."""
+    b = Builder(seed=5)
+    e = Encoder(b, tokens=16, hidden=64, heads=4, ffn=128)
+    words = b.node("Gather", [b.init("embed.words", b.uniform((100, 64), -1, 1)), "input"], axis=0)   # [1, 16, 64]
+    x = e.layer_norm(b.node("Add", [words, b.init("embed.pos", b.uniform((1, 16, 64), -0.5, 0.5))]), "embed.norm", False)
     for layer in range(2):
-        p = f"layers.{layer}"
-        x = layer_norm(b.node("Add", [x, attention(x, p + ".attn")]), p + ".norm1", fused=False)
-        ffn = linear(gelu(linear(x, H, F, p + ".ff1"), p + ".gelu"), F, H, p + ".ff2")
-        x = layer_norm(b.node("Add", [x, ffn]), p + ".norm2", fused=layer == 1)
-    # The pooler reads the first token (Slice), then the classifier; a softplus-like tail
-    # (Neg, Abs, Exp, Log, Reciprocal) exercises the remaining unary ops.
-    cls = b.node("Reshape", [b.node("Slice", [x, const("cls.start", [0], np.int64), const("cls.end", [1], np.int64),
-                                               const("cls.axes", [1], np.int64)]), const("cls.shape", [1, H], np.int64)])
-    pooled = b.node("Tanh", [b.node("Gemm", [cls, b.init("pool.w", b.uniform((H, H), -0.2, 0.2)),
-                                             b.init("pool.b", b.uniform(H, -0.1, 0.1))], transB=1)])
-    logits = b.node("Gemm", [pooled, b.init("cls.w", b.uniform((H, 10), -0.3, 0.3)), b.init("cls.b", b.uniform(10, -0.1, 0.1))])
-    soft = b.node("Log", [b.node("Add", [b.node("Exp", [b.node("Neg", [b.node("Abs", [logits])])]), const("tail.one", 1.0)])])
-    b.node("Add", [logits, b.node("Reciprocal", [b.node("Add", [soft, const("tail.two", 2.0)])])])
+        x = e.layer(x, f"layers.{layer}", pre_norm=False, fused_ln=layer == 1)
+    pooled = b.node("Tanh", [b.node("Gemm", [e.first_token(x, "cls"), b.init("pool.w", b.uniform((64, 64), -0.2, 0.2)),
+                                             b.init("pool.b", b.uniform(64, -0.1, 0.1))], transB=1)])
+    logits = b.node("Gemm", [pooled, b.init("cls.w", b.uniform((64, 10), -0.3, 0.3)), b.init("cls.b", b.uniform(10, -0.1, 0.1))])
+    # A softplus-like tail (Neg, Abs, Exp, Log, Reciprocal) exercises the remaining unary ops.
+    soft = b.node("Log", [b.node("Add", [b.node("Exp", [b.node("Neg", [b.node("Abs", [logits])])]), e.const("tail.one", 1.0)])])
+    b.node("Add", [logits, b.node("Reciprocal", [b.node("Add", [soft, e.const("tail.two", 2.0)])])])
     b.nodes[-1].output[0] = "output"
-    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, T, H])],
+    return b.model([helper.make_tensor_value_info("input", TensorProto.INT64, [1, 16])],
                    [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], 17, "transformer")
+
+
+def vit_tiny():
+    """A ViT-style encoder in small: 4x4 patches of a 32x32 image (a strided conv), the class
+    token prepended as torch exports it (ConstantOfShape, Equal, Where, Expand, Concat), position
+    embeddings, 2 pre-norm layers with LayerNormalization, the class token's head."""
+    b = Builder(seed=6)
+    e = Encoder(b, tokens=65, hidden=48, heads=3, ffn=96)
+    patches = b.node("Conv", ["input", b.init("patch.w", b.conv_weight(48, 3, 4)), b.init("patch.b", b.uniform(48, -0.1, 0.1))],
+                     kernel_shape=[4, 4], strides=[4, 4])                                           # [1, 48, 8, 8]
+    seq = b.node("Transpose", [b.node("Reshape", [patches, e.const("seq", [1, 48, 64], np.int64)])], perm=[0, 2, 1])
+    ones = b.node("ConstantOfShape", [e.const("cls.rank", [3], np.int64)],
+                  value=helper.make_tensor("one", TensorProto.INT64, [1], [1]))
+    want = e.const("cls.want", [1, -1, -1], np.int64)  # expand(1, -1, -1): -1 keeps a dim
+    keep = b.node("Equal", [want, b.node("Mul", [ones, e.const("cls.minus1", -1, np.int64)])])
+    shape = b.node("Where", [keep, ones, want])
+    cls = b.node("Expand", [b.init("cls.token", b.uniform((1, 1, 48), -1, 1)), b.node("Mul", [shape, b.node("Cast", [ones], to=TensorProto.INT64)])])
+    x = b.node("Add", [b.node("Concat", [cls, seq], axis=1), b.init("pos", b.uniform((1, 65, 48), -0.5, 0.5))])
+    for layer in range(2):
+        x = e.layer(x, f"layers.{layer}", pre_norm=True, fused_ln=True)
+    x = e.layer_norm(x, "final", fused=True)
+    b.node("Gemm", [e.first_token(x, "head"), b.init("head.w", b.uniform((10, 48), -0.3, 0.3)), b.init("head.b", b.uniform(10, -0.1, 0.1))], transB=1)
+    b.nodes[-1].output[0] = "output"
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], 17, "vit_tiny")
+
+
+def modern_cnn():
+    """A ConvNeXt block (7x7 depthwise conv, channels-last LayerNorm, MLP with GELU, layer
+    scale, residual) and a ShuffleNetV2 block (Split, branch, Concat, channel shuffle), opset 13."""
+    b = Builder(seed=7)
+    e = Encoder(b, tokens=64, hidden=32, heads=1, ffn=128)
+    x = b.node("Conv", ["input", b.init("stem.w", b.conv_weight(32, 3, 4)), b.init("stem.b", b.uniform(32, -0.1, 0.1))],
+               kernel_shape=[4, 4], strides=[4, 4])                                                   # [1, 32, 8, 8]
+    # ConvNeXt: dwconv 7x7 -> NHWC -> LN -> Linear 4x -> GELU -> Linear -> layer scale -> NCHW -> + x.
+    y = b.node("Conv", [x, b.init("cnx.dw.w", b.conv_weight(32, 1, 7)), b.init("cnx.dw.b", b.uniform(32, -0.1, 0.1))],
+               kernel_shape=[7, 7], pads=[3, 3, 3, 3], group=32)
+    y = e.layer_norm(b.node("Transpose", [y], perm=[0, 2, 3, 1]), "cnx.norm", False)               # [1, 8, 8, 32]
+    y = e.linear(e.gelu(e.linear(y, 32, 128, "cnx.pw1"), "cnx.gelu"), 128, 32, "cnx.pw2")
+    y = b.node("Transpose", [b.node("Mul", [y, b.init("cnx.scale", b.uniform(32, 0.5, 1.0))])], perm=[0, 3, 1, 2])
+    x = b.node("Add", [x, y])
+    # ShuffleNetV2, stride 1: half the channels through 1x1, dw 3x3, 1x1; concat; shuffle 2 groups.
+    keep, go = b.node("Split", [x, e.const("shf.split", [16, 16], np.int64)], n_out=2, axis=1)
+    y = b.node("Relu", [conv_folded(b, go, "shf.pw1", 16, 16, 1, 1)])
+    y = conv_folded(b, y, "shf.dw", 16, 16, 3, 1, groups=16)
+    y = b.node("Relu", [conv_folded(b, y, "shf.pw2", 16, 16, 1, 1)])
+    y = b.node("Reshape", [b.node("Concat", [keep, y], axis=1), e.const("shf.groups", [1, 2, 16, 8, 8], np.int64)])
+    x = b.node("Reshape", [b.node("Transpose", [y], perm=[0, 2, 1, 3, 4]), e.const("shf.back", [1, 32, 8, 8], np.int64)])
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])])
+    b.node("Gemm", [x, b.init("fc.w", b.uniform((10, 32), -0.3, 0.3)), b.init("fc.b", b.uniform(10, -0.1, 0.1))], transB=1)
+    b.nodes[-1].output[0] = "output"
+    return b.model([helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], 13, "modern_cnn")
 
 
 def save(model, path):
@@ -357,7 +440,8 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     models = {"tiny_cnn": tiny_cnn, "mlp": mlp, "shape_ops": shape_ops, "legacy": legacy,
-              "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0, "transformer": transformer}
+              "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0, "transformer": transformer,
+              "vit_tiny": vit_tiny, "modern_cnn": modern_cnn}
     for depth in (18, 50):
         models[f"resnet{depth}"] = lambda d=depth: resnet(d, fold=True)
         models[f"resnet{depth}_bn"] = lambda d=depth: resnet(d, fold=False)

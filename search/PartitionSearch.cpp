@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -21,10 +22,12 @@ namespace autotune {
 
 std::string PartitionReport::json() const {
   nlohmann::json moves_j = nlohmann::json::array();
-  for (const MoveReport &m : moves)
+  for (const MoveReport &m : moves) {
     moves_j.push_back({{"move", m.move}, {"ops", m.ops}, {"apart_ms", m.apart_s * 1e3}, {"merged_ms", m.merged_s * 1e3}, {"ratio", m.ratio},
                        {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
                        {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
+    if (!m.same_as.empty()) moves_j.back()["same_as"] = m.same_as;
+  }
   return nlohmann::json{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}}.dump();
 }
 
@@ -67,6 +70,9 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   // The moves measured (legal, and not a chain unless asked): what progress counts.
   auto measurable = [&](const PartitionMove &m) { return m.why_not.empty() && (m.kind != PartitionMove::kChain || o.chains); };
   size_t to_measure = std::count_if(moves.begin(), moves.end(), measurable), measuring = 0;
+  // A move whose kernels apart and merged are those of a move measured before (a transformer's 12
+  // identical layers) takes that measurement: the same kernels, timed again, say nothing new.
+  std::map<std::string, size_t> measured_kernels;
   for (size_t mi = 0; mi < moves.size(); ++mi) {
     const PartitionMove &mv = moves[mi];
     if (o.stop && o.stop->load()) break;
@@ -90,24 +96,36 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
         // node earlier, the producer's node having gone).
         std::vector<const Graph *> apart{fused.nodes[mv.producer].body.get()}, together;
         for (int c : mv.consumers) apart.push_back(fused.nodes[c].body.get()), together.push_back(merged->nodes[c - 1].body.get());
-        // Each round times the kernels apart and then merged, back to back, and judges the move by
-        // that round's ratio: a load spike on the shared host then moves both sides of a ratio.
-        // The move is taken on the median ratio; the times reported are each side's fastest round.
-        for (const Graph *b : apart) estimate(*b, r.bytes_apart, r.flops_apart);
-        for (const Graph *b : together) estimate(*b, r.bytes_merged, r.flops_merged);
-        std::vector<double> ratios;
-        r.apart_s = r.merged_s = INFINITY;
-        for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
-          double a = 0, t = 0;
-          for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not);
-          for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not);
-          if (!r.why_not.empty()) break;
-          ratios.push_back(t / a);
-          r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);
+        std::string kernels;
+        for (const Graph *b : apart) kernels += workload_hash(*b) + ",";
+        kernels += "->";
+        for (const Graph *b : together) kernels += workload_hash(*b) + ",";
+        if (auto seen = measured_kernels.find(kernels); seen != measured_kernels.end()) {
+          const MoveReport &s = rep.moves[seen->second];
+          r.apart_s = s.apart_s, r.merged_s = s.merged_s, r.ratio = s.ratio, r.measured = s.measured, r.chosen = s.chosen;
+          r.bytes_apart = s.bytes_apart, r.bytes_merged = s.bytes_merged, r.flops_apart = s.flops_apart, r.flops_merged = s.flops_merged;
+          r.why_not = s.why_not, r.same_as = s.move;
+        } else {
+          measured_kernels[kernels] = rep.moves.size();
+          for (const Graph *b : apart) estimate(*b, r.bytes_apart, r.flops_apart);
+          for (const Graph *b : together) estimate(*b, r.bytes_merged, r.flops_merged);
+          // Each round times the kernels apart and then merged, back to back, and judges the move by
+          // that round's ratio: a load spike on the shared host then moves both sides of a ratio.
+          // The move is taken on the median ratio; the times reported are each side's fastest round.
+          std::vector<double> ratios;
+          r.apart_s = r.merged_s = INFINITY;
+          for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
+            double a = 0, t = 0;
+            for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not);
+            for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not);
+            if (!r.why_not.empty()) break;
+            ratios.push_back(t / a);
+            r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);
+          }
+          r.measured = r.why_not.empty();
+          if (r.measured) r.ratio = median(ratios);
+          r.chosen = r.measured && r.ratio < 1 - o.min_gain;
         }
-        r.measured = r.why_not.empty();
-        if (r.measured) r.ratio = median(ratios);
-        r.chosen = r.measured && r.ratio < 1 - o.min_gain;
       }
     }
 
@@ -115,8 +133,9 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       ++measuring;
       char line[256];
       if (r.measured)
-        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s", measuring, to_measure,
-                      r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.chosen ? ", taken" : "");
+        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s%s%s", measuring, to_measure,
+                      r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.chosen ? ", taken" : "",
+                      r.same_as.empty() ? "" : "; the kernels of ", r.same_as.c_str());
       else
         std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not measured (%s)", measuring, to_measure, r.move.c_str(), r.ops.c_str(),
                       r.why_not.c_str());

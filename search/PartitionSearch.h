@@ -41,6 +41,7 @@ struct MoveReport {
   bool measured = false;     // apart_s and merged_s were measured
   bool chosen = false;
   std::string why_not;       // illegal, failed to compile or measure, or left out for a better move; "" otherwise
+  std::string same_as;       // a move before it with the same kernels apart and merged, whose measurement it takes
 };
 
 struct PartitionReport {

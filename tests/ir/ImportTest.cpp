@@ -170,7 +170,7 @@ TEST(Import, ResNetBlocksImportAsConvBnReluAdd) {
 TEST(Import, TypesAgreeWithOnnxShapeInferenceOnEveryModel) {
   // The importer checks each node's type against ONNX shape inference as it goes; this makes sure
   // the check ran on real models (not just that import succeeded) by re-verifying the graph.
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet50_bn", "transformer"}) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet50_bn", "transformer", "vit_tiny", "modern_cnn"}) {
     SCOPED_TRACE(name);
     Graph g = testing::load_model(name);
     EXPECT_TRUE(static_cast<bool>(verify_graph(g)));

@@ -34,7 +34,7 @@ bool all_finite(const Tensor &t) {
 }
 
 TEST(Models, SmallModelsRunWithFiniteOutputs) {
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "transformer"}) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "transformer", "vit_tiny", "modern_cnn"}) {
     SCOPED_TRACE(name);
     Graph g = load_model(name);
     for (const Tensor &t : run_ok(g, 3)) EXPECT_TRUE(all_finite(t));

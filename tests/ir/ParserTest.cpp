@@ -74,7 +74,7 @@ TEST(Parser, SyntaxErrorsCarryLineAndColumn) {
 }
 
 TEST(Parser, EveryGeneratedModelRoundTrips) {
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet18", "resnet18_bn", "resnet50", "resnet50_bn", "transformer"}) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet18", "resnet18_bn", "resnet50", "resnet50_bn", "transformer", "vit_tiny", "modern_cnn"}) {
     SCOPED_TRACE(name);
     Graph g = testing::load_model(name);
     std::string text = print_text(g);

@@ -302,7 +302,7 @@ def @main(%x: Tensor[(1, 24, 6, 6), float32]) -> Tensor[(1, 32, 6, 6), float32] 
 }
 
 TEST(Pipeline, EveryPassKeepsEveryModelsOutputWithin1e5) {
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet18", "resnet18_bn", "resnet50", "resnet50_bn", "transformer"}) {
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "resnet18", "resnet18_bn", "resnet50", "resnet50_bn", "transformer", "vit_tiny", "modern_cnn"}) {
     Graph g = testing::load_model(name);
     // Every model without nchwc-layout, three with it too (the reference's blocked convs are slow).
     bool blocked = std::string(name) == "tiny_cnn" || std::string(name) == "resnet18_bn" || std::string(name) == "legacy";

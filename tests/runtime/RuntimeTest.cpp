@@ -158,7 +158,7 @@ void expect_model_matches(const std::string &name) {
 }
 
 TEST(CompiledModel, SmallModelsMatchTheReference) {
-  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "transformer"}) expect_model_matches(name);
+  for (const char *name : {"tiny_cnn", "mlp", "shape_ops", "legacy", "transformer", "vit_tiny", "modern_cnn"}) expect_model_matches(name);
 }
 TEST(CompiledModel, ResNet18MatchesTheReference) { expect_model_matches("resnet18_bn"); }
 TEST(CompiledModel, ResNet50MatchesTheReference) { expect_model_matches("resnet50"); }

@@ -89,7 +89,7 @@ TEST(Schedule, ValidationGivesTheReason) {
 
 TEST(ScheduleSpace, SamplesMutationsAndCrossoversAreAlwaysLegal) {
   Rng rng(3);
-  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "mlp", "shape_ops", "transformer"}) {
+  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
       ScheduleSpace sp = ScheduleSpace::of(t.body);
       EXPECT_GE(sp.size(), 1);
@@ -168,11 +168,11 @@ TEST(ScheduleSpace, RandomSchedulesComputeTheRightAnswer) {
 TEST(ScheduleSpace, EverySketchPointOfEveryModelMatchesTheReference) {
   // The sketch rules' step lists on the groups' naive nests: every loop-sketch point (elementwise
   // groups, pools, global pools, means, matmul), every seventh of grouped convs' loop-sketch points
-  // and of tile-sketch points (convs with one group, dense) of eight generated models round-trips
+  // and of tile-sketch points (convs with one group, dense) of ten generated models round-trips
   // through the schedule's JSON and computes what the reference executor does.
   int tasks_with_sketches = 0, points = 0, tiles = 0, pixel_lanes = 0, pixel_tails = 0, grouped = 0, partitioned = 0, row_tiles = 0, rfactors = 0, blocked = 0;
   std::set<std::string> ops;
-  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy", "transformer"}) {
+  for (const char *model : {"tiny_cnn", "resnet18", "mobilenet_v2", "efficientnet_b0", "mlp", "shape_ops", "legacy", "transformer", "vit_tiny", "modern_cnn"}) {
     for (const Task &t : extract_tasks(fused_model(model))) {
       ScheduleSpace sp = ScheduleSpace::of(t.body);
       if (sp.sketches.empty()) continue;
