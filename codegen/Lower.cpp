@@ -95,6 +95,12 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
   }
   if (op == "reciprocal") return float_imm(1) / x();
   if (op == "broadcast_to") return in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape));
+  if (op == "tile") {
+    const Shape &s = g_.type_of(n.inputs[0]).shape;
+    Index src(idx.size());
+    for (size_t d = 0; d < idx.size(); ++d) src[d] = s[d] == 1 ? int_imm(0) : idx[d] % int_imm(s[d]);
+    return in(0, src);
+  }
   if (op == "strided_slice") {
     const auto &b = n.attrs.ints("begin"), &st = n.attrs.ints("strides");
     Index src(idx.size());
@@ -412,8 +418,8 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   }
   if (op == "nn.softmax" && lanes > 1 && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1)
     if (auto steps = softmax_row_sketch(naive, lanes); steps && replay(naive, *steps)) return steps;
-  if (op == "mean" && lanes > 1) {
-    // A mean over the innermost axes (LayerNorm's statistics): the reduction as vectors of
+  if ((op == "mean" || op == "sum" || op == "max" || op == "min") && lanes > 1) {
+    // A mean (sum, max, min) over the innermost axes (LayerNorm's statistics): the reduction as vectors of
     // partial sums (rfactor), as a global pool's plane, where it spans two vectors or more.
     const Shape &in = body.type_of(anchor->inputs[0]).shape;
     std::vector<int64_t> axes = anchor->attrs.ints("axis");

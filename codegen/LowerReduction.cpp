@@ -7,6 +7,8 @@ namespace autotune::lowering {
 
 Expr Lowerer::combine_step(Combine c, const Expr &a, const Expr &t) {
   if (c == Combine::kMax) return max(a, t);
+  if (c == Combine::kMin) return min(a, t);
+  if (c == Combine::kProd) return a * t;
   // A term that is a product or nothing (a tap past a kernel): the update or none, so a decided
   // condition leaves one fused multiply-add or nothing at all.
   if (t->kind == ExprKind::kSelect && t->args[2]->kind == ExprKind::kFloat && t->args[2]->float_value == 0)
@@ -113,7 +115,7 @@ Status Lowerer::lower_reduction_op() {
         },
         [count](const Expr &a, const Index &) { return a * float_imm(1.0 / count); }, "global_pool");
   }
-  if (op == "mean") {
+  if (op == "mean" || op == "sum" || op == "max" || op == "min" || op == "prod") {
     int r = static_cast<int>(xs.size());
     std::vector<bool> reduced(r, n.attrs.ints("axis").empty());
     for (int64_t a : n.attrs.ints("axis")) reduced[*normalize_axis(a, r)] = true;
@@ -122,8 +124,11 @@ Status Lowerer::lower_reduction_op() {
     int64_t count = 1;
     for (int d = 0; d < r; ++d)
       if (reduced[d]) domain.push_back(xs[d]), count *= xs[d];
+    Combine c = op == "max" ? Combine::kMax : op == "min" ? Combine::kMin : op == "prod" ? Combine::kProd : Combine::kSum;
+    double init = op == "max" ? -kInf : op == "min" ? kInf : op == "prod" ? 1.0 : 0.0;
+    double scale = op == "mean" ? 1.0 / static_cast<double>(count) : 1.0;
     return naive_reduction(
-        os, domain, Combine::kSum, [](const Index &) { return float_imm(0); },
+        os, domain, c, [init](const Index &) { return float_imm(init); },
         [&, r, keep](const Index &i, const Index &red) {
           Index src;
           size_t oi = 0, ri = 0;
@@ -137,7 +142,7 @@ Status Lowerer::lower_reduction_op() {
           }
           return value_at(x, src);
         },
-        [count](const Expr &a, const Index &) { return a * float_imm(1.0 / static_cast<double>(count)); }, "mean");
+        [scale](const Expr &a, const Index &) { return scale == 1.0 ? a : a * float_imm(scale); }, op == "mean" ? "mean" : "reduce");
   }
   if (op == "nn.matmul") {
     Shape as = xs, bs = g_.type_of(n.inputs[1]).shape;

@@ -107,6 +107,17 @@ std::optional<TensorType> static_type(const onnx::TypeProto &tp) {
  */
 size_t folding_budget(size_t file_bytes) { return (size_t{64} << 20) + 4 * file_bytes; }
 
+/** ONNX ops that are one IR op with no attributes to read: op -> (IR op, binary with numpy broadcasting). */
+const std::map<std::string, std::pair<std::string, bool>> &one_to_one_ops() {
+  static const std::map<std::string, std::pair<std::string, bool>> ops{
+      {"Add", {"add", true}}, {"Sub", {"subtract", true}}, {"Mul", {"multiply", true}}, {"Div", {"divide", true}},
+      {"Relu", {"nn.relu", false}}, {"Sigmoid", {"sigmoid", false}}, {"HardSwish", {"nn.hard_swish", false}},
+      {"GlobalAveragePool", {"nn.global_avg_pool2d", false}}, {"Identity", {"identity", false}}, {"Sqrt", {"sqrt", false}},
+      {"Erf", {"erf", false}}, {"Tanh", {"tanh", false}}, {"Exp", {"exp", false}}, {"Log", {"log", false}},
+      {"Neg", {"negative", false}}, {"Abs", {"abs", false}}, {"Reciprocal", {"reciprocal", false}}};
+  return ops;
+}
+
 class Importer {
  public:
   Importer(std::string label, size_t file_bytes) : label_(std::move(label)), fold_budget_(folding_budget(file_bytes)) {}
@@ -333,14 +344,17 @@ Status Importer::cross_check_with_onnx(onnx::ModelProto &model) {
   return Status::ok();
 }
 
-/** The ONNX ops convert() reads (and Split, which import_node reads). */
+/** The ONNX ops convert() reads (and Split, which import_node reads): those of one_to_one_ops and the ones with code of their own. */
 const std::set<std::string> &supported_ops() {
-  static const std::set<std::string> ops{
-      "Abs", "Add", "And", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
-      "Conv", "Div", "Dropout", "Equal", "Erf", "Exp", "Expand", "Flatten", "Gather", "Gemm", "GlobalAveragePool",
-      "Greater", "HardSigmoid", "HardSwish", "Identity", "LayerNormalization", "LeakyRelu", "Less", "Log", "MatMul",
-      "MaxPool", "Mul", "Neg", "Not", "Or", "Pad", "Pow", "Range", "Reciprocal", "ReduceMean", "Relu", "Reshape", "Shape",
-      "Sigmoid", "Size", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where"};
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> s{"And", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
+                            "Conv", "Dropout", "Equal", "Expand", "Flatten", "Gather", "Gemm", "Greater", "HardSigmoid",
+                            "LayerNormalization", "LeakyRelu", "Less", "MatMul", "MaxPool", "Not", "Or", "Pad", "Pow", "Range",
+                            "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Reshape", "Shape", "Size",
+                            "Slice", "Softmax", "Split", "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where"};
+    for (const auto &[op, ir] : one_to_one_ops()) s.insert(op);
+    return s;
+  }();
   return ops;
 }
 
@@ -419,7 +433,6 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     return convert_pool(n, true);
   }
   if (op == "AveragePool") return convert_pool(n, false);
-  if (op == "GlobalAveragePool") return unary("nn.global_avg_pool2d");
   if (op == "BatchNormalization") {
     AT_ASSIGN(training, attr_int(n, "training_mode", 0));
     AT_ASSIGN(is_test, attr_int(n, "is_test", opset_ < 7 ? 0 : 1));
@@ -434,9 +447,6 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     }
     return emit(n, "nn.batch_norm", ins, {{"epsilon", static_cast<double>(eps)}});
   }
-  if (op == "Relu") return unary("nn.relu");
-  if (op == "Sigmoid") return unary("sigmoid");
-  if (op == "HardSwish") return unary("nn.hard_swish");
   if (op == "LeakyRelu") {
     AT_ASSIGN(alpha, attr_float(n, "alpha", 0.01f));
     return unary("nn.leaky_relu", {{"alpha", static_cast<double>(alpha)}});
@@ -459,21 +469,15 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     }
     return unary("clip", {{"a_min", static_cast<double>(lo)}, {"a_max", static_cast<double>(hi)}});
   }
-  if (op == "Add") return binary("add");
-  if (op == "Sub") return binary("subtract");
-  if (op == "Mul") return binary("multiply");
-  if (op == "Div") return binary("divide");
-  if (op == "Identity") return unary("identity");
-  if (op == "Sqrt") return unary("sqrt");
-  if (op == "Erf") return unary("erf");
-  if (op == "Tanh") return unary("tanh");
-  if (op == "Exp") return unary("exp");
-  if (op == "Log") return unary("log");
-  if (op == "Neg") return unary("negative");
-  if (op == "Abs") return unary("abs");
-  if (op == "Reciprocal") return unary("reciprocal");
+  if (auto it = one_to_one_ops().find(op); it != one_to_one_ops().end())
+    return it->second.second ? binary(it->second.first) : unary(it->second.first);
   if (op == "Pow") return convert_pow(n);
   if (op == "Slice") return convert_slice(n);
+  if (op == "Tile") {
+    AT_ASSIGN(x, input(n, 0));
+    AT_ASSIGN(reps, constant_input(n, 1, DType::kInt64));
+    return emit(n, "tile", {x}, {{"reps", Ints(reps.i64(), reps.i64() + reps.numel())}});
+  }
   if (op == "LayerNormalization") return convert_layer_norm(n);
   if (op == "Expand") {
     AT_ASSIGN(x, input(n, 0));
@@ -544,17 +548,31 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
   }
   if (op == "Pad") return convert_pad(n);
   if (op == "Softmax") return convert_softmax(n);
-  if (op == "ReduceMean") {
+  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd") {
     AT_ASSIGN(x, input(n, 0));
-    if (n.input_size() > 1) return fail(n, "axes as an input (opset 18) is not supported");
-    AT_ASSIGN(axes, attr_ints(n, "axes", {}));
+    Ints axes;
+    if (op == "ReduceSum" && opset_ >= 13) {
+      // Axes as an input; none (or empty) reduces every axis unless noop_with_empty_axes.
+      if (has_input(n, 1)) {
+        AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
+        axes.assign(t.i64(), t.i64() + t.numel());
+      }
+      AT_ASSIGN(noop, attr_int(n, "noop_with_empty_axes", 0));
+      if (axes.empty() && noop) return emit(n, "identity", {x});
+    } else {
+      if (n.input_size() > 1) return fail(n, "axes as an input (opset 18) is not supported");
+      AT_ASSIGN(a, attr_ints(n, "axes", {}));
+      axes = a;
+    }
     AT_ASSIGN(keep, attr_int(n, "keepdims", 1));
     for (int64_t &a : axes) {
       auto ax = normalize_axis(a, type_of(x).rank());
       if (!ax) return fail(n, ax.error().message);
       a = *ax;
     }
-    return emit(n, "mean", {x}, {{"axis", axes}, {"keepdims", keep ? int64_t{1} : int64_t{0}}});
+    const char *ir = op == "ReduceMean" ? "mean" : op == "ReduceSum" ? "sum" : op == "ReduceMax" ? "max" : op == "ReduceMin" ? "min" : "prod";
+    if (type_of(x).dtype != DType::kFloat32) return fail(n, "only float32 reductions are supported");
+    return emit(n, ir, {x}, {{"axis", axes}, {"keepdims", keep ? int64_t{1} : int64_t{0}}});
   }
   if (op == "Constant") return convert_constant(n);
   if (op == "Size") {

@@ -251,6 +251,18 @@ Expected<TensorType> infer_strided_slice(const OpCall &c) {
   return make_type(c.inputs[0].dtype, s);
 }
 
+/** tile: the input repeated reps[d] times along each dimension d. */
+Expected<TensorType> infer_tile(const OpCall &c) {
+  const Ints &reps = c.attrs.ints("reps");
+  Shape s = c.inputs[0].shape;
+  if (reps.size() != s.size()) return make_error("reps needs " + std::to_string(s.size()) + " values (the input's rank)");
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (reps[d] < 0 || reps[d] > (int64_t{1} << 30)) return make_error("reps " + std::to_string(reps[d]) + " out of range");
+    s[d] *= reps[d];
+  }
+  return make_type(c.inputs[0].dtype, s);
+}
+
 /** broadcast_to: the input broadcast (numpy rules) to `shape`, which it must broadcast to exactly. */
 Expected<TensorType> infer_broadcast_to(const OpCall &c) {
   const Ints &want = c.attrs.ints("shape");
@@ -425,8 +437,8 @@ std::vector<OpDef> make_ops() {
   pool_attrs.push_back({"count_include_pad", AttrKind::kInt, int64_t{0}});
   ops.push_back({"nn.avg_pool2d", P::kOutEWiseFusable, 1, 1, pool_attrs, infer_pool2d});
   ops.push_back({"nn.global_avg_pool2d", P::kOutEWiseFusable, 1, 1, {}, infer_global_pool});
-  ops.push_back({"mean", P::kCommReduce, 1, 1,
-                 {{"axis", AttrKind::kInts, Ints{}}, {"keepdims", AttrKind::kInt, int64_t{1}}}, infer_mean});
+  for (const char *name : {"mean", "sum", "max", "min", "prod"})  // reductions over `axis` (all axes when empty)
+    ops.push_back({name, P::kCommReduce, 1, 1, {{"axis", AttrKind::kInts, Ints{}}, {"keepdims", AttrKind::kInt, int64_t{1}}}, infer_mean});
   ops.push_back({"nn.softmax", P::kOpaque, 1, 1, {{"axis", AttrKind::kInt, int64_t{-1}}}, infer_softmax});
 
   ops.push_back({"reshape", P::kInjective, 1, 1, {{"newshape", AttrKind::kInts, std::nullopt}}, infer_reshape});
@@ -434,6 +446,7 @@ std::vector<OpDef> make_ops() {
   ops.push_back({"concatenate", P::kInjective, 1, -1, {{"axis", AttrKind::kInt, std::nullopt}}, infer_concat});
   ops.push_back({"nn.pad", P::kInjective, 1, 1,
                  {{"pad_width", AttrKind::kInts, std::nullopt}, {"pad_value", AttrKind::kFloat, 0.0}}, infer_pad});
+  ops.push_back({"tile", P::kInjective, 1, 1, {{"reps", AttrKind::kInts, std::nullopt}}, infer_tile});
   ops.push_back({"strided_slice", P::kInjective, 1, 1,
                  {{"begin", AttrKind::kInts, std::nullopt}, {"end", AttrKind::kInts, std::nullopt}, {"strides", AttrKind::kInts, std::nullopt}},
                  infer_strided_slice});

@@ -255,6 +255,7 @@ Tensor eval_softmax(const Node &n, const Tensor &x) {
   return out;
 }
 
+/** mean, sum, max, min and prod over `axis` (all when empty), in double. */
 Tensor eval_mean(const Node &n, const Tensor &x) {
   int r = x.type().rank();
   std::vector<bool> reduce(r, n.attrs.ints("axis").empty());
@@ -263,10 +264,17 @@ Tensor eval_mean(const Node &n, const Tensor &x) {
   Shape kept(r);
   for (int i = 0; i < r; ++i) kept[i] = reduce[i] ? 1 : x.shape()[i];
   Ints ost = broadcast_strides(kept, x.shape());
-  std::vector<double> acc(n.type.numel(), 0.0);
-  for_each_broadcast(x.shape(), strides_of(x.shape()), ost,
-                     [&](int64_t i, int64_t, int64_t io) { acc[io] += x.f32()[i]; });
-  double count = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(n.type.numel(), 1));
+  const std::string &op = n.op;
+  double init = op == "prod" ? 1.0 : op == "max" ? -INFINITY : op == "min" ? INFINITY : 0.0;
+  std::vector<double> acc(n.type.numel(), init);
+  for_each_broadcast(x.shape(), strides_of(x.shape()), ost, [&](int64_t i, int64_t, int64_t io) {
+    double v = x.f32()[i];
+    if (op == "prod") acc[io] *= v;
+    else if (op == "max") acc[io] = std::isnan(v) || v > acc[io] ? v : acc[io];
+    else if (op == "min") acc[io] = std::isnan(v) || v < acc[io] ? v : acc[io];
+    else acc[io] += v;
+  });
+  double count = op == "mean" ? static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(n.type.numel(), 1)) : 1.0;
   Tensor out(n.type);
   for (int64_t i = 0; i < n.type.numel(); ++i) out.f32()[i] = static_cast<float>(acc[i] / count);
   return out;
@@ -457,7 +465,16 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   if (op == "nn.max_pool2d") return eval_pool2d(n, in[0], true);
   if (op == "nn.avg_pool2d") return eval_pool2d(n, in[0], false);
   if (op == "nn.global_avg_pool2d") return eval_global_pool(n, in[0]);
-  if (op == "mean") return eval_mean(n, in[0]);
+  if (op == "mean" || op == "sum" || op == "max" || op == "min" || op == "prod") return eval_mean(n, in[0]);
+  if (op == "tile") {
+    Ints xs = strides_of(in[0].shape());
+    return gather_elements(n, in[0], [&](int64_t i) {
+      Ints idx = unravel(i, n.type.shape);
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += (idx[d] % in[0].shape()[d]) * xs[d];
+      return off;
+    });
+  }
   if (op == "nn.softmax") return eval_softmax(n, in[0]);
   if (op == "reshape") return in[0].reshaped(n.type.shape);
   if (op == "transpose") return eval_transpose(n, in[0]);

@@ -185,6 +185,26 @@ TEST_P(Lower, TransformerKernelsWithRowAndColumnTails) {
     %1 = mean(%0, axis=[2], keepdims=1);
     return %1;
   })", 1e-5, {{"avx2", "rfactor ko"}, {"avx512", "rfactor ko"}});
+  // sum, max, min and prod: over the innermost axis (vector partials, but prod) and over outer ones.
+  for (const char *op : {"sum", "max", "min", "prod"}) {
+    std::string ir = R"(def @main(%x: Tensor[(2, 5, 40), float32]) -> Tensor[(2, 5), float32] {
+    %0 = OP(%x, axis=[2], keepdims=0);
+    return %0;
+  })";
+    ir.replace(ir.find("OP"), 2, op);
+    expect_compiled_matches(ir, 1e-5);
+    std::string outer = R"(def @main(%x: Tensor[(3, 4, 6), float32]) -> Tensor[(1, 4, 1), float32] {
+    %0 = OP(%x, axis=[0, 2], keepdims=1);
+    return %0;
+  })";
+    outer.replace(outer.find("OP"), 2, op);
+    expect_compiled_matches(outer, 1e-5);
+  }
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 5), float32]) -> Tensor[(2, 6, 15), float32] {
+    %0 = tile(%x, reps=[1, 2, 3]);
+    %1 = sigmoid(%0);
+    return %1;
+  })", 1e-5);
   // The transcendental and injective ops a transformer adds, in one elementwise group.
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 6, 20), float32], %y: Tensor[(1, 20), float32]) -> Tensor[(2, 3, 20), float32] {
     %0 = strided_slice(%x, begin=[0, 5, 0], end=[2, -1, 20], strides=[1, -2, 1]);
