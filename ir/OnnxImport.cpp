@@ -188,6 +188,16 @@ class Importer {
     if (t->dtype() != dtype) return fail(n, "input " + std::to_string(i) + " must be " + dtype_name(dtype));
     return *t;
   }
+  /**
+   * A list of ints that an op took as attribute `name` before opset `from` and as its constant
+   * int64 input `i` since (Unsqueeze's axes, Split's sizes, ReduceSum's axes); empty when absent.
+   */
+  Expected<Ints> ints_attr_or_input(const onnx::NodeProto &n, const std::string &name, int i, int from = 13) const {
+    if (opset_ < from) return attr_ints(n, name, {});
+    if (!has_input(n, i)) return Ints{};
+    AT_ASSIGN(t, constant_input(n, i, DType::kInt64));
+    return Ints(t.i64(), t.i64() + t.numel());
+  }
   Expected<float> scalar_input(const onnx::NodeProto &n, int i, float def) const {
     if (!has_input(n, i)) return def;
     AT_ASSIGN(t, constant_input(n, i, DType::kFloat32));
@@ -550,20 +560,12 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
   if (op == "Softmax") return convert_softmax(n);
   if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd") {
     AT_ASSIGN(x, input(n, 0));
-    Ints axes;
-    if (op == "ReduceSum" && opset_ >= 13) {
-      // Axes as an input; none (or empty) reduces every axis unless noop_with_empty_axes.
-      if (has_input(n, 1)) {
-        AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
-        axes.assign(t.i64(), t.i64() + t.numel());
-      }
-      AT_ASSIGN(noop, attr_int(n, "noop_with_empty_axes", 0));
-      if (axes.empty() && noop) return emit(n, "identity", {x});
-    } else {
-      if (n.input_size() > 1) return fail(n, "axes as an input (opset 18) is not supported");
-      AT_ASSIGN(a, attr_ints(n, "axes", {}));
-      axes = a;
-    }
+    // ReduceSum takes its axes as an input from opset 13 (the others from 18, beyond what autotune reads).
+    if (op != "ReduceSum" && n.input_size() > 1) return fail(n, "axes as an input (opset 18) is not supported");
+    AT_ASSIGN(axes, ints_attr_or_input(n, "axes", 1, op == "ReduceSum" ? 13 : 18));
+    // No axes reduce every axis, unless noop_with_empty_axes (ReduceSum, opset 13).
+    AT_ASSIGN(noop, attr_int(n, "noop_with_empty_axes", 0));
+    if (axes.empty() && noop) return emit(n, "identity", {x});
     AT_ASSIGN(keep, attr_int(n, "keepdims", 1));
     for (int64_t &a : axes) {
       auto ax = normalize_axis(a, type_of(x).rank());
@@ -733,14 +735,7 @@ Expected<ValueId> Importer::convert_reshape(const onnx::NodeProto &n) {
 
 Expected<ValueId> Importer::convert_unsqueeze(const onnx::NodeProto &n, bool squeeze) {
   AT_ASSIGN(x, input(n, 0));
-  Ints axes;
-  if (opset_ < 13) {
-    AT_ASSIGN(a, attr_ints(n, "axes", {}));
-    axes = a;
-  } else if (has_input(n, 1)) {
-    AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
-    axes.assign(t.i64(), t.i64() + t.numel());
-  }
+  AT_ASSIGN(axes, ints_attr_or_input(n, "axes", 1));
   const Shape &in = type_of(x).shape;
   int r = static_cast<int>(in.size());
   if (!squeeze) {
@@ -881,14 +876,7 @@ Expected<std::vector<ValueId>> Importer::convert_split(const onnx::NodeProto &n)
   AT_ASSIGN(axis_attr, attr_int(n, "axis", 0));
   auto axis = normalize_axis(axis_attr, static_cast<int>(s.size()));
   if (!axis) return fail(n, axis.error().message);
-  Ints sizes;
-  if (opset_ < 13) {
-    AT_ASSIGN(a, attr_ints(n, "split", {}));
-    sizes = a;
-  } else if (has_input(n, 1)) {
-    AT_ASSIGN(t, constant_input(n, 1, DType::kInt64));
-    sizes.assign(t.i64(), t.i64() + t.numel());
-  }
+  AT_ASSIGN(sizes, ints_attr_or_input(n, "split", 1));
   int parts = n.output_size();
   int64_t dim = s[*axis];
   if (sizes.empty()) {
