@@ -361,6 +361,12 @@ class StageEmitter {
     AT_CHECK(false, "bad binary op");
   }
 
+  /** i32, or a vector of i32 as wide as `t`: the float's bits, for exp's and log's exponent arithmetic. */
+  llvm::Type *int32_like(llvm::Type *t) {
+    if (t->isVectorTy()) return llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount());
+    return b_.getInt32Ty();
+  }
+
   /**
    * exp(x) of float32 scalars and vectors without a library call, which LLVM makes once per lane
    * (a 1x1 conv with a SiLU epilogue ran at 6 GFLOP/s on them). Cephes' expf: x = n ln2 + r with
@@ -382,8 +388,7 @@ class StageEmitter {
     llvm::Value *y = c(1.9875691500e-4);
     for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) y = fma(y, r, c(k));
     y = fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0)));
-    llvm::Type *it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
-                                     : static_cast<llvm::Type *>(b_.getInt32Ty());
+    llvm::Type *it = int32_like(t);
     // 2^n in two halves, each a normal float: n reaches 128 (exp just below FLT_MAX) and -126.
     llvm::Value *ni = b_.CreateFPToSI(n, it), *n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1)), *n2 = b_.CreateSub(ni, n1);
     auto pow2 = [&](llvm::Value *k) {
@@ -406,8 +411,7 @@ class StageEmitter {
     llvm::Type *t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
-    llvm::Type *it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
-                                     : static_cast<llvm::Type *>(b_.getInt32Ty());
+    llvm::Type *it = int32_like(t);
     auto ic = [&](int v) { return llvm::ConstantInt::get(it, v); };
     llvm::Value *tiny = b_.CreateFCmpOLT(x, c(1.17549435e-38));
     llvm::Value *xs = b_.CreateSelect(tiny, b_.CreateFMul(x, c(8388608.0)), x);

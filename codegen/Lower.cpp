@@ -89,10 +89,7 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
   if (op == "erf") return math::erf(x());
   if (op == "tanh") return math::tanh(x());
   if (op == "negative") return float_imm(0) - x();
-  if (op == "abs") {
-    Expr v0 = x();
-    return max(v0, float_imm(0) - v0);
-  }
+  if (op == "abs") return math::abs(x());
   if (op == "reciprocal") return float_imm(1) / x();
   if (op == "broadcast_to") return in(0, broadcast_index(idx, g_.type_of(n.inputs[0]).shape));
   if (op == "tile") {

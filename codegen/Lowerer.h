@@ -65,7 +65,7 @@ class Lowerer {
   /** prefix0, prefix1, ...: the loop names of a naive nest. */
   static std::vector<std::string> numbered(const std::string &prefix, size_t n);
   enum class Combine { kSum, kMax, kMin, kProd };
-  /** One step of a reduction: max(a, t), or a + t (a fused multiply-add when t is a product). */
+  /** One step of a reduction: max(a, t), min(a, t), a * t, or a + t (a fused multiply-add when t is a product). */
   static Expr combine_step(Combine c, const Expr &a, const Expr &t);
   Expr value_at(ValueId v, const Index &idx);
   /** The index into `in` read when broadcasting to an output indexed by `idx` (numpy alignment). */

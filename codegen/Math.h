@@ -14,6 +14,9 @@ namespace autotune::math {
  */
 loop::Expr erf(const loop::Expr &x);
 
+/** |x| as max(x, -x). */
+loop::Expr abs(const loop::Expr &x);
+
 /** tanh(x): below |x| = 0.3 its Taylor series to x^11; above, 1 - 2 / (exp(2 |x|) + 1), odd in x. */
 loop::Expr tanh(const loop::Expr &x);
 

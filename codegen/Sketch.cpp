@@ -55,7 +55,6 @@ struct StageSteps {
   }
 };
 
-
 /** The loops before loop `name` in the sequence that holds it, in order (a partition's parts before its largest). */
 std::vector<std::string> loops_before(const Stmt &s, const std::string &name) {
   if (!s) return {};
@@ -843,13 +842,11 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
     step("reorder")->names = {"oo", "i0"};
     Step *sr = step("split", "i0");
     sr->factor = knobs.px_block, sr->names = {"mo", "mp"};
-    for (Step &t : register_tile(st.name, {"mp", "oi"}, {"k0"})) steps.push_back(t);
-    Step *pf = step("prefetch", "k0");
-    pf->buffer = weight, pf->factor = 2048;
-    if (M % knobs.px_block) {
-      for (Step &t : register_tile(st.name, {"mp_tail", "oi_tail"}, {"k0_tail"})) steps.push_back(t);
-      Step *pt = step("prefetch", "k0_tail");
-      pt->buffer = weight, pt->factor = 2048;
+    for (std::string sfx : {"", "_tail"}) {
+      if (!sfx.empty() && M % knobs.px_block == 0) break;
+      for (Step &t : register_tile(st.name, {"mp" + sfx, "oi" + sfx}, {"k0" + sfx})) steps.push_back(t);
+      Step *pf = step("prefetch", "k0" + sfx);
+      pf->buffer = weight, pf->factor = 2048;
     }
     for (Step &p : parallel_over(st.name, {"oo"})) steps.push_back(p);
     return steps;
@@ -929,8 +926,8 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
   for (int64_t ob : blocks) {
     if (outs[1].second % ob) continue;
     int64_t vecs = (ob + lanes - 1) / lanes;
-    int64_t rows = conv ? 0 : std::min<int64_t>(outs[0].second, 16);  // a dense layer's row tiles
-    for (int64_t px = 1; px <= (conv ? width : rows); ++px) {
+    int64_t dense_rows = conv ? 0 : std::min<int64_t>(outs[0].second, 16);  // a dense layer's row tiles
+    for (int64_t px = 1; px <= (conv ? width : dense_rows); ++px) {
       if ((conv && width % px) || vecs * px + vecs + 1 > registers) continue;
       for (int pad = 0; pad < 3; ++pad)
         for (bool rows : {false, true})

@@ -195,6 +195,10 @@ class Importer {
   Expected<Ints> ints_attr_or_input(const onnx::NodeProto &n, const std::string &name, int i, int from = 13) const {
     if (opset_ < from) return attr_ints(n, name, {});
     if (!has_input(n, i)) return Ints{};
+    return constant_ints(n, i);
+  }
+  /** Input i as the values of a constant int64 tensor (a shape, axes, repeats), or an error saying it must be one. */
+  Expected<Ints> constant_ints(const onnx::NodeProto &n, int i) const {
     AT_ASSIGN(t, constant_input(n, i, DType::kInt64));
     return Ints(t.i64(), t.i64() + t.numel());
   }
@@ -215,11 +219,7 @@ class Importer {
     bool all_constant = true;
     for (ValueId v : node->inputs) all_constant &= v.kind == ValueId::Kind::kConstant;
     if (all_constant && node->type.dtype == DType::kInt64) {
-      size_t bytes = node->type.nbytes();
-      if (bytes > fold_budget_ - folded_bytes_)
-        return fail(n, "folding this constant " + type_str(node->type) + " would need " + format_bytes(static_cast<double>(bytes)) +
-                           ", beyond the import budget of " + format_bytes(static_cast<double>(fold_budget_)) + " for this file");
-      folded_bytes_ += bytes;
+      AT_TRY(charge_folding(n, node->type));
       std::vector<Tensor> args;
       for (ValueId v : node->inputs) args.push_back(*constant(v));
       auto value = eval_node(*node, args);
@@ -227,6 +227,15 @@ class Importer {
       return b_.add_constant(n.output(0), value.take());
     }
     return b_.insert(node.take());
+  }
+  /** Counts a constant that folding at import creates against the file's budget, or says it is beyond it. */
+  Status charge_folding(const onnx::NodeProto &n, const TensorType &t) {
+    size_t bytes = t.nbytes();
+    if (bytes > fold_budget_ - folded_bytes_)
+      return fail(n, "folding this constant " + type_str(t) + " would need " + format_bytes(static_cast<double>(bytes)) +
+                         ", beyond the import budget of " + format_bytes(static_cast<double>(fold_budget_)) + " for this file");
+    folded_bytes_ += bytes;
+    return Status::ok();
   }
   Expected<ValueId> emit_reshape(const onnx::NodeProto &n, ValueId x, Ints shape) {
     return emit(n, "reshape", {x}, {{"newshape", std::move(shape)}});
@@ -485,14 +494,14 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
   if (op == "Slice") return convert_slice(n);
   if (op == "Tile") {
     AT_ASSIGN(x, input(n, 0));
-    AT_ASSIGN(reps, constant_input(n, 1, DType::kInt64));
-    return emit(n, "tile", {x}, {{"reps", Ints(reps.i64(), reps.i64() + reps.numel())}});
+    AT_ASSIGN(reps, constant_ints(n, 1));
+    return emit(n, "tile", {x}, {{"reps", reps}});
   }
   if (op == "LayerNormalization") return convert_layer_norm(n);
   if (op == "Expand") {
     AT_ASSIGN(x, input(n, 0));
-    AT_ASSIGN(shape, constant_input(n, 1, DType::kInt64));
-    return emit(n, "broadcast_to", {x}, {{"shape", Ints(shape.i64(), shape.i64() + shape.numel())}});
+    AT_ASSIGN(shape, constant_ints(n, 1));
+    return emit(n, "broadcast_to", {x}, {{"shape", shape}});
   }
   if (op == "ConstantOfShape" || op == "Equal" || op == "Less" || op == "Greater" || op == "Not" || op == "And" || op == "Or" ||
       op == "Where" || op == "Cast" || op == "Range")
@@ -704,10 +713,9 @@ Expected<ValueId> Importer::convert_gemm(const onnx::NodeProto &n) {
 
 Expected<ValueId> Importer::convert_reshape(const onnx::NodeProto &n) {
   AT_ASSIGN(x, input(n, 0));
-  AT_ASSIGN(shape_t, constant_input(n, 1, DType::kInt64));
+  AT_ASSIGN(shape, constant_ints(n, 1));
   AT_ASSIGN(allowzero, attr_int(n, "allowzero", 0));
   const Shape &in = type_of(x).shape;
-  Ints shape(shape_t.i64(), shape_t.i64() + shape_t.numel());
   int infer = -1;
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -847,24 +855,11 @@ Expected<ValueId> Importer::emit_slice(const onnx::NodeProto &n, ValueId x, cons
 
 Expected<ValueId> Importer::convert_slice(const onnx::NodeProto &n) {
   AT_ASSIGN(x, input(n, 0));
-  Ints starts, ends, axes, steps;
-  if (opset_ < 10) {
-    AT_ASSIGN(a, attr_ints(n, "starts", {}));
-    AT_ASSIGN(b, attr_ints(n, "ends", {}));
-    AT_ASSIGN(c, attr_ints(n, "axes", {}));
-    starts = a, ends = b, axes = c;
-  } else {
-    auto ints = [&](int i, Ints &out) -> Status {
-      if (!has_input(n, i)) return Status::ok();
-      AT_ASSIGN(t, constant_input(n, i, DType::kInt64));
-      out.assign(t.i64(), t.i64() + t.numel());
-      return Status::ok();
-    };
-    AT_TRY(ints(1, starts));
-    AT_TRY(ints(2, ends));
-    AT_TRY(ints(3, axes));
-    AT_TRY(ints(4, steps));
-  }
+  // Attributes before opset 10 (no steps then), constant inputs since.
+  AT_ASSIGN(starts, ints_attr_or_input(n, "starts", 1, 10));
+  AT_ASSIGN(ends, ints_attr_or_input(n, "ends", 2, 10));
+  AT_ASSIGN(axes, ints_attr_or_input(n, "axes", 3, 10));
+  AT_ASSIGN(steps, ints_attr_or_input(n, "steps", 4, 10));
   if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) || (!steps.empty() && steps.size() != starts.size()))
     return fail(n, "starts, ends, axes and steps differ in length");
   return emit_slice(n, x, starts, ends, axes, steps);
@@ -973,8 +968,7 @@ Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {
   auto make = [&](DType dt, const Shape &shape, const std::function<double(int64_t)> &f) -> Expected<ValueId> {
     auto type = make_type(dt, shape);
     if (!type) return fail(n, type.error().message);
-    if (type->nbytes() > fold_budget_ - folded_bytes_) return fail(n, "folding this constant " + type_str(*type) + " goes beyond the import budget");
-    folded_bytes_ += type->nbytes();
+    AT_TRY(charge_folding(n, *type));
     Tensor out(*type);
     for (int64_t i = 0; i < type->numel(); ++i) {
       if (dt == DType::kFloat32) out.f32()[i] = static_cast<float>(f(i));

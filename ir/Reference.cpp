@@ -307,36 +307,37 @@ Ints unravel(int64_t i, const Shape &s) {
   return idx;
 }
 
-Tensor eval_transpose(const Node &n, const Tensor &x) {
-  const Ints &axes = n.attrs.ints("axes");
-  Ints st = strides_of(x.shape());
+/** An injective op whose source offset is a sum over the output's dims: part(d, index along d). */
+template <typename F>
+Tensor gather_by_dims(const Node &n, const Tensor &x, F part) {
   return gather_elements(n, x, [&](int64_t i) {
     Ints idx = unravel(i, n.type.shape);
     int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[axes[d]];
+    for (size_t d = 0; d < idx.size(); ++d) off += part(d, idx[d]);
     return off;
   });
+}
+
+Tensor eval_transpose(const Node &n, const Tensor &x) {
+  const Ints &axes = n.attrs.ints("axes");
+  Ints st = strides_of(x.shape());
+  return gather_by_dims(n, x, [&](size_t d, int64_t i) { return i * st[axes[d]]; });
 }
 
 Tensor eval_strided_slice(const Node &n, const Tensor &x) {
   const Ints &b = n.attrs.ints("begin"), &st = n.attrs.ints("strides");
   Ints xs = strides_of(x.shape());
-  return gather_elements(n, x, [&](int64_t i) {
-    Ints idx = unravel(i, n.type.shape);
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += (b[d] + idx[d] * st[d]) * xs[d];
-    return off;
-  });
+  return gather_by_dims(n, x, [&](size_t d, int64_t i) { return (b[d] + i * st[d]) * xs[d]; });
 }
 
 Tensor eval_broadcast_to(const Node &n, const Tensor &x) {
   Ints bs = broadcast_strides(x.shape(), n.type.shape);
-  return gather_elements(n, x, [&](int64_t i) {
-    Ints idx = unravel(i, n.type.shape);
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * bs[d];
-    return off;
-  });
+  return gather_by_dims(n, x, [&](size_t d, int64_t i) { return i * bs[d]; });
+}
+
+Tensor eval_tile(const Node &n, const Tensor &x) {
+  Ints xs = strides_of(x.shape());
+  return gather_by_dims(n, x, [&](size_t d, int64_t i) { return i % x.shape()[d] * xs[d]; });
 }
 
 Tensor eval_pad(const Node &n, const Tensor &x) {
@@ -466,15 +467,7 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   if (op == "nn.avg_pool2d") return eval_pool2d(n, in[0], false);
   if (op == "nn.global_avg_pool2d") return eval_global_pool(n, in[0]);
   if (op == "mean" || op == "sum" || op == "max" || op == "min" || op == "prod") return eval_mean(n, in[0]);
-  if (op == "tile") {
-    Ints xs = strides_of(in[0].shape());
-    return gather_elements(n, in[0], [&](int64_t i) {
-      Ints idx = unravel(i, n.type.shape);
-      int64_t off = 0;
-      for (size_t d = 0; d < idx.size(); ++d) off += (idx[d] % in[0].shape()[d]) * xs[d];
-      return off;
-    });
-  }
+  if (op == "tile") return eval_tile(n, in[0]);
   if (op == "nn.softmax") return eval_softmax(n, in[0]);
   if (op == "reshape") return in[0].reshaped(n.type.shape);
   if (op == "transpose") return eval_transpose(n, in[0]);
