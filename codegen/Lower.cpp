@@ -43,6 +43,7 @@ Expected<LoweredKernel> Lowerer::run() {
   }
   const std::string &op = g_.nodes[anchor_].op;
   if (op == "nn.softmax") AT_TRY(lower_softmax());
+  else if (op == "nn.layer_norm") AT_TRY(lower_layer_norm());
   else if (is_conv_op(op)) AT_TRY(naive_conv2d());
   else if (op == "nn.dense") AT_TRY(lower_dense());
   else AT_TRY(lower_reduction_op());
@@ -413,8 +414,9 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     if (plane >= 2 * k.lanes)
       if (auto steps = first_loop_sketch(naive, {k})) return steps;
   }
-  if (op == "nn.softmax" && lanes > 1 && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1)
-    if (auto steps = softmax_row_sketch(naive, lanes); steps && replay(naive, *steps)) return steps;
+  if (((op == "nn.softmax" && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1) || op == "nn.layer_norm") &&
+      lanes > 1)
+    if (auto steps = row_sketch(naive, lanes); steps && replay(naive, *steps)) return steps;
   if ((op == "mean" || op == "sum" || op == "max" || op == "min") && lanes > 1) {
     // A mean (sum, max, min) over the innermost axes (LayerNorm's statistics): the reduction as vectors of
     // partial sums (rfactor), as a global pool's plane, where it spans two vectors or more.

@@ -41,10 +41,12 @@ Status Lowerer::lower_softmax() {
   const Node &sm = g_.nodes[anchor_];
   const Shape &s = sm.type.shape;
   int axis = *normalize_axis(sm.attrs.i("axis"), static_cast<int>(s.size()));
-  // A loop per dimension but the axis (i0, i1, ...) around the three passes over the axis: the
-  // maximum (j1), the sum of exponentials (j2), the normalized outputs (j3), each row's maximum
-  // and sum in one-element local buffers. The loop sketch vectorizes the innermost of the
-  // i loops (for a softmax over channels, the pixels), each lane with its own maximum and sum.
+  // A loop per dimension but the axis (i0, i1, ...) around four passes over the axis: the
+  // maximum (j1), each exponential stored in the output (j2: one exp per element), their sum read
+  // back (j3: a pass of its own, so that j3 is a pure reduction that rfactor takes), the outputs
+  // divided by it (j4). Each row's maximum and sum are one-element local buffers. The loop sketch
+  // vectorizes the innermost of the i loops (for a softmax over channels, the pixels), each lane
+  // with its own maximum and sum; the row sketch vectorizes along the row.
   Shape rest;
   for (size_t d = 0; d < s.size(); ++d)
     if (static_cast<int>(d) != axis) rest.push_back(s[d]);
@@ -54,19 +56,62 @@ Status Lowerer::lower_softmax() {
     for (size_t d = 0, n = 0; d < s.size(); ++d) idx.push_back(static_cast<int>(d) == axis ? j : var(i[n++]));
     return idx;
   };
+  // The group's output has the softmax's shape (softmax is opaque: nothing injective fuses after it).
+  auto stored = [&](const Expr &j) { return ravel(at(j), s); };
   Buffer m = make_buffer("max", Type::kF32, 1, BufferScope::kLocal), sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal);
   Expr zero = int_imm(0);
   Stmt body = seq({
       store(m, zero, float_imm(-kInf)),
       for_loop("j1", zero, int_imm(s[axis]), ForKind::kSerial, store(m, zero, max(load(m, zero), value_at(sm.inputs[0], at(var("j1")))))),
-      store(sum, zero, float_imm(0)),
       for_loop("j2", zero, int_imm(s[axis]), ForKind::kSerial,
-               store(sum, zero, load(sum, zero) + call("exp", {value_at(sm.inputs[0], at(var("j2"))) - load(m, zero)}))),
-      for_loop("j3", zero, int_imm(s[axis]), ForKind::kSerial,
-               store_output(at(var("j3")), call("exp", {value_at(sm.inputs[0], at(var("j3"))) - load(m, zero)}) / load(sum, zero))),
+               store(out_, stored(var("j2")), call("exp", {value_at(sm.inputs[0], at(var("j2"))) - load(m, zero)}))),
+      store(sum, zero, float_imm(0)),
+      for_loop("j3", zero, int_imm(s[axis]), ForKind::kSerial, store(sum, zero, load(sum, zero) + load(out_, stored(var("j3"))))),
+      for_loop("j4", zero, int_imm(s[axis]), ForKind::kSerial, store_output(at(var("j4")), load(out_, stored(var("j4"))) / load(sum, zero))),
   });
   k_.schedule = "naive nest";
   add_stage("softmax", "u", 1, loop_nest(i, rest, allocate(m, allocate(sum, body))));
+  return Status::ok();
+}
+
+Status Lowerer::lower_layer_norm() {
+  AT_TRY(check_inlinable());
+  const Node &ln = g_.nodes[anchor_];
+  const Shape &s = ln.type.shape;
+  int r = static_cast<int>(s.size()), axis = *normalize_axis(ln.attrs.i("axis"), r);
+  // A loop per row dimension (i0, i1, ...) around three passes over the row's elements (the axes
+  // from `axis` on, one loop j): their sum (j1), then the mean's squared distances (j2: the
+  // variance in two passes, as the reference and the decomposed graph compute it), then the
+  // normalized, scaled and shifted outputs (j3). Each row's mean and 1 / sqrt(var + epsilon) are
+  // one-element local buffers. The row sketch vectorizes the passes along the row.
+  Shape rows(s.begin(), s.begin() + axis), tail(s.begin() + axis, s.end());
+  int64_t len = product(tail);
+  std::vector<std::string> i = numbered("i", rows.size());
+  auto at = [&](const Expr &j) {
+    Index idx;
+    for (const std::string &v : i) idx.push_back(var(v));
+    Index t = unravel(j, tail);
+    idx.insert(idx.end(), t.begin(), t.end());
+    return idx;
+  };
+  auto x = [&](const char *j) { return value_at(ln.inputs[0], at(var(j))); };
+  auto param = [&](int k, const char *j) { return value_at(ln.inputs[k], broadcast_index(at(var(j)), g_.type_of(ln.inputs[k]).shape)); };
+  Buffer sum = make_buffer("sum", Type::kF32, 1, BufferScope::kLocal), sq = make_buffer("sq", Type::kF32, 1, BufferScope::kLocal);
+  Buffer mean = make_buffer("mean", Type::kF32, 1, BufferScope::kLocal), inv = make_buffer("inv", Type::kF32, 1, BufferScope::kLocal);
+  Expr zero = int_imm(0), n = float_imm(1.0 / static_cast<double>(len));
+  Expr d2 = x("j2") - load(mean, zero);
+  Stmt body = seq({
+      store(sum, zero, float_imm(0)),
+      for_loop("j1", zero, int_imm(len), ForKind::kSerial, store(sum, zero, load(sum, zero) + x("j1"))),
+      store(mean, zero, load(sum, zero) * n),
+      store(sq, zero, float_imm(0)),
+      for_loop("j2", zero, int_imm(len), ForKind::kSerial, store(sq, zero, call("fmuladd", {d2, d2, load(sq, zero)}))),
+      store(inv, zero, float_imm(1) / call("sqrt", {load(sq, zero) * n + float_imm(ln.attrs.f("epsilon"))})),
+      for_loop("j3", zero, int_imm(len), ForKind::kSerial,
+               store_output(at(var("j3")), call("fmuladd", {(x("j3") - load(mean, zero)) * load(inv, zero), param(1, "j3"), param(2, "j3")}))),
+  });
+  k_.schedule = "naive nest";
+  add_stage("layer_norm", "u", 1, loop_nest(i, rows, allocate(sum, allocate(sq, allocate(mean, allocate(inv, body))))));
   return Status::ok();
 }
 

@@ -104,6 +104,7 @@ class Lowerer {
   Status naive_winograd();
   Status lower_dense();
   Status lower_softmax();
+  Status lower_layer_norm();
   Status lower_reduction_op();
 
   const Graph &g_;

@@ -21,6 +21,23 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
 
 namespace {
 
+void collect_stores(const loop::Stmt &s, std::vector<loop::Stmt> &out) {
+  if (!s) return;
+  if (s->kind == loop::StmtKind::kStore) out.push_back(s);
+  for (const loop::Stmt &b : s->body) collect_stores(b, out);
+}
+
+/** Whether every store in loop `name` of `body` updates a one-element local buffer (a row's maximum or sum). */
+bool folds_into_local(const loop::Stmt &body, const std::string &name) {
+  auto l = find_loop(body, name);
+  if (!l) return false;
+  std::vector<loop::Stmt> stores;
+  collect_stores(*l, stores);
+  return !stores.empty() && std::all_of(stores.begin(), stores.end(), [](const loop::Stmt &x) {
+    return x->buffer->scope == loop::BufferScope::kLocal && x->buffer->size == 1;
+  });
+}
+
 /**
  * The reduction loops a sketch unrolls: from the innermost out, each of 2 to 16 iterations,
  * while the iterations unrolled together stay within 64 (a 7x7 window). ViT-B/16's 16x16 patch
@@ -712,27 +729,34 @@ Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64
   return steps;
 }
 
-Expected<std::vector<Step>> softmax_row_sketch(const LoweredKernel &naive, int lanes) {
+Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
   const KernelStage &st = naive.stages.back();
-  if (st.name != "softmax" || naive.stages.size() != 1) return make_error("the softmax row sketch needs a softmax nest");
+  if (naive.stages.size() != 1) return make_error("the row sketch needs a one-stage nest");
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
   auto loops = stage_loops(naive, st.name);
-  if (!loops.count("j1") || loops["j1"] < 2 * lanes || lanes < 2) return make_error("the softmax's axis is shorter than two vectors");
+  std::vector<std::string> passes;
+  for (int p = 1; loops.count("j" + std::to_string(p)); ++p) passes.push_back("j" + std::to_string(p));
+  if (passes.empty()) return make_error("the row sketch needs passes j1, j2, ... over a row");
+  for (const std::string &j : passes)
+    if (loops[j] < 2 * lanes || lanes < 2) return make_error("the row's pass " + j + " is shorter than two vectors");
   std::vector<Step> steps;
   StageSteps step{st.name, steps};
-  for (const char *j : {"j1", "j2"}) {
-    // max and sum: each lane its own partial (rfactor), then combined; the row's rest after the tiles.
-    std::string o = std::string(j) + "o", i = std::string(j) + "i";
+  for (const std::string &j : passes) {
+    std::string o = j + "o", i = j + "i";
     Step *sp = step("split", j);
     sp->factor = lanes, sp->names = {o, i};
-    step("rfactor", o)->names = {i};
-    step("vectorize", i);
+    // A pass that only folds into a row's local value (a maximum, a sum): each lane its own
+    // partial (rfactor), combined once per row, the row's rest after the tiles. A pass that
+    // stores elements: vectors, and the rest as one narrower vector.
+    if (folds_into_local(st.body, j)) {
+      step("rfactor", o)->names = {i};
+      step("vectorize", i);
+    } else {
+      step("vectorize", i);
+      if (loops[j] % lanes >= 2) step("vectorize", i + "_tail");
+    }
   }
-  Step *s3 = step("split", "j3");
-  s3->factor = lanes, s3->names = {"j3o", "j3i"};
-  step("vectorize", "j3i");
-  if (loops["j3"] % lanes >= 2) step("vectorize", "j3i_tail");
   std::vector<std::string> par;
   for (const auto &o : outs) par.push_back(o.first);
   for (Step &p : parallel_over(st.name, par)) steps.push_back(p);

@@ -66,11 +66,13 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes);
 Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64_t rows, int64_t cols);
 
 /**
- * A softmax over its innermost axis (attention's rows): the axis's three passes as vectors of
- * `lanes` along the row (contiguous), the maximum and the sum each in partial lanes (rfactor)
- * combined once per row, the rest of the row after them; the other loops fused and parallel.
+ * A row's passes (a softmax or a layer norm over its innermost axis: loops j1, j2, ... in one
+ * stage) as vectors of `lanes` along the row (contiguous): a pass that folds into a row's local
+ * value (a maximum, a sum) in partial lanes (rfactor) combined once per row, a pass that stores
+ * elements as vectors with the rest of the row as one narrower vector; the other loops fused
+ * and parallel.
  */
-Expected<std::vector<Step>> softmax_row_sketch(const LoweredKernel &naive, int lanes);
+Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes);
 
 /** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);

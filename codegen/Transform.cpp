@@ -104,21 +104,36 @@ void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Ac
   for (const Stmt &b : s->body) collect_accesses(b, stores, loads, inner);
 }
 
+/** The iterations of a loop `var` from lo to hi, whose body is being checked. */
+struct Iterations {
+  std::string var;
+  int64_t lo = 0, hi = -1;
+};
+bool iterations_apart(const Stmt &body, const BufferNode *b, const Iterations &loop);
+
 /**
  * Why iterations of `body` may not be reordered, or "": a buffer it writes (and did not allocate
  * inside) is read at an index it does not write, so one iteration may read what another wrote.
+ * Given the loop whose body it is, a buffer read elsewhere than it is written passes when its
+ * accesses provably keep to elements of their own iteration (iterations_apart: a softmax's
+ * exponentials stored in its output and read back by the passes after).
  */
-std::string carried_dependence(const Stmt &body) {
+std::string carried_dependence(const Stmt &body, const Iterations &loop = {}) {
   std::vector<Access> stores, loads;
   std::set<const BufferNode *> inner;
   collect_accesses(body, stores, loads, inner);
   std::map<const BufferNode *, std::set<std::string>> written;
   for (const Access &a : stores)
     if (!inner.count(a.buffer.get())) written[a.buffer.get()].insert(a.index);
+  std::set<const BufferNode *> apart;
   for (const Access &a : loads) {
     auto it = written.find(a.buffer.get());
-    if (it != written.end() && !it->second.count(a.index))
-      return a.buffer->name + " is written and read at another index (" + a.buffer->name + "[" + a.index + "])";
+    if (it == written.end() || it->second.count(a.index) || apart.count(a.buffer.get())) continue;
+    if (!loop.var.empty() && iterations_apart(body, a.buffer.get(), loop)) {
+      apart.insert(a.buffer.get());
+      continue;
+    }
+    return a.buffer->name + " is written and read at another index (" + a.buffer->name + "[" + a.index + "])";
   }
   return "";
 }
@@ -340,7 +355,7 @@ Expected<Stmt> vectorize(const Stmt &s, const std::string &name) {
     return make_error("vectorize: loop " + name + ": the store to " + st + " does not move with it (lanes would write one element)");
   if (std::string use = scalar_use_of(body, name); !use.empty())
     return make_error("vectorize: loop " + name + ": " + use + " depends on it and must stay scalar");
-  if (std::string why = carried_dependence(body); !why.empty()) return make_error("vectorize: loop " + name + ": " + why);
+  if (std::string why = carried_dependence(body, {name, mn, mn + ex - 1}); !why.empty()) return make_error("vectorize: loop " + name + ": " + why);
   // Lanes are one level deep: no vectorized loop may enclose this one.
   std::string around = vectorized_around(s, name);
   if (!around.empty()) return make_error("vectorize: loop " + name + " is inside the vectorized loop " + around);
@@ -370,7 +385,7 @@ Expected<KernelStage> parallelize(const KernelStage &stage, const std::string &n
   if (l->for_kind != ForKind::kSerial) return make_error("parallel: loop " + name + " is " + for_kind_name(l->for_kind));
   if (std::string st = store_not_using(l->body[0], name, true); !st.empty())
     return make_error("parallel: loop " + name + ": the store to " + st + " does not depend on it (threads would race)");
-  if (std::string why = carried_dependence(l->body[0]); !why.empty()) return make_error("parallel: loop " + name + ": " + why);
+  if (std::string why = carried_dependence(l->body[0], {name, mn, mn + ex - 1}); !why.empty()) return make_error("parallel: loop " + name + ": " + why);
   KernelStage out = stage;
   out.parallel_var = name;
   out.parallel_extent = ex;
@@ -434,6 +449,166 @@ Affine part(const Affine &a, const std::set<std::string> &vars, bool keep) {
   for (const auto &[v, c] : a.coeff)
     if (vars.count(v) == keep) out.coeff[v] = c;
   return out;
+}
+
+void accesses_of(const Stmt &s, const BufferNode *b, std::vector<Expr> &loads, std::vector<Expr> &stores);
+
+int64_t gcd64(int64_t a, int64_t b) {
+  a = a < 0 ? -a : a, b = b < 0 ? -b : b;
+  while (b) a %= b, std::swap(a, b);
+  return a;
+}
+
+/** An integer expression as sum(coefficient * atom) + constant: atoms are variables and whatever is not a sum or a product by a constant. */
+struct Linear {
+  std::map<std::string, std::pair<int64_t, Expr>> atoms;
+  int64_t constant = 0;
+};
+
+void linearize(const Expr &e, int64_t scale, Linear &out) {
+  if (e->kind == ExprKind::kInt) {
+    out.constant += scale * e->int_value;
+    return;
+  }
+  if (e->kind == ExprKind::kBinary && (e->op == BinOp::kAdd || e->op == BinOp::kSub)) {
+    linearize(e->args[0], scale, out);
+    linearize(e->args[1], e->op == BinOp::kAdd ? scale : -scale, out);
+    return;
+  }
+  if (e->kind == ExprKind::kBinary && e->op == BinOp::kMul)
+    for (int c = 0; c < 2; ++c)
+      if (auto k = as_int(e->args[c])) {
+        linearize(e->args[1 - c], scale * *k, out);
+        return;
+      }
+  auto &atom = out.atoms[to_string(e)];
+  atom.first += scale, atom.second = e;
+}
+
+/** A term of a linear equation: a coefficient over an integer range; `iteration` marks a difference of a loop's iterations. */
+struct Term {
+  int64_t a;
+  Range r;
+  bool iteration;
+};
+
+Range sum_range(const std::vector<Term> &t) {
+  Range out{0, 0};
+  for (const Term &x : t) {
+    int64_t p = x.a * x.r.lo, q = x.a * x.r.hi;
+    out.lo += std::min(p, q), out.hi += std::max(p, q);
+  }
+  return out;
+}
+
+/**
+ * Whether every solution of sum(a * x) == 0 (each x in its range) has the iteration terms 0.
+ * The terms whose coefficients are at least a cut share a factor m; when the others' sum stays
+ * within (-m, m), it is 0 and so is theirs, and each part is decided alone (a row's stride
+ * separating the columns inside it). A single term a * x == 0 is x == 0.
+ */
+bool forces_zero(std::vector<Term> t) {
+  t.erase(std::remove_if(t.begin(), t.end(), [](const Term &x) { return x.a == 0 || (x.r.lo == 0 && x.r.hi == 0); }), t.end());
+  if (std::none_of(t.begin(), t.end(), [](const Term &x) { return x.iteration; }) || t.size() == 1) return true;
+  std::set<int64_t> cuts;
+  for (const Term &x : t) cuts.insert(x.a < 0 ? -x.a : x.a);
+  for (int64_t cut : cuts) {
+    std::vector<Term> large, small;
+    int64_t m = 0;
+    for (const Term &x : t) {
+      bool big = (x.a < 0 ? -x.a : x.a) >= cut;
+      (big ? large : small).push_back(x);
+      if (big) m = gcd64(m, x.a);
+    }
+    if (small.empty()) continue;
+    Range s = sum_range(small);
+    if (s.hi >= m || s.lo <= -m) continue;
+    for (Term &x : large) x.a /= m;
+    return forces_zero(small) && forces_zero(large);
+  }
+  return false;
+}
+
+/**
+ * Whether no element of `b` that one iteration of `loop` stores is read or stored by another.
+ * Each access is linear in atoms: the loop's variable v, or v / C and v % C together (loops
+ * fused into v), which tell v apart; the loops inside (their own iteration in each access); and
+ * atoms of the loops around, the same in every access. Two iterations meet where the difference
+ * of two accesses is 0, and forces_zero shows that only equal iterations make it so (a
+ * softmax's row read back in its own iteration over rows, or over vector lanes of pixels).
+ */
+bool iterations_apart(const Stmt &body, const BufferNode *b, const Iterations &loop) {
+  if (loop.hi <= loop.lo) return true;  // one iteration
+  std::vector<Expr> loads, stores;
+  accesses_of(body, b, loads, stores);
+  Ranges r;
+  loop_ranges(body, r);
+  std::multiset<std::string> names;
+  std::set<std::string> inner;
+  collect_names(body, names, inner);
+  auto uses_inner = [&](const Expr &e) { return std::any_of(inner.begin(), inner.end(), [&](const std::string &v) { return uses_var(e, v); }); };
+  // The range of an atom of the loop's variable alone: v, v / C or v % C.
+  auto iteration_range = [&](const Expr &e) -> std::optional<Range> {
+    if (e->kind == ExprKind::kVar) return Range{loop.lo, loop.hi};
+    if (e->kind != ExprKind::kBinary || (e->op != BinOp::kDiv && e->op != BinOp::kMod) || e->args[0]->kind != ExprKind::kVar ||
+        e->args[0]->name != loop.var || loop.lo < 0)
+      return std::nullopt;
+    auto c = as_int(e->args[1]);
+    if (!c || *c <= 0) return std::nullopt;
+    if (e->op == BinOp::kDiv) return Range{loop.lo / *c, loop.hi / *c};
+    return Range{0, std::min(*c - 1, loop.hi)};
+  };
+  struct Form {
+    Linear all;
+    std::map<std::string, int64_t> fixed;  // the atoms of v and of the loops around, with their coefficients
+    std::vector<Term> in;                  // the loops inside
+  };
+  std::vector<Form> forms;
+  std::vector<Term> iteration_terms;
+  for (const std::vector<Expr> *list : {&stores, &loads})
+    for (const Expr &i : *list) {
+      Form f;
+      linearize(i, 1, f.all);
+      for (const auto &[key, atom] : f.all.atoms) {
+        const auto &[a, e] = atom;
+        if (a == 0) continue;
+        bool of_v = uses_var(e, loop.var), of_inner = uses_inner(e);
+        if (of_inner) {
+          if (of_v || e->kind != ExprKind::kVar || !r.count(e->name)) return false;
+          f.in.push_back({a, r.at(e->name), false});
+          continue;
+        }
+        f.fixed[key] = a;
+        if (!of_v || !forms.empty()) continue;
+        auto range = iteration_range(e);
+        if (!range) return false;
+        iteration_terms.push_back({a, {range->lo - range->hi, range->hi - range->lo}, true});
+      }
+      if (!forms.empty() && f.fixed != forms[0].fixed) return false;
+      forms.push_back(std::move(f));
+    }
+  if (forms.empty()) return true;
+  // The atoms must tell the iterations apart: v itself, or v / C with v % C.
+  bool tells = false;
+  for (const auto &[key, a] : forms[0].fixed) {
+    const Expr &e = forms[0].all.atoms.at(key).second;
+    if (e->kind == ExprKind::kVar && e->name == loop.var) tells = true;
+    if (e->kind == ExprKind::kBinary && e->op == BinOp::kDiv && uses_var(e, loop.var)) {
+      std::string mod = "(" + to_string(e->args[0]) + " % " + to_string(e->args[1]) + ")";
+      tells |= forms[0].fixed.count(mod) > 0;
+    }
+  }
+  if (!tells) return false;
+  for (size_t s = 0; s < stores.size(); ++s)
+    for (size_t x = 0; x < forms.size(); ++x) {
+      std::vector<Term> t = iteration_terms;
+      for (const Term &y : forms[x].in) t.push_back(y);
+      for (const Term &y : forms[s].in) t.push_back({-y.a, y.r, false});
+      int64_t k = forms[x].all.constant - forms[s].all.constant;
+      t.push_back({1, {k, k}, false});
+      if (!forces_zero(t)) return false;
+    }
+  return true;
 }
 
 /** The range of integer expression `e` over `r`: affine forms, and min/max of such; nullopt otherwise. */

@@ -349,6 +349,23 @@ Expected<TensorType> infer_softmax(const OpCall &c) {
   return c.inputs[0];
 }
 
+Expected<TensorType> infer_layer_norm(const OpCall &c) {
+  for (size_t i = 0; i < 3; ++i) AT_TRY(need_f32(c, i));
+  int r = c.inputs[0].rank();
+  AT_ASSIGN(axis, normalize_axis(c.attrs.i("axis"), r));
+  const Shape &x = c.inputs[0].shape;
+  // The scale and bias broadcast over the normalized axes alone: a value per normalized element, or one.
+  for (size_t i = 1; i < 3; ++i) {
+    const Shape &p = c.inputs[i].shape;
+    if (static_cast<int>(p.size()) > r - axis) return make_error("the layer norm's " + std::string(i == 1 ? "scale" : "bias") + " has more dimensions than the normalized axes");
+    for (size_t d = 0; d < p.size(); ++d)
+      if (p[d] != 1 && p[d] != x[r - p.size() + d])
+        return make_error("the layer norm's " + std::string(i == 1 ? "scale" : "bias") + " does not broadcast to the normalized axes");
+  }
+  if (c.attrs.f("epsilon") < 0) return make_error("epsilon is negative");
+  return c.inputs[0];
+}
+
 Expected<TensorType> infer_mean(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   int r = c.inputs[0].rank();
@@ -440,6 +457,9 @@ std::vector<OpDef> make_ops() {
   for (const char *name : {"mean", "sum", "max", "min", "prod"})  // reductions over `axis` (all axes when empty)
     ops.push_back({name, P::kCommReduce, 1, 1, {{"axis", AttrKind::kInts, Ints{}}, {"keepdims", AttrKind::kInt, int64_t{1}}}, infer_mean});
   ops.push_back({"nn.softmax", P::kOpaque, 1, 1, {{"axis", AttrKind::kInt, int64_t{-1}}}, infer_softmax});
+  // (x - mean) / sqrt(var + epsilon) * scale + bias over the axes from `axis` on (fuse-layer-norm
+  // makes it of the decomposed form); elementwise consumers fuse after it.
+  ops.push_back({"nn.layer_norm", P::kOutEWiseFusable, 3, 3, {{"axis", AttrKind::kInt, int64_t{-1}}, {"epsilon", AttrKind::kFloat, 1e-5}}, infer_layer_norm});
 
   ops.push_back({"reshape", P::kInjective, 1, 1, {{"newshape", AttrKind::kInts, std::nullopt}}, infer_reshape});
   ops.push_back({"transpose", P::kInjective, 1, 1, {{"axes", AttrKind::kInts, std::nullopt}}, infer_transpose});

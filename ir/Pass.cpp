@@ -23,6 +23,7 @@ const std::vector<Pass> &all_passes() {
       {"simplify", 1, simplify, {}},
       {"fold-constants", 2, fold_constants, {}},
       {"fold-batch-norm", 1, fold_batch_norm, {}},
+      {"fuse-layer-norm", 1, fuse_layer_norm, {}},
       {"eliminate-common-subexpr", 3, eliminate_common_subexpr, {}},
       {"eliminate-dead-code", 1, eliminate_dead_code, {}},
       // At TVM's AlterOpLayout's level: on by default.
@@ -82,7 +83,7 @@ Expected<Stage> parse_stage(const std::string &s) {
 std::vector<std::string> stage_pipeline(Stage s) {
   std::vector<std::string> names;
   if (s == Stage::kImported) return names;
-  names = {"infer-shapes", "simplify", "fold-constants", "fold-batch-norm", "eliminate-common-subexpr", "eliminate-dead-code", "nchwc-layout"};
+  names = {"infer-shapes", "simplify", "fold-constants", "fold-batch-norm", "fuse-layer-norm", "eliminate-common-subexpr", "eliminate-dead-code", "nchwc-layout"};
   if (s == Stage::kFused) names.push_back("fuse-ops");
   return names;
 }

@@ -255,6 +255,48 @@ Tensor eval_softmax(const Node &n, const Tensor &x) {
   return out;
 }
 
+/** The layer norm over the axes from `axis` on, statistics in double (two passes: mean, then variance). */
+Tensor eval_layer_norm(const Node &n, const Tensor &x, const Tensor &scale, const Tensor &bias) {
+  const Shape &s = x.shape();
+  int r = x.type().rank(), axis = *normalize_axis(n.attrs.i("axis"), r);
+  Shape tail(s.begin() + axis, s.end());
+  int64_t len = 1;
+  for (int64_t d : tail) len *= d;
+  int64_t rows = len ? x.numel() / len : 0;
+  // Offsets of the scale and bias at each normalized element (numpy broadcasting over the tail).
+  auto offsets = [&](const Tensor &p) {
+    std::vector<int64_t> out(len);
+    const Shape &ps = p.shape();
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t rest = j, off = 0, stride = 1;
+      for (int d = static_cast<int>(tail.size()) - 1, q = static_cast<int>(ps.size()) - 1; d >= 0; --d, --q) {
+        int64_t at = rest % tail[d];
+        rest /= tail[d];
+        if (q >= 0) {
+          if (ps[q] != 1) off += at * stride;
+          stride *= ps[q];
+        }
+      }
+      out[j] = off;
+    }
+    return out;
+  };
+  std::vector<int64_t> so = offsets(scale), bo = offsets(bias);
+  double eps = n.attrs.f("epsilon");
+  Tensor out(n.type);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *src = x.f32() + i * len;
+    float *dst = out.f32() + i * len;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < len; ++j) mean += src[j];
+    mean /= static_cast<double>(len);
+    for (int64_t j = 0; j < len; ++j) var += (src[j] - mean) * (src[j] - mean);
+    double inv = 1.0 / std::sqrt(var / static_cast<double>(len) + eps);
+    for (int64_t j = 0; j < len; ++j) dst[j] = static_cast<float>((src[j] - mean) * inv * scale.f32()[so[j]] + bias.f32()[bo[j]]);
+  }
+  return out;
+}
+
 /** mean, sum, max, min and prod over `axis` (all when empty), in double. */
 Tensor eval_mean(const Node &n, const Tensor &x) {
   int r = x.type().rank();
@@ -469,6 +511,7 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   if (op == "mean" || op == "sum" || op == "max" || op == "min" || op == "prod") return eval_mean(n, in[0]);
   if (op == "tile") return eval_tile(n, in[0]);
   if (op == "nn.softmax") return eval_softmax(n, in[0]);
+  if (op == "nn.layer_norm") return eval_layer_norm(n, in[0], in[1], in[2]);
   if (op == "reshape") return in[0].reshaped(n.type.shape);
   if (op == "transpose") return eval_transpose(n, in[0]);
   if (op == "concatenate") return eval_concat(n, in);

@@ -21,6 +21,14 @@ Expected<Graph> fold_constants(const Graph &g);
  */
 Expected<Graph> fold_batch_norm(const Graph &g);
 
+/**
+ * The decomposed layer norm ((x - mean) / sqrt(mean of squares + epsilon), then * scale and +
+ * bias by constants, over trailing axes: PyTorch's opset-13 export and the importer's
+ * LayerNormalization) as one nn.layer_norm, where its intermediates have no other use. The old
+ * nodes are left to dead-code elimination.
+ */
+Expected<Graph> fuse_layer_norm(const Graph &g);
+
 /** Drops nodes no output depends on (and, through the Rewriter, constants no node uses). */
 Expected<Graph> eliminate_dead_code(const Graph &g);
 

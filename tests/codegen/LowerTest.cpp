@@ -180,6 +180,21 @@ TEST_P(Lower, TransformerKernelsWithRowAndColumnTails) {
     %0 = nn.softmax(%x, axis=-1);
     return %0;
   })", 1e-5, {{"avx2", "split j1/8; rfactor j1o"}, {"avx512", "split j1/16; rfactor j1o"}});
+  // A layer norm as one kernel: its three passes as vectors along the row (37: a remainder), a
+  // residual add fused after it; over two trailing axes (24 elements, the scale broadcast over 3).
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 37), float32], %r: Tensor[(2, 3, 37), float32]) -> Tensor[(2, 3, 37), float32] {
+    %g = constant(Tensor[(37), float32]);
+    %b = constant(Tensor[(37), float32]);
+    %0 = nn.layer_norm(%x, %g, %b, axis=-1, epsilon=1e-05f);
+    %1 = add(%0, %r);
+    return %1;
+  })", 1e-5, {{"avx2", "split j1/8; rfactor j1o"}, {"avx512", "split j1/16; rfactor j1o"}});
+  expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 8), float32]) -> Tensor[(2, 3, 8), float32] {
+    %g = constant(Tensor[(8), float32]);
+    %b = constant(Tensor[(1, 1), float32]);
+    %0 = nn.layer_norm(%x, %g, %b, axis=1, epsilon=0.001f);
+    return %0;
+  })", 1e-5);
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 5, 40), float32]) -> Tensor[(2, 5, 1), float32] {
     %0 = multiply(%x, %x);
     %1 = mean(%0, axis=[2], keepdims=1);

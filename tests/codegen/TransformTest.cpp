@@ -193,6 +193,33 @@ TEST(Transform, IllegalStepsAreRefusedWithTheirReason) {
   EXPECT_EQ(refusal(reorder(tri, {"w", "t"})), "reorder: the bounds of loop w depend on loop t");
 }
 
+TEST(Transform, AnOutputReadBackInItsOwnIterationIsNotADependence) {
+  // A row stored and read back reversed in the same iteration of r (a softmax's exponentials
+  // read back by its later passes): rows are apart, so r may run on threads; a read of the next
+  // row may not. Fused into one loop f = (r, q), the rows are told apart by f / 6 with f % 6 and
+  // stay apart; a store that f % 6 does not move is shared by six iterations.
+  Matmul m;
+  auto row_nest = [&](const std::string &r, int64_t rows, const Expr &row, const Expr &read_row) {
+    Stmt fill = for_loop("s", int_imm(0), int_imm(m.N), ForKind::kSerial, store(m.out, row * m.N + var("s"), load(m.a, var("s") % int_imm(K))));
+    Stmt back = for_loop("t", int_imm(0), int_imm(m.N), ForKind::kSerial,
+                         store(m.out, row * m.N + var("t"), load(m.out, read_row * m.N + int_imm(m.N - 1) - var("t")) + float_imm(1)));
+    return for_loop(r, int_imm(0), int_imm(rows), ForKind::kSerial, seq({fill, back}));
+  };
+  EXPECT_EQ(refusal(parallelize(Matmul::stage("u", row_nest("r", M - 1, var("r"), var("r"))), "r")), "(accepted)");
+  EXPECT_EQ(refusal(parallelize(Matmul::stage("u", row_nest("r", M - 1, var("r"), var("r") + int_imm(1))), "r")),
+            "parallel: loop r: out is written and read at another index (out[((((r + 1) * 37) + 36) - t)])");
+  Stmt two = for_loop("p", int_imm(0), int_imm(4), ForKind::kSerial, row_nest("q", 6, var("p") * 6 + var("q"), var("p") * 6 + var("q")));
+  Stmt fused = ok(fuse(two, "p", "q", "f"));
+  EXPECT_EQ(refusal(parallelize(Matmul::stage("u", fused), "f")), "(accepted)") << to_string(fused);
+  Stmt shared = for_loop("p", int_imm(0), int_imm(4), ForKind::kSerial, row_nest("q", 6, var("p"), var("p") * 6 + var("q")));
+  EXPECT_NE(refusal(parallelize(Matmul::stage("u", ok(fuse(shared, "p", "q", "f"))), "f")), "(accepted)");
+  // Vector lanes over rows: each lane keeps to its row, the rows' stride apart from the lanes.
+  Stmt lanes = ok(split(row_nest("r", 16, var("r"), var("r")), "r", 8, "ro", "ri"));
+  EXPECT_EQ(refusal(vectorize(lanes, "ri")), "(accepted)");
+  Stmt next = ok(split(row_nest("r", 16, var("r"), var("r") + int_imm(1)), "r", 8, "ro", "ri"));
+  EXPECT_NE(refusal(vectorize(next, "ri")), "(accepted)");
+}
+
 TEST(Transform, AReorderedReductionStillMatches) {
   // Reduction outermost (k, i2, j2): legal (sums reassociate), and the answer agrees.
   Matmul m;

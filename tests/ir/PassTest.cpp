@@ -198,6 +198,89 @@ TEST(FoldBatchNorm, ConvWithASecondConsumerIsNotRewritten) {
   EXPECT_NE(out.find("multiply(%0, "), std::string::npos) << out;
 }
 
+int count_of(const std::string &text, const std::string &what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+/** The ops of `g` after dead-code elimination, in order, joined by spaces. */
+std::string live_ops(const std::string &ir) {
+  auto g = eliminate_dead_code(parse_ok(ir));
+  EXPECT_TRUE(static_cast<bool>(g));
+  std::string ops;
+  for (const Node &n : g->nodes) ops += (ops.empty() ? "" : " ") + n.op;
+  return ops;
+}
+
+/** A layer norm over the last `axes` axes of (2, 3, 8), decomposed as PyTorch's opset-13 export writes it, then `tail`. */
+std::string decomposed_layer_norm(const std::string &axes, const std::string &tail, const std::string &outputs = "%9", const std::string &out_type = "Tensor[(2, 3, 8), float32]") {
+  return R"(def @main(%x: Tensor[(2, 3, 8), float32]) -> )" + out_type + R"( {
+    %0 = mean(%x, axis=)" + axes + R"();
+    %1 = subtract(%x, %0);
+    %2 = multiply(%1, %1);
+    %3 = mean(%2, axis=)" + axes + R"();
+    %eps = constant([1e-05f], Tensor[(), float32]);
+    %4 = add(%3, %eps);
+    %5 = sqrt(%4);
+    %6 = divide(%1, %5);
+    %g = constant(Tensor[(8), float32]);
+    %7 = multiply(%g, %6);
+    %b = constant(Tensor[(8), float32]);
+    %8 = add(%7, %b);
+)" + tail + "    return " + outputs + ";\n  }";
+}
+
+TEST(FuseLayerNorm, TheDecomposedFormBecomesOneOp) {
+  // Over the last axis, the scale as either operand, then a consumer that stays apart.
+  std::string out = rewrite(fuse_layer_norm, decomposed_layer_norm("[-1]", "    %9 = nn.relu(%8);\n"));
+  EXPECT_EQ(live_ops(out), "nn.layer_norm nn.relu") << out;
+  EXPECT_NE(out.find("axis=2, epsilon=1e-05f"), std::string::npos) << out;
+  // Over the last two axes: the scale (8) still broadcasts over the normalized (3, 8).
+  out = rewrite(fuse_layer_norm, decomposed_layer_norm("[1, 2]", "    %9 = nn.relu(%8);\n"));
+  EXPECT_EQ(live_ops(out), "nn.layer_norm nn.relu") << out;
+  EXPECT_NE(out.find("axis=1"), std::string::npos) << out;
+  // Without scale and bias: ones and zeros.
+  std::string bare = R"(def @main(%x: Tensor[(4, 16), float32]) -> Tensor[(4, 16), float32] {
+    %0 = mean(%x, axis=[1]);
+    %1 = subtract(%x, %0);
+    %2 = multiply(%1, %1);
+    %3 = mean(%2, axis=[1]);
+    %eps = constant([0.001f], Tensor[(), float32]);
+    %4 = add(%eps, %3);
+    %5 = sqrt(%4);
+    %6 = divide(%1, %5);
+    return %6;
+  })";
+  out = rewrite(fuse_layer_norm, bare);
+  EXPECT_EQ(live_ops(out), "nn.layer_norm") << out;
+}
+
+TEST(FuseLayerNorm, ChainsWithAnotherUseOrAnotherShapeStay) {
+  // The mean is also an output: not fused.
+  std::string out = rewrite(fuse_layer_norm, decomposed_layer_norm("[-1]", "", "(%8, %0)", "(Tensor[(2, 3, 8), float32], Tensor[(2, 3, 1), float32])"));
+  EXPECT_EQ(out.find("nn.layer_norm"), std::string::npos) << out;
+  // Statistics over a middle axis: not a layer norm over trailing axes.
+  out = rewrite(fuse_layer_norm, decomposed_layer_norm("[1]", "    %9 = nn.relu(%8);\n"));
+  EXPECT_EQ(out.find("nn.layer_norm"), std::string::npos) << out;
+  // The divide's result used twice: fused up to the divide only would lose it, so nothing fuses past it.
+  out = rewrite(fuse_layer_norm, decomposed_layer_norm("[-1]", "    %9 = add(%8, %6);\n"));
+  EXPECT_EQ(count_of(out, "nn.layer_norm"), 1) << out;
+  EXPECT_EQ(live_ops(out), "nn.layer_norm multiply add add") << out;
+}
+
+TEST(FuseLayerNorm, BothImportedFormsFuseInTheGeneratedModels) {
+  // vit_tiny's LayerNormalization (opset 17, decomposed at import) and the transformer's
+  // PyTorch opset-13 pattern: every layer norm becomes one op, no sqrt is left.
+  for (const char *name : {"vit_tiny", "transformer"}) {
+    auto g = lower_to_stage(testing::load_model(name), Stage::kOptimized, PassContext{});
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    std::string text = print_text(*g);
+    EXPECT_GE(count_of(text, "nn.layer_norm("), 3) << name;
+    EXPECT_EQ(count_of(text, "sqrt("), 0) << name << "\n" << text;
+  }
+}
+
 TEST(EliminateDeadCode, DropsUnusedNodesAndTheirConstants) {
   EXPECT_EQ(rewrite(eliminate_dead_code, R"(def @main(%x: Tensor[(2), float32]) -> Tensor[(2), float32] {
     %c = constant([1.0f, 2.0f], Tensor[(2), float32]);
@@ -225,12 +308,6 @@ TEST(EliminateCommonSubexpr, MergesIdenticalNodes) {
   return %3;
 }
 )");
-}
-
-int count_of(const std::string &text, const std::string &what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 TEST(NchwcLayout, ConvertsAChainAtItsEndsAndEachValueOnce) {

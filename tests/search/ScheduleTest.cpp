@@ -248,6 +248,27 @@ TEST(ScheduleSpace, SoftmaxStepListsMatchTheReference) {
   EXPECT_GE(vectorized, 4);
 }
 
+TEST(ScheduleSpace, LayerNormStepListsMatchTheReference) {
+  // A layer norm's naive nest (three passes over the row inside a loop per row) under every
+  // point of its space: the row sketch (the passes as vectors, 40 = two vectors and a remainder
+  // on AVX-512) and the loop sketch's points (the rows as lanes), each with a residual add fused.
+  std::string t = "Tensor[(6, 40), float32]", v = "Tensor[(40), float32]";
+  auto g = parse_text("def @main(%x: " + t + ", %g: " + v + ", %b: " + v + ", %r: " + t + ") -> " + t + " {\n  %0 = fn (%p0: " + t + ", %p1: " + v +
+                      ", %p2: " + v + ", %p3: " + t + ") -> " + t +
+                      " {\n    %0 = nn.layer_norm(%p0, %p1, %p2, axis=-1, epsilon=1e-05f);\n    %1 = add(%0, %p3);\n    return %1;\n  }(%x, %g, %b, %r);\n  return %0;\n}");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &body = *g->nodes[0].body;
+  ScheduleSpace sp = ScheduleSpace::of(body);
+  int rows = 0;
+  for (size_t i = 0; i < sp.sketches.size(); ++i) {
+    const auto &steps = sp.sketches[i].steps;
+    expect_schedule_matches(body, sp.sketch(i), "layer norm, point " + std::to_string(i));
+    rows += std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "rfactor" && st.loop == "j1o"; });
+  }
+  EXPECT_GE(sp.sketches.size(), 4u);
+  EXPECT_EQ(rows, host_target().lanes >= 2 && 40 >= 2 * host_target().lanes ? 1 : 0);
+}
+
 TEST(ScheduleSpace, RandomStepListsOnEveryGroupsNaiveNestMatchTheReference) {
   // The fuzz of issue 10 on real groups: random step sequences on the naive nests of every task
   // of two generated models (convs with their pad producer, pools, dense, elementwise); each
