@@ -5,6 +5,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -258,6 +259,9 @@ class Importer {
   Expected<std::vector<ValueId>> convert_split(const onnx::NodeProto &n);
   Expected<ValueId> convert_pow(const onnx::NodeProto &n);
   Expected<ValueId> convert_layer_norm(const onnx::NodeProto &n);
+  Expected<ValueId> convert_einsum(const onnx::NodeProto &n);
+  /** a x b: a dense layer when b is a constant matrix (its weight), else nn.matmul (batched, broadcasting). */
+  Expected<ValueId> emit_matmul(const onnx::NodeProto &n, ValueId a, ValueId b);
   Expected<ValueId> convert_shape_math(const onnx::NodeProto &n);
   /** The slice [b, e) with step st of every dimension of x's listed axes (ONNX's clamping), as a strided_slice. */
   Expected<ValueId> emit_slice(const onnx::NodeProto &n, ValueId x, const Ints &starts, const Ints &ends, const Ints &axes, const Ints &steps);
@@ -367,7 +371,7 @@ Status Importer::cross_check_with_onnx(onnx::ModelProto &model) {
 const std::set<std::string> &supported_ops() {
   static const std::set<std::string> ops = [] {
     std::set<std::string> s{"And", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape",
-                            "Conv", "Dropout", "Equal", "Expand", "Flatten", "Gather", "Gemm", "Greater", "HardSigmoid",
+                            "Conv", "Dropout", "Einsum", "Equal", "Expand", "Flatten", "Gather", "Gemm", "Greater", "HardSigmoid",
                             "LayerNormalization", "LeakyRelu", "Less", "MatMul", "MaxPool", "Not", "Or", "Pad", "Pow", "Range",
                             "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Reshape", "Shape", "Size",
                             "Slice", "Softmax", "Split", "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where"};
@@ -520,16 +524,11 @@ Expected<ValueId> Importer::convert(const onnx::NodeProto &n) {
     return unary("nn.dropout", {{"rate", static_cast<double>(rate)}});
   }
   if (op == "MatMul") {
-    // A constant matrix on the right is a dense layer's weight (transposed to [N, K], folded by
-    // fold-constants), as TVM's importer makes it: a packed weight and the dense register tile.
     AT_ASSIGN(a, input(n, 0));
     AT_ASSIGN(b, input(n, 1));
-    if (constant(b) && type_of(b).rank() == 2 && type_of(a).rank() >= 2) {
-      AT_ASSIGN(t, emit(n, "transpose", {b}, {{"axes", Ints{1, 0}}}));
-      return emit(n, "nn.dense", {a, t});
-    }
-    return emit(n, "nn.matmul", {a, b});
+    return emit_matmul(n, a, b);
   }
+  if (op == "Einsum") return convert_einsum(n);
   if (op == "Gemm") return convert_gemm(n);
   if (op == "Flatten") {
     AT_ASSIGN(x, input(n, 0));
@@ -944,6 +943,177 @@ Expected<ValueId> Importer::convert_layer_norm(const onnx::NodeProto &n) {
   if (!has_input(n, 2)) return y;
   AT_ASSIGN(bias, input(n, 2));
   return emit(n, "add", {y, bias});
+}
+
+Expected<ValueId> Importer::emit_matmul(const onnx::NodeProto &n, ValueId a, ValueId b) {
+  // A constant matrix on the right is a dense layer's weight (transposed to [N, K], folded by
+  // fold-constants), as TVM's importer makes it: a packed weight and the dense register tile.
+  if (constant(b) && type_of(b).rank() == 2 && type_of(a).rank() >= 2) {
+    AT_ASSIGN(t, emit(n, "transpose", {b}, {{"axes", Ints{1, 0}}}));
+    return emit(n, "nn.dense", {a, t});
+  }
+  return emit(n, "nn.matmul", {a, b});
+}
+
+Expected<ValueId> Importer::convert_einsum(const onnx::NodeProto &n) {
+  // Einsum without diagonals, as the ops autotune has: each operand's indices that nothing later
+  // needs are summed away, then operands are contracted left to right, each pair as one batched
+  // matmul (the shared indices the output keeps are the batch, the shared ones it drops the
+  // reduction) between transposes and reshapes, and the result is transposed to the output's
+  // order. An ellipsis takes letters of its own (the same number in every operand).
+  AT_ASSIGN(raw, attr_string(n, "equation", ""));
+  std::string eq;
+  for (char c : raw)
+    if (c != ' ') eq += c;
+  if (eq.empty()) return fail(n, "missing attribute 'equation'");
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow), rhs = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+  std::vector<std::string> terms;
+  for (size_t at = 0;;) {
+    size_t comma = lhs.find(',', at);
+    terms.push_back(lhs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (static_cast<int>(terms.size()) != n.input_size())
+    return fail(n, "the equation '" + raw + "' has " + std::to_string(terms.size()) + " operands, the node " + std::to_string(n.input_size()) + " inputs");
+  std::vector<ValueId> xs;
+  std::set<char> letters;
+  for (int i = 0; i < n.input_size(); ++i) {
+    AT_ASSIGN(x, input(n, i));
+    xs.push_back(x);
+  }
+  std::vector<std::string> all_terms = terms;
+  all_terms.push_back(rhs);
+  for (std::string rest : all_terms) {
+    if (size_t e = rest.find("..."); e != std::string::npos) rest.erase(e, 3);
+    for (char c : rest) {
+      if (!std::isalpha(static_cast<unsigned char>(c))) return fail(n, "the equation '" + raw + "' has a character '" + std::string(1, c) + "' that is not a letter");
+      letters.insert(c);
+    }
+  }
+  // The ellipsis's dimensions: letters the equation does not use.
+  int ellipsis = -1;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t e = terms[i].find("...");
+    int named = static_cast<int>(terms[i].size()) - (e == std::string::npos ? 0 : 3), r = type_of(xs[i]).rank();
+    if (e == std::string::npos && named != r)
+      return fail(n, "operand " + std::to_string(i) + " '" + terms[i] + "' names " + std::to_string(named) + " dimensions of an input of rank " + std::to_string(r));
+    if (e == std::string::npos) continue;
+    if (named > r || (ellipsis >= 0 && ellipsis != r - named))
+      return fail(n, "the ellipsis stands for different numbers of dimensions (broadcasting an ellipsis is not supported)");
+    ellipsis = r - named;
+  }
+  std::string spare;
+  for (char c = 'A'; static_cast<int>(spare.size()) < std::max(ellipsis, 0) && c <= 'z'; ++c)
+    if (std::isalpha(static_cast<unsigned char>(c)) && !letters.count(c)) spare += c;
+  auto expand = [&](std::string t) {
+    if (size_t e = t.find("..."); e != std::string::npos) t.replace(e, 3, spare);
+    return t;
+  };
+  for (std::string &t : terms) t = expand(t);
+  std::map<char, int64_t> size;
+  std::map<char, int> count;
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t d = 0; d < terms[i].size(); ++d) {
+      char c = terms[i][d];
+      if (terms[i].find(c) != d) return fail(n, "index '" + std::string(1, c) + "' repeats in operand " + std::to_string(i) + " (a diagonal), which is not supported");
+      int64_t ext = type_of(xs[i]).shape[d];
+      if (size.count(c) && size[c] != ext)
+        return fail(n, "index '" + std::string(1, c) + "' has size " + std::to_string(size[c]) + " in one operand and " + std::to_string(ext) + " in another");
+      size[c] = ext, ++count[c];
+    }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expand(rhs);
+    for (size_t d = 0; d < out.size(); ++d)
+      if (out.find(out[d]) != d || !size.count(out[d])) return fail(n, "output index '" + std::string(1, out[d]) + "' repeats or is in no operand");
+  } else {
+    // Implicit output: the ellipsis, then the letters that occur once, in alphabetical order.
+    out = spare;
+    for (const auto &[c, k] : count)
+      if (k == 1 && spare.find(c) == std::string::npos) out += c;
+  }
+  struct Operand {
+    ValueId v;
+    std::string idx;
+  };
+  // The operand with the indices outside `keep` summed away.
+  auto reduce = [&](Operand x, const std::string &keep) -> Expected<Operand> {
+    Ints axes;
+    std::string left;
+    for (size_t d = 0; d < x.idx.size(); ++d) {
+      if (keep.find(x.idx[d]) == std::string::npos) axes.push_back(static_cast<int64_t>(d));
+      else left += x.idx[d];
+    }
+    if (axes.empty()) return x;
+    AT_ASSIGN(v, emit(n, "sum", {x.v}, {{"axis", axes}, {"keepdims", int64_t{0}}}));
+    return Operand{v, left};
+  };
+  auto permute = [&](const Operand &x, const std::string &to) -> Expected<ValueId> {
+    if (x.idx == to) return x.v;
+    Ints axes;
+    for (char c : to) axes.push_back(static_cast<int64_t>(x.idx.find(c)));
+    return emit(n, "transpose", {x.v}, {{"axes", axes}});
+  };
+  auto extent = [&](const std::string &idx) {
+    int64_t p = 1;
+    for (char c : idx) p *= size[c];
+    return p;
+  };
+  auto later = [&](size_t k) {  // the indices the output and the operands after k need
+    std::string need = out;
+    for (size_t j = k + 1; j < terms.size(); ++j) need += terms[j];
+    return need;
+  };
+  AT_ASSIGN(cur, reduce({xs[0], terms[0]}, later(0)));
+  for (size_t k = 1; k < terms.size(); ++k) {
+    std::string keep = later(k);
+    AT_ASSIGN(b, reduce({xs[k], terms[k]}, keep + cur.idx));
+    AT_ASSIGN(a, reduce(cur, keep + b.idx));
+    std::string batch, red, m, cols;
+    for (char c : a.idx) {
+      std::string &to = b.idx.find(c) == std::string::npos ? m : keep.find(c) == std::string::npos ? red : batch;
+      to += c;
+    }
+    for (char c : b.idx)
+      if (a.idx.find(c) == std::string::npos) cols += c;
+    auto sizes = [&](const std::string &idx) {
+      Ints out;
+      for (char c : idx) out.push_back(size[c]);
+      return out;
+    };
+    auto reshaped = [&](ValueId v, const Ints &shape) -> Expected<ValueId> {
+      if (type_of(v).shape == shape) return v;
+      return emit_reshape(n, v, shape);
+    };
+    ValueId p;
+    if (batch.empty() && constant(b.v)) {
+      // A constant operand is a dense layer's weight, [N, K] (its transposes fold as constants);
+      // the other keeps its own dimensions before K, which dense takes as rows.
+      AT_ASSIGN(tw, permute(b, cols + red));
+      AT_ASSIGN(w, reshaped(tw, {extent(cols), extent(red)}));
+      AT_ASSIGN(ta, permute(a, m + red));
+      Ints rows = m.empty() ? Ints{1} : sizes(m);  // dense takes at least one row dimension
+      rows.push_back(extent(red));
+      AT_ASSIGN(ra, reshaped(ta, rows));
+      AT_ASSIGN(d, emit(n, "nn.dense", {ra, w}));
+      p = d;
+    } else {
+      AT_ASSIGN(ta, permute(a, batch + m + red));
+      AT_ASSIGN(tb, permute(b, batch + red + cols));
+      Ints sa{extent(m), extent(red)}, sb{extent(red), extent(cols)};
+      if (!batch.empty()) sa.insert(sa.begin(), extent(batch)), sb.insert(sb.begin(), extent(batch));
+      AT_ASSIGN(ra, reshaped(ta, sa));
+      AT_ASSIGN(rb, reshaped(tb, sb));
+      AT_ASSIGN(mm, emit_matmul(n, ra, rb));
+      p = mm;
+    }
+    AT_ASSIGN(r, reshaped(p, sizes(batch + m + cols)));
+    cur = Operand{r, batch + m + cols};
+  }
+  AT_ASSIGN(last, reduce(cur, out));
+  return permute(last, out);
 }
 
 Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {

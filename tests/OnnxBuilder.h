@@ -60,6 +60,15 @@ class OnnxBuilder {
     return *this;
   }
 
+  /** A string attribute of the last node added (an Einsum's equation). */
+  OnnxBuilder &string_attr(const std::string &name, const std::string &value) {
+    auto *a = model_.mutable_graph()->mutable_node(model_.graph().node_size() - 1)->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
+    return *this;
+  }
+
   std::string bytes() const { return model_.SerializeAsString(); }
   /** Writes the model and returns its path. */
   std::string save(const std::string &path) const {

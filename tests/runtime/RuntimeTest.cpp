@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <random>
 #include <stdexcept>
 
@@ -279,6 +281,127 @@ TEST(CompiledModel, ChainPartitionsMatchTheReference) {
     }
     expect_matches_reference(*g, **m);
   }
+}
+
+/**
+ * Einsum by its definition, independently of the importer's decomposition: every assignment of
+ * the equation's letters (explicit output, no ellipsis) adds the product of the operands'
+ * elements to the output element it names.
+ */
+Tensor einsum_by_definition(const std::string &equation, const std::vector<Tensor> &xs, const Shape &out_shape) {
+  std::string lhs = equation.substr(0, equation.find("->")), out = equation.substr(equation.find("->") + 2);
+  std::vector<std::string> terms;
+  for (size_t at = 0, comma; at <= lhs.size(); at = comma + 1) {
+    comma = lhs.find(',', at);
+    if (comma == std::string::npos) comma = lhs.size();
+    terms.push_back(lhs.substr(at, comma - at));
+  }
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t d = 0; d < terms[i].size(); ++d) size[terms[i][d]] = xs[i].shape()[d];
+  std::string letters;
+  for (const auto &[c, n] : size) letters += c;
+  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(TensorType{DType::kFloat32, out_shape}.numel(), 1)), 0.0);
+  std::map<char, int64_t> at;
+  std::function<void(size_t)> visit = [&](size_t l) {
+    if (l < letters.size()) {
+      for (at[letters[l]] = 0; at[letters[l]] < size[letters[l]]; ++at[letters[l]]) visit(l + 1);
+      return;
+    }
+    double p = 1;
+    for (size_t i = 0; i < terms.size(); ++i) {
+      int64_t flat = 0;
+      for (char c : terms[i]) flat = flat * size[c] + at[c];
+      p *= xs[i].f32()[flat];
+    }
+    int64_t o = 0;
+    for (char c : out) o = o * size[c] + at[c];
+    acc[o] += p;
+  };
+  visit(0);
+  Tensor t(TensorType{DType::kFloat32, out_shape});
+  for (size_t i = 0; i < acc.size(); ++i) t.f32()[i] = static_cast<float>(acc[i]);
+  return t;
+}
+
+TEST(CompiledModel, EinsumMatchesItsDefinition) {
+  // The common forms (attention's two products, a weight contracted as a dense layer, an outer
+  // product, a full sum, three operands, a reduction of one operand's own index), imported, run
+  // on the reference executor and compiled, each against the definition. Then one written with
+  // an ellipsis and an implicit output, against its explicit twin; and the refusals.
+  struct Case {
+    std::string equation;
+    std::vector<Shape> shapes;
+    Shape out;
+    bool weight = false;  // the last operand an initializer
+  };
+  std::vector<Case> cases{
+      {"bhid,bhjd->bhij", {{2, 3, 5, 4}, {2, 3, 6, 4}}, {2, 3, 5, 6}},
+      {"bhij,bhjd->bhid", {{2, 3, 5, 6}, {2, 3, 6, 4}}, {2, 3, 5, 4}},
+      {"bsh,hd->bsd", {{2, 7, 16}, {16, 12}}, {2, 7, 12}, true},
+      {"bh,dh->db", {{3, 16}, {12, 16}}, {12, 3}, true},
+      {"h,hd->d", {{16}, {16, 12}}, {12}, true},
+      {"i,j->ij", {{5}, {3}}, {5, 3}},
+      {"ijk->", {{2, 3, 4}}, {}},
+      {"ij,jk,kl->li", {{3, 4}, {4, 5}, {5, 2}}, {2, 3}},
+      {"abc,cd->da", {{2, 3, 4}, {4, 5}}, {5, 2}},
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.equation);
+    testing::OnnxBuilder b;
+    std::vector<std::string> names;
+    std::vector<Tensor> given;
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      Tensor t(TensorType{DType::kFloat32, c.shapes[i]});
+      for (int64_t k = 0; k < t.numel(); ++k) t.f32()[k] = u(rng);
+      given.push_back(t);
+      if (c.weight && i + 1 == c.shapes.size())
+        b.initializer_f32(names.back(), c.shapes[i], std::vector<float>(t.f32(), t.f32() + t.numel()));
+      else
+        b.input(names.back(), onnx::TensorProto::FLOAT, c.shapes[i]);
+    }
+    b.node("Einsum", names, {"y"}, "einsum").string_attr("equation", c.equation).output("y", onnx::TensorProto::FLOAT, c.out);
+    auto g = import_onnx_bytes(b.bytes(), "einsum.onnx");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    bool dense = std::any_of(g->nodes.begin(), g->nodes.end(), [](const Node &n) { return n.op == "nn.dense"; });
+    EXPECT_EQ(dense, c.weight);
+    std::vector<Tensor> inputs(given.begin(), given.end() - (c.weight ? 1 : 0));
+    Tensor want = einsum_by_definition(c.equation, given, c.out);
+    auto ref = run_reference(*g, inputs);
+    ASSERT_TRUE(static_cast<bool>(ref)) << ref.error().message;
+    EXPECT_LE(compare((*ref)[0], want)->relative(), 1e-6);
+    auto m = CompiledModel::compile(*g, test_options());
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    auto got = (*m)->run(inputs);
+    ASSERT_TRUE(static_cast<bool>(got)) << got.error().message;
+    EXPECT_LE(compare((*got)[0], want)->relative(), 1e-5);
+  }
+  // "...ij,...jk" (implicit: "...ik") is the batched matmul "zij,zjk->zik".
+  auto twin = [](const std::string &eq) {
+    testing::OnnxBuilder b;
+    b.input("a", onnx::TensorProto::FLOAT, {3, 4, 5}).input("c", onnx::TensorProto::FLOAT, {3, 5, 2});
+    b.node("Einsum", {"a", "c"}, {"y"}, "e").string_attr("equation", eq).output("y", onnx::TensorProto::FLOAT, {3, 4, 2});
+    return import_onnx_bytes(b.bytes(), "e.onnx");
+  };
+  auto implicit = twin("...ij,...jk"), explicit_ = twin("zij,zjk->zik");
+  ASSERT_TRUE(implicit && explicit_) << (implicit ? explicit_.error().message : implicit.error().message);
+  auto in = random_inputs(*explicit_, 5);
+  auto r1 = run_reference(*implicit, in), r2 = run_reference(*explicit_, in);
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_EQ(compare((*r1)[0], (*r2)[0])->max_abs, 0.0);
+  // A diagonal, and an index of two sizes, are one-line errors naming the node.
+  auto refused = [](const std::string &eq, const Shape &sa, const Shape &sc) {
+    testing::OnnxBuilder b;
+    b.input("a", onnx::TensorProto::FLOAT, sa).input("c", onnx::TensorProto::FLOAT, sc);
+    b.node("Einsum", {"a", "c"}, {"y"}, "bad").string_attr("equation", eq).output("y", onnx::TensorProto::FLOAT, {3});
+    auto g = import_onnx_bytes(b.bytes(), "bad.onnx");
+    return g ? std::string("(imported)") : g.error().message;
+  };
+  EXPECT_EQ(refused("ii,i->i", {3, 3}, {3}), "bad.onnx: node 'bad' (Einsum): index 'i' repeats in operand 0 (a diagonal), which is not supported");
+  EXPECT_EQ(refused("ij,j->i", {3, 4}, {5}), "bad.onnx: node 'bad' (Einsum): index 'j' has size 4 in one operand and 5 in another");
 }
 
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {
