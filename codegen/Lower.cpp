@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "codegen/Lowerer.h"
 #include "codegen/Math.h"
@@ -83,6 +84,26 @@ Expr Lowerer::value_at(ValueId v, const Index &idx) {
     if (op == "multiply") return a * b;
     if (op == "power") return math::power(a, b);
     return a / b;
+  }
+  // Booleans are int64 0/1: comparisons and logic select 1 or 0 (LLVM folds a select of a select away).
+  auto boolean = [](const Expr &c) { return select(c, int_imm(1), int_imm(0)); };
+  auto truth = [](const Expr &v) { return binary(BinOp::kNE, v, v->type == Type::kF32 ? float_imm(0) : int_imm(0)); };
+  auto operand = [&](int i) { return in(i, broadcast_index(idx, g_.type_of(n.inputs[i]).shape)); };
+  if (op == "equal") return boolean(operand(0) == operand(1));
+  if (op == "less") return boolean(operand(0) < operand(1));
+  if (op == "greater") return boolean(operand(1) < operand(0));
+  if (op == "logical_and") return boolean(both(truth(operand(0)), truth(operand(1))));
+  if (op == "logical_or") return boolean(binary(BinOp::kOr, truth(operand(0)), truth(operand(1))));
+  if (op == "logical_not") return boolean(x() == int_imm(0));
+  if (op == "where") return select(truth(operand(0)), operand(1), operand(2));
+  if (op == "cast") {
+    const std::string &to = n.attrs.s("dtype");
+    Expr v = x();
+    if (to == "bool") return boolean(truth(v));
+    if (to == "float32" || v->type == Type::kI64) return cast(to == "float32" ? Type::kF32 : Type::kI64, v);
+    // float -> int64 as the reference computes it: NaN 0, clamped to int64's range, truncated.
+    Expr limit = float_imm(9.2233715e18);
+    return select(v == v, cast(Type::kI64, min(max(v, float_imm(0) - limit), limit)), int_imm(0));
   }
   if (op == "sqrt") return call("sqrt", {x()});
   if (op == "exp") return call("exp", {x()});
@@ -195,7 +216,10 @@ Status Lowerer::check_inlinable() {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const std::string &op = g_.nodes[i].op;
     if (static_cast<int>(i) == anchor_) continue;
-    if (is_anchor_op(op) || op == "shape_of" || g_.nodes[i].type.dtype != DType::kFloat32)
+    // Booleans and their index-only moves are inlined (an attention mask computed into a kernel's select).
+    static const std::set<std::string> int_ops{"equal",   "less",      "greater",       "logical_and",   "logical_or", "logical_not", "where",
+                                               "cast",    "reshape",   "transpose",     "broadcast_to",  "strided_slice", "identity", "tile"};
+    if (is_anchor_op(op) || op == "shape_of" || (g_.nodes[i].type.dtype != DType::kFloat32 && !int_ops.count(op)))
       return make_error("op " + op + " cannot be inlined");
   }
   return Status::ok();

@@ -82,6 +82,7 @@ int64_t Attrs::i(const std::string &name) const { return get<int64_t>(*this, nam
 double Attrs::f(const std::string &name) const { return get<double>(*this, name); }
 const std::vector<int64_t> &Attrs::ints(const std::string &name) const { return get<std::vector<int64_t>>(*this, name); }
 const std::vector<double> &Attrs::floats(const std::string &name) const { return get<std::vector<double>>(*this, name); }
+const std::string &Attrs::s(const std::string &name) const { return get<std::string>(*this, name); }
 
 Expected<Attrs> normalize_attrs(const std::vector<AttrSpec> &schema, const Attrs &attrs) {
   for (const auto &[name, v] : attrs.items()) {

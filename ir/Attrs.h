@@ -38,6 +38,7 @@ class Attrs {
   double f(const std::string &name) const;
   const std::vector<int64_t> &ints(const std::string &name) const;
   const std::vector<double> &floats(const std::string &name) const;
+  const std::string &s(const std::string &name) const;
 
   bool operator==(const Attrs &o) const { return items_ == o.items_; }
 

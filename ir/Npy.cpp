@@ -51,9 +51,10 @@ Expected<Tensor> parse_npy(const std::string &bytes, const std::string &path) {
   std::string h = bytes.substr(offset, header_len);
   std::string descr = dict_value(h, "descr"), order = dict_value(h, "fortran_order"), shape_s = dict_value(h, "shape");
   DType dtype;
+  bool bools = descr == "'|b1'";  // numpy's bool: one byte each, held as int64 0/1 (autotune's booleans)
   if (descr == "'<f4'" || descr == "'=f4'") dtype = DType::kFloat32;
-  else if (descr == "'<i8'" || descr == "'=i8'") dtype = DType::kInt64;
-  else return bad("dtype " + descr + " is not supported (float32 '<f4' or int64 '<i8')");
+  else if (descr == "'<i8'" || descr == "'=i8'" || bools) dtype = DType::kInt64;
+  else return bad("dtype " + descr + " is not supported (float32 '<f4', int64 '<i8' or bool '|b1')");
   if (order != "False") return bad("Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   if (shape_s.size() < 2 || shape_s.front() != '(' || shape_s.back() != ')') return bad("bad shape in header");
   Shape shape;
@@ -70,11 +71,15 @@ Expected<Tensor> parse_npy(const std::string &bytes, const std::string &path) {
   auto type = make_type(dtype, shape);
   if (!type) return bad(type.error().message);
   size_t data_at = offset + header_len;
-  if (bytes.size() - data_at != type->nbytes())  // checked before allocating what the header claims
-    return bad("expected " + std::to_string(type->nbytes()) + " bytes of data for " + type_str(*type) + ", found " +
+  size_t want = bools ? static_cast<size_t>(type->numel()) : type->nbytes();
+  if (bytes.size() - data_at != want)  // checked before allocating what the header claims
+    return bad("expected " + std::to_string(want) + " bytes of data for " + (bools ? "bool" + shape_str(shape) : type_str(*type)) + ", found " +
                std::to_string(bytes.size() - data_at));
   AT_ASSIGN(t, Tensor::allocate(*type, path));
-  if (t.nbytes()) std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
+  if (bools)
+    for (int64_t i = 0; i < t.numel(); ++i) t.i64()[i] = bytes[data_at + i] != 0;
+  else if (t.nbytes())
+    std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
   return t;
 }
 

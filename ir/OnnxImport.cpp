@@ -119,6 +119,22 @@ const std::map<std::string, std::pair<std::string, bool>> &one_to_one_ops() {
   return ops;
 }
 
+/** The ONNX ops of masks and comparisons and their IR ops (booleans are int64 0/1), and the IR ops' set. */
+const std::map<std::string, std::string> &onnx_mask_ops() {
+  static const std::map<std::string, std::string> ops{{"Equal", "equal"},         {"Less", "less"},   {"Greater", "greater"},
+                                                      {"Not", "logical_not"},     {"And", "logical_and"}, {"Or", "logical_or"},
+                                                      {"Where", "where"},         {"Cast", "cast"}};
+  return ops;
+}
+const std::set<std::string> &mask_ops() {
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> s;
+    for (const auto &[onnx_op, ir] : onnx_mask_ops()) s.insert(ir);
+    return s;
+  }();
+  return ops;
+}
+
 class Importer {
  public:
   Importer(std::string label, size_t file_bytes) : label_(std::move(label)), fold_budget_(folding_budget(file_bytes)) {}
@@ -219,7 +235,8 @@ class Importer {
     if (!node) return fail(n, node.error().message);
     bool all_constant = true;
     for (ValueId v : node->inputs) all_constant &= v.kind == ValueId::Kind::kConstant;
-    if (all_constant && node->type.dtype == DType::kInt64) {
+    // Masks of constants fold here too (a Where of floats), as the shape arithmetic does.
+    if (all_constant && (node->type.dtype == DType::kInt64 || mask_ops().count(op))) {
       AT_TRY(charge_folding(n, node->type));
       std::vector<Tensor> args;
       for (ValueId v : node->inputs) args.push_back(*constant(v));
@@ -302,10 +319,11 @@ Expected<Graph> Importer::run(onnx::ModelProto &model) {
     if (values_.count(in.name())) continue;  // older exporters list initializers as inputs too
     const auto &tt = in.type().tensor_type();
     if (!in.type().has_tensor_type()) return fail("input '" + in.name() + "' is not a tensor");
-    if (tt.elem_type() != onnx::TensorProto::FLOAT && tt.elem_type() != onnx::TensorProto::INT64)
+    // Booleans are int64 0/1 inside autotune (a bool .npy reads as such).
+    if (tt.elem_type() != onnx::TensorProto::FLOAT && tt.elem_type() != onnx::TensorProto::INT64 && tt.elem_type() != onnx::TensorProto::BOOL)
       return fail("input '" + in.name() + "' has dtype " +
                   onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(tt.elem_type())) +
-                  " (float32 and int64 are supported)");
+                  " (float32, int64 and bool are supported)");
     if (!tt.has_shape()) return fail("input '" + in.name() + "' has no shape; autotune needs static shapes");
     Shape s;
     for (const auto &d : tt.shape().dim()) {
@@ -1117,21 +1135,32 @@ Expected<ValueId> Importer::convert_einsum(const onnx::NodeProto &n) {
 }
 
 Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {
-  // Ops that exporters use on shapes and masks: evaluated here on constant inputs, never
-  // compiled. Booleans are held as int64 0 and 1 (they never reach a kernel).
+  // Ops that exporters use on shapes and masks. Comparisons, logic, Where and Cast are IR ops
+  // (folded at import on constants, run or compiled on computed values); ConstantOfShape and
+  // Range are evaluated here on constant inputs only. Booleans are int64 0 and 1.
   const std::string &op = n.op_type();
+  if (auto mask = onnx_mask_ops().find(op); mask != onnx_mask_ops().end()) {
+    // Comparisons, logic, Where and Cast: IR ops, folded by emit where their inputs are constants.
+    std::vector<ValueId> ins;
+    for (int i = 0; i < n.input_size(); ++i) {
+      AT_ASSIGN(v, input(n, i));
+      ins.push_back(v);
+    }
+    if (op != "Cast") return emit(n, mask->second, ins);
+    AT_ASSIGN(to, attr_int(n, "to", 0));
+    std::string dtype = to == onnx::TensorProto::FLOAT ? "float32"
+                        : to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 ? "int64"
+                        : to == onnx::TensorProto::BOOL ? "bool" : "";
+    if (dtype.empty()) return fail(n, "cast to " + onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(to)) + " is not supported");
+    if (!ins.empty() && dtype == dtype_name(type_of(ins[0]).dtype)) return emit(n, "identity", ins);
+    return emit(n, "cast", ins, {{"dtype", dtype}});
+  }
   std::vector<Tensor> in;
   for (int i = 0; i < n.input_size(); ++i) {
     if (!has_input(n, i)) continue;
     AT_ASSIGN(v, input(n, i));
     const Tensor *t = constant(v);
-    if (!t) {
-      if (op == "Cast" && type_of(v).dtype == DType::kFloat32) {
-        AT_ASSIGN(to, attr_int(n, "to", 0));
-        if (to == onnx::TensorProto::FLOAT) return emit(n, "identity", {v});
-      }
-      return fail(n, "supported only where its inputs are constants (shape computations); input '" + n.input(i) + "' is computed by the graph");
-    }
+    if (!t) return fail(n, "supported only where its inputs are constants (shape computations); input '" + n.input(i) + "' is computed by the graph");
     in.push_back(*t);
   }
   auto as_double = [](const Tensor &t, int64_t i) { return t.dtype() == DType::kFloat32 ? static_cast<double>(t.f32()[i]) : static_cast<double>(t.i64()[i]); };
@@ -1145,33 +1174,6 @@ Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {
       else out.i64()[i] = static_cast<int64_t>(f(i));
     }
     return b_.add_constant(n.output(0), std::move(out));
-  };
-  // Elementwise over numpy broadcasting of the inputs.
-  auto elementwise = [&](DType dt, const std::function<double(const std::vector<double> &)> &f) -> Expected<ValueId> {
-    Shape shape;
-    for (const Tensor &t : in) {
-      auto b = broadcast_shapes(shape, t.shape());
-      if (!b) return fail(n, b.error().message);
-      shape = *b;
-    }
-    return make(dt, shape, [&](int64_t i) {
-      std::vector<double> args;
-      for (const Tensor &t : in) {
-        // The element of t that output element i reads under broadcasting.
-        int64_t rem = i, off = 0, stride = 1;
-        for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-          int64_t idx = rem % shape[d];
-          rem /= shape[d];
-          int td = d - static_cast<int>(shape.size() - t.shape().size());
-          if (td >= 0) {
-            if (t.shape()[td] != 1) off += idx * stride;
-            stride *= t.shape()[td];
-          }
-        }
-        args.push_back(as_double(t, off));
-      }
-      return f(args);
-    });
   };
   if (op == "ConstantOfShape") {
     if (in.size() != 1 || in[0].dtype() != DType::kInt64) return fail(n, "the shape must be an int64 constant");
@@ -1193,29 +1195,7 @@ Expected<ValueId> Importer::convert_shape_math(const onnx::NodeProto &n) {
     int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
     return make(in[0].dtype(), {count}, [=](int64_t i) { return start + static_cast<double>(i) * delta; });
   }
-  if (op == "Cast") {
-    AT_ASSIGN(to, attr_int(n, "to", 0));
-    DType dt;
-    if (to == onnx::TensorProto::FLOAT) dt = DType::kFloat32;
-    else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::BOOL) dt = DType::kInt64;
-    else return fail(n, "cast to " + onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(to)) + " is not supported");
-    bool to_bool = to == onnx::TensorProto::BOOL;
-    return elementwise(dt, [to_bool](const std::vector<double> &a) { return to_bool ? (a[0] != 0 ? 1.0 : 0.0) : a[0]; });
-  }
-  if (op == "Where") {
-    if (in.size() != 3) return fail(n, "expected condition, x and y");
-    DType dt = in[1].dtype();
-    return elementwise(dt, [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; });
-  }
-  auto compare = [&](const std::function<bool(double, double)> &f) {
-    return elementwise(DType::kInt64, [f](const std::vector<double> &a) { return f(a[0], a.size() > 1 ? a[1] : 0) ? 1.0 : 0.0; });
-  };
-  if (op == "Equal") return compare([](double a, double b) { return a == b; });
-  if (op == "Less") return compare([](double a, double b) { return a < b; });
-  if (op == "Greater") return compare([](double a, double b) { return a > b; });
-  if (op == "And") return compare([](double a, double b) { return a != 0 && b != 0; });
-  if (op == "Or") return compare([](double a, double b) { return a != 0 || b != 0; });
-  return compare([](double a, double) { return a == 0; });  // Not
+  return fail(n, "not a shape computation");  // unreachable: convert() sends only the ops above here
 }
 
 }  // namespace

@@ -222,6 +222,40 @@ Expected<TensorType> infer_reshape(const OpCall &c) {
   return t;
 }
 
+/** A comparison: inputs of one dtype, an int64 0/1 result of their broadcast shape (booleans are int64). */
+Expected<TensorType> infer_compare(const OpCall &c) {
+  AT_ASSIGN(t, binary(c));
+  return make_type(DType::kInt64, t.shape);
+}
+
+Status need_i64(const OpCall &c, size_t i) {
+  if (c.inputs[i].dtype != DType::kInt64) return make_error("input " + std::to_string(i) + " must be a boolean (int64 0/1), got " + dtype_name(c.inputs[i].dtype));
+  return Status::ok();
+}
+
+Expected<TensorType> infer_logical(const OpCall &c) {
+  for (size_t i = 0; i < c.inputs.size(); ++i) AT_TRY(need_i64(c, i));
+  if (c.inputs.size() == 1) return c.inputs[0];
+  return infer_compare(c);
+}
+
+/** where(cond, x, y): an int64 condition, x and y of one dtype, the three shapes broadcast. */
+Expected<TensorType> infer_where(const OpCall &c) {
+  AT_TRY(need_i64(c, 0));
+  if (c.inputs[1].dtype != c.inputs[2].dtype)
+    return make_error(std::string("x and y dtypes differ: ") + dtype_name(c.inputs[1].dtype) + " and " + dtype_name(c.inputs[2].dtype));
+  AT_ASSIGN(s, broadcast_shapes(c.inputs[0].shape, c.inputs[1].shape));
+  AT_ASSIGN(shape, broadcast_shapes(s, c.inputs[2].shape));
+  return make_type(c.inputs[1].dtype, shape);
+}
+
+/** cast to dtype "float32", "int64" or "bool" (int64 0/1: nonzero is 1). */
+Expected<TensorType> infer_cast(const OpCall &c) {
+  const std::string &to = c.attrs.s("dtype");
+  if (to != "float32" && to != "int64" && to != "bool") return make_error("cast to '" + to + "' (float32, int64 and bool are supported)");
+  return make_type(to == "float32" ? DType::kFloat32 : DType::kInt64, c.inputs[0].shape);
+}
+
 Expected<TensorType> binary_f32(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
   AT_TRY(need_f32(c, 1));
@@ -446,6 +480,12 @@ std::vector<OpDef> make_ops() {
   for (const char *name : {"add", "subtract", "multiply", "divide"})
     ops.push_back({name, P::kBroadcast, 2, 2, {}, binary});
   ops.push_back({"power", P::kBroadcast, 2, 2, {}, binary_f32});
+  // Comparisons and masks computed at run time (attention masks): booleans are int64 0/1.
+  for (const char *name : {"equal", "less", "greater"}) ops.push_back({name, P::kBroadcast, 2, 2, {}, infer_compare});
+  for (const char *name : {"logical_and", "logical_or"}) ops.push_back({name, P::kBroadcast, 2, 2, {}, infer_logical});
+  ops.push_back({"logical_not", P::kElemWise, 1, 1, {}, infer_logical});
+  ops.push_back({"where", P::kBroadcast, 3, 3, {}, infer_where});
+  ops.push_back({"cast", P::kElemWise, 1, 1, {{"dtype", AttrKind::kString, std::nullopt}}, infer_cast});
   ops.push_back({"broadcast_to", P::kBroadcast, 1, 1, {{"shape", AttrKind::kInts, std::nullopt}}, infer_broadcast_to});
 
   auto pool_attrs = window_attrs(true);

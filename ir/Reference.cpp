@@ -25,25 +25,27 @@ Ints broadcast_strides(const Shape &in, const Shape &out) {
   return r;
 }
 
-/** Calls f(out_index, offset_a, offset_b) for every element of `out`, odometer-style. */
+/** Calls f(out_index, offsets) for every element of `out`, odometer-style: each input's offset by its strides (0 where it broadcasts). */
 template <typename F>
-void for_each_broadcast(const Shape &out, const Ints &sa, const Ints &sb, F f) {
+void for_each_broadcast_n(const Shape &out, const std::vector<Ints> &st, F f) {
   int64_t n = TensorType{DType::kFloat32, out}.numel();
   int r = static_cast<int>(out.size());
-  Ints idx(r, 0);
-  int64_t oa = 0, ob = 0;
+  Ints idx(r, 0), off(st.size(), 0);
   for (int64_t i = 0; i < n; ++i) {
-    f(i, oa, ob);
+    f(i, off);
     for (int d = r - 1; d >= 0; --d) {
       ++idx[d];
-      oa += sa[d];
-      ob += sb[d];
+      for (size_t k = 0; k < st.size(); ++k) off[k] += st[k][d];
       if (idx[d] < out[d]) break;
-      oa -= sa[d] * out[d];
-      ob -= sb[d] * out[d];
+      for (size_t k = 0; k < st.size(); ++k) off[k] -= st[k][d] * out[d];
       idx[d] = 0;
     }
   }
+}
+
+template <typename F>
+void for_each_broadcast(const Shape &out, const Ints &sa, const Ints &sb, F f) {
+  for_each_broadcast_n(out, {sa, sb}, [&](int64_t i, const Ints &o) { f(i, o[0], o[1]); });
 }
 
 template <typename T, typename Op>
@@ -77,6 +79,60 @@ Expected<Tensor> eval_binary(const Node &n, const Tensor &a, const Tensor &b) {
   else if (op == "subtract") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [&](int64_t x, int64_t y) { return static_cast<int64_t>(u(x) - u(y)); });
   else if (op == "multiply") binary_loop(pa, pb, po, a.shape(), b.shape(), so, [&](int64_t x, int64_t y) { return static_cast<int64_t>(u(x) * u(y)); });
   else binary_loop(pa, pb, po, a.shape(), b.shape(), so, [](int64_t x, int64_t y) { return (x == std::numeric_limits<int64_t>::min() && y == -1) ? x : x / y; });
+  return out;
+}
+
+/** Element i of a float32 or int64 tensor, exactly (int64 compared as int64, not through double). */
+struct Element {
+  const Tensor &t;
+  bool is_f32() const { return t.dtype() == DType::kFloat32; }
+  float f(int64_t i) const { return t.f32()[i]; }
+  int64_t i(int64_t k) const { return t.i64()[k]; }
+  bool truth(int64_t k) const { return is_f32() ? t.f32()[k] != 0 : t.i64()[k] != 0; }
+};
+
+/** float -> int64 as the compiled code computes it: truncated toward zero, clamped to int64's range, NaN 0. */
+int64_t float_to_i64(float v) {
+  if (std::isnan(v)) return 0;
+  constexpr float kLimit = 9.2233715e18f;  // the largest float below 2^63
+  return static_cast<int64_t>(std::clamp(v, -kLimit, kLimit));
+}
+
+/** equal, less, greater, logical_and/or/not, where and cast: booleans are int64 0/1. */
+Tensor eval_mask_op(const Node &n, const std::vector<Tensor> &in) {
+  Tensor out(n.type);
+  const std::string &op = n.op;
+  Element a{in[0]};
+  std::vector<Ints> strides;
+  for (const Tensor &t : in) strides.push_back(broadcast_strides(t.shape(), n.type.shape));
+  for_each_broadcast_n(n.type.shape, strides, [&](int64_t i, const Ints &o) {
+    if (op == "cast") {
+      const std::string &to = n.attrs.s("dtype");
+      if (to == "bool") out.i64()[i] = a.truth(o[0]);
+      else if (to == "float32") out.f32()[i] = a.is_f32() ? a.f(o[0]) : static_cast<float>(a.i(o[0]));
+      else out.i64()[i] = a.is_f32() ? float_to_i64(a.f(o[0])) : a.i(o[0]);
+      return;
+    }
+    if (op == "where") {
+      bool c = a.truth(o[0]);
+      const Tensor &pick = c ? in[1] : in[2];
+      int64_t at = c ? o[1] : o[2];
+      if (n.type.dtype == DType::kFloat32) out.f32()[i] = pick.f32()[at];
+      else out.i64()[i] = pick.i64()[at];
+      return;
+    }
+    if (op == "logical_not") {
+      out.i64()[i] = !a.truth(o[0]);
+      return;
+    }
+    Element b{in[1]};
+    bool r;
+    if (op == "logical_and") r = a.truth(o[0]) && b.truth(o[1]);
+    else if (op == "logical_or") r = a.truth(o[0]) || b.truth(o[1]);
+    else if (a.is_f32()) r = op == "equal" ? a.f(o[0]) == b.f(o[1]) : op == "less" ? a.f(o[0]) < b.f(o[1]) : a.f(o[0]) > b.f(o[1]);
+    else r = op == "equal" ? a.i(o[0]) == b.i(o[1]) : op == "less" ? a.i(o[0]) < b.i(o[1]) : a.i(o[0]) > b.i(o[1]);
+    out.i64()[i] = r;
+  });
   return out;
 }
 
@@ -511,6 +567,9 @@ Expected<Tensor> eval_node(const Node &n, const std::vector<Tensor> &in) {
   if (op == "mean" || op == "sum" || op == "max" || op == "min" || op == "prod") return eval_mean(n, in[0]);
   if (op == "tile") return eval_tile(n, in[0]);
   if (op == "nn.softmax") return eval_softmax(n, in[0]);
+  if (op == "equal" || op == "less" || op == "greater" || op == "logical_and" || op == "logical_or" || op == "logical_not" ||
+      op == "where" || op == "cast")
+    return eval_mask_op(n, in);
   if (op == "nn.layer_norm") return eval_layer_norm(n, in[0], in[1], in[2]);
   if (op == "reshape") return in[0].reshaped(n.type.shape);
   if (op == "transpose") return eval_transpose(n, in[0]);

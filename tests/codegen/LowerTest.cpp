@@ -180,6 +180,29 @@ TEST_P(Lower, TransformerKernelsWithRowAndColumnTails) {
     %0 = nn.softmax(%x, axis=-1);
     return %0;
   })", 1e-5, {{"avx2", "split j1/8; rfactor j1o"}, {"avx512", "split j1/16; rfactor j1o"}});
+  // An attention mask computed at run time (booleans are int64 0/1) inlined into a float group:
+  // compare, logic, where, and casts both ways, broadcast from [2, 1, 1, 37] over the scores.
+  expect_compiled_matches(R"(def @main(%s: Tensor[(2, 4, 5, 37), float32], %m: Tensor[(2, 1, 1, 37), int64]) -> Tensor[(2, 4, 5, 37), float32] {
+    %z = constant([0], Tensor[(), int64]);
+    %0 = equal(%m, %z);
+    %h = constant([0.5f], Tensor[(), float32]);
+    %1 = greater(%s, %h);
+    %2 = logical_or(%0, %1);
+    %3 = logical_not(%2);
+    %c = constant([-10000f], Tensor[(), float32]);
+    %4 = where(%3, %c, %s);
+    %5 = cast(%m, dtype="float32");
+    %6 = add(%4, %5);
+    %7 = cast(%6, dtype="int64");
+    %8 = cast(%7, dtype="float32");
+    %9 = cast(%s, dtype="bool");
+    %10 = cast(%9, dtype="float32");
+    %11 = add(%8, %10);
+    %12 = less(%s, %11);
+    %13 = logical_and(%12, %0);
+    %14 = where(%13, %11, %6);
+    return %14;
+  })", 1e-6);
   // A layer norm as one kernel: its three passes as vectors along the row (37: a remainder), a
   // residual add fused after it; over two trailing axes (24 elements, the scale broadcast over 3).
   expect_compiled_matches(R"(def @main(%x: Tensor[(2, 3, 37), float32], %r: Tensor[(2, 3, 37), float32]) -> Tensor[(2, 3, 37), float32] {

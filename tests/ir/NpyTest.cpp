@@ -38,13 +38,25 @@ std::string write_raw(const std::string &name, const std::string &header, size_t
   return p;
 }
 
+TEST(Npy, BoolsReadAsInt64ZeroAndOne) {
+  // numpy's bool (an attention mask): one byte each, any nonzero byte is true.
+  std::string p = write_raw("mask.npy", "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 2), }", 0);
+  std::ofstream(p, std::ios::binary | std::ios::app).write("\x00\x01\x07\x00", 4);
+  auto t = read_npy(p);
+  ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+  EXPECT_EQ(type_str(t->type()), "Tensor[(2, 2), int64]");
+  EXPECT_EQ(std::vector<int64_t>(t->i64(), t->i64() + 4), (std::vector<int64_t>{0, 1, 1, 0}));
+}
+
 TEST(Npy, RejectsOtherDtypesFortranOrderAndTruncation) {
   EXPECT_EQ(testing::error_of(read_npy(write_raw("f8.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16))),
-            tmp("f8.npy") + ": dtype '<f8' is not supported (float32 '<f4' or int64 '<i8')");
+            tmp("f8.npy") + ": dtype '<f8' is not supported (float32 '<f4', int64 '<i8' or bool '|b1')");
   EXPECT_EQ(testing::error_of(read_npy(write_raw("fo.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16))),
             tmp("fo.npy") + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   EXPECT_EQ(testing::error_of(read_npy(write_raw("tr.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 12))),
             tmp("tr.npy") + ": expected 16 bytes of data for Tensor[(2, 2), float32], found 12");
+  EXPECT_EQ(testing::error_of(read_npy(write_raw("b1.npy", "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }", 5))),
+            tmp("b1.npy") + ": expected 6 bytes of data for bool(2, 3), found 5");
   std::ofstream(tmp("junk.npy")) << "junk";
   EXPECT_EQ(testing::error_of(read_npy(tmp("junk.npy"))), tmp("junk.npy") + ": not a .npy file (bad magic)");
 }

@@ -404,6 +404,42 @@ TEST(CompiledModel, EinsumMatchesItsDefinition) {
   EXPECT_EQ(refused("ij,j->i", {3, 4}, {5}), "bad.onnx: node 'bad' (Einsum): index 'j' has size 4 in one operand and 5 in another");
 }
 
+TEST(CompiledModel, AnAttentionMaskComputedAtRunTimeMatchesTheReference) {
+  // A bool mask input (int64 0/1 inside autotune), negated, selecting -10000 or the scores, then
+  // the softmax: compiled and reference agree, and masked keys get no weight.
+  testing::OnnxBuilder b;
+  std::vector<float> big{-10000.0f};
+  b.input("scores", onnx::TensorProto::FLOAT, {2, 4, 6, 6})
+      .input("mask", onnx::TensorProto::BOOL, {2, 1, 1, 6})
+      .initializer_f32("neg", {}, big)
+      .node("Not", {"mask"}, {"masked"}, "not")
+      .node("Where", {"masked", "neg", "scores"}, {"s2"}, "where")
+      .node("Softmax", {"s2"}, {"p"}, "softmax", {{"axis", -1}})
+      .output("p", onnx::TensorProto::FLOAT, {2, 4, 6, 6});
+  auto g = import_onnx_bytes(b.bytes(), "mask.onnx");
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  EXPECT_EQ(g->inputs[1].type.dtype, DType::kInt64);
+  auto inputs = random_inputs(*g, 3);
+  auto ref = run_reference(*g, inputs);
+  ASSERT_TRUE(static_cast<bool>(ref)) << ref.error().message;
+  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused));
+  auto m = CompiledModel::compile(*fused, test_options());
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  for (const GroupInfo &gi : (*m)->groups()) EXPECT_EQ(gi.fallback, "") << gi.ops;
+  auto got = (*m)->run(inputs);
+  ASSERT_TRUE(static_cast<bool>(got)) << got.error().message;
+  EXPECT_LE(compare((*got)[0], (*ref)[0])->relative(), 1e-6);
+  int masked = 0;
+  for (int64_t i = 0; i < (*got)[0].numel(); ++i) {
+    int64_t batch = i / (4 * 6 * 6), key = i % 6;
+    if (inputs[1].i64()[batch * 6 + key] != 0) continue;
+    EXPECT_LT((*got)[0].f32()[i], 1e-30f);
+    ++masked;
+  }
+  EXPECT_GT(masked, 0);
+}
+
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {
   auto m = CompiledModel::load(model_path("resnet18"), test_options());
   ASSERT_TRUE(static_cast<bool>(m));
