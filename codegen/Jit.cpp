@@ -51,7 +51,9 @@ Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target 
   return std::move(*tm);
 }
 
-void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
+}  // namespace
+
+void optimize_module(llvm::Module &m, llvm::TargetMachine &tm) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -75,14 +77,17 @@ bool validate_object(const std::string &object) {
   return true;
 }
 
-Expected<std::string> emit_file(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type) {
+Expected<std::string> emit_module_file(llvm::Module &m, llvm::TargetMachine &tm, bool assembly) {
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, os, nullptr, type)) return make_error("LLVM: the target cannot emit this file type");
+  if (tm.addPassesToEmitFile(pm, os, nullptr, assembly ? llvm::CodeGenFileType::AssemblyFile : llvm::CodeGenFileType::ObjectFile))
+    return make_error("LLVM: the target cannot emit this file type");
   pm.run(m);
   return std::string(buf.begin(), buf.end());
 }
+
+namespace {
 
 /**
  * A cache entry is the object file followed by a footer: a magic, the object's length and its
@@ -198,8 +203,8 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   auto build = [&]() -> Expected<std::string> {
     AT_ASSIGN(tm, make_target_machine(target));
     m->setDataLayout(tm->createDataLayout());
-    optimize(*m, *tm);
-    AT_ASSIGN(obj, emit_file(*m, *tm, llvm::CodeGenFileType::ObjectFile));
+    optimize_module(*m, *tm);
+    AT_ASSIGN(obj, emit_module_file(*m, *tm, false));
     // A cache that cannot be written (a full disk, no permission) costs a recompile next time,
     // nothing more: the entry is written whole or not at all.
     if (!cache_path.empty()) (void)write_file_atomic(cache_path, seal_cache_entry(obj));
@@ -235,8 +240,8 @@ Expected<std::string> Jit::assembly(const LoweredKernel &k) {
   AT_ASSIGN(m, emit_llvm(k, ctx, options_.target));
   AT_ASSIGN(tm, make_target_machine(options_.target));
   m->setDataLayout(tm->createDataLayout());
-  optimize(*m, *tm);
-  return emit_file(*m, *tm, llvm::CodeGenFileType::AssemblyFile);
+  optimize_module(*m, *tm);
+  return emit_module_file(*m, *tm, true);
 }
 
 }  // namespace autotune

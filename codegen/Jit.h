@@ -12,11 +12,20 @@
 #include "codegen/Kernel.h"
 #include "codegen/LLVMEmitter.h"
 
+namespace llvm {
+class Module;
+class TargetMachine;
+}  // namespace llvm
 namespace llvm::orc {
 class LLJIT;
 }
 
 namespace autotune {
+
+/** LLVM's O3 module pipeline for `tm` (the CPU JIT's and the GPU path's). */
+void optimize_module(llvm::Module &m, llvm::TargetMachine &tm);
+/** The module as assembly text (PTX for NVPTX) or, with assembly false, an object file. */
+Expected<std::string> emit_module_file(llvm::Module &m, llvm::TargetMachine &tm, bool assembly);
 
 /** void stage(void **buffers, int64_t begin, int64_t end) */
 using StageFn = void (*)(void **, int64_t, int64_t);

@@ -2,6 +2,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -68,6 +69,44 @@ class StageEmitter {
     args.push_back(entry->getArg(2));
     b_.CreateCall(fn_, args);
     b_.CreateRetVoid();
+    return Status::ok();
+  }
+
+  /**
+   * Stage `stage_index` of a GPU-scheduled kernel (codegen/Gpu: the stage's parallel loop is the
+   * block index, its body one loop over the block's threads) as a PTX kernel entry: one global
+   * pointer per buffer, the block index from %ctaid.x and the thread index from %tid.x.
+   */
+  Status emit_gpu(size_t stage_index, const std::string &sm, const std::string &features) {
+    const KernelStage &stage = k_.stages[stage_index];
+    if (stage.body->kind != StmtKind::kFor || !as_int(stage.body->extent) || !as_int(stage.body->min) || *as_int(stage.body->min) != 0)
+      return make_error("stage " + stage.name + " is not GPU-scheduled: its body is not a loop over a block's threads");
+    auto *global = llvm::PointerType::get(ctx_, 1);
+    std::vector<llvm::Type *> params(k_.buffers.size(), global);
+    auto *ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx_), params, false);
+    fn_ = llvm::Function::Create(ty, llvm::Function::ExternalLinkage, stage_symbol(k_, stage_index), m_);
+    fn_->addFnAttr("target-cpu", sm);
+    fn_->addFnAttr("target-features", features);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      fn_->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+      buffers_[k_.buffers[i].get()] = fn_->getArg(static_cast<unsigned>(i));
+    }
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+    auto sreg = [&](llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); };
+    if (!stage.parallel_var.empty()) vars_[stage.parallel_var] = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
+    vars_[stage.body->var] = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
+    AT_TRY(emit_stmt(stage.body->body[0]));
+    b_.CreateRetVoid();
+    // A kernel entry, and the block size it is launched with.
+    llvm::NamedMDNode *md = m_.getOrInsertNamedMetadata("nvvm.annotations");
+    auto annotate = [&](const char *what, int value) {
+      md->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, what),
+                                              llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(value)))}));
+    };
+    annotate("kernel", 1);
+    annotate("maxntidx", static_cast<int>(*as_int(stage.body->extent)));
     return Status::ok();
   }
 
@@ -645,6 +684,19 @@ Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::
   for (size_t i = 0; i < k.stages.size(); ++i) {
     StageEmitter e(*m, k);
     if (auto st = e.emit(i, target); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
+  }
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*m, &os)) return make_error(k.name + ": invalid LLVM IR: " + os.str().substr(0, 300));
+  return m;
+}
+
+Expected<std::unique_ptr<llvm::Module>> emit_llvm_gpu(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &sm, const std::string &features) {
+  auto m = std::make_unique<llvm::Module>(k.name, ctx);
+  m->setTargetTriple("nvptx64-nvidia-cuda");
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    StageEmitter e(*m, k);
+    if (auto st = e.emit_gpu(i, sm, features); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
   }
   std::string err;
   llvm::raw_string_ostream os(err);

@@ -19,6 +19,14 @@ namespace autotune {
 
 Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target);
 
+/**
+ * A GPU-scheduled kernel (codegen/Gpu.h) for NVPTX: one kernel entry per stage, named as
+ * stage_symbol names it, taking one global pointer per buffer; the stage's parallel loop is the
+ * block index, its body's loop the thread index. `sm` and `features` ("sm_80", "+ptx78") are
+ * the functions' target attributes.
+ */
+Expected<std::unique_ptr<llvm::Module>> emit_llvm_gpu(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &sm, const std::string &features);
+
 /** The LLVM IR of `k` as emitted, before any optimization, as text (for tests and inspection). */
 Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &target);
 

@@ -98,6 +98,9 @@ Target detect_host() {
 Status apply_description(Target &t, const std::string &json, const std::string &label) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(label + ": not a JSON object");
+  if (j.contains("kind") && j["kind"] == "gpu")
+    return make_error(label + " is a GPU: autotune does not run kernels on a GPU yet (no CUDA driver path); 'autotune compile --model M --target " +
+                      j.value("name", std::string("sm_XX")) + " --out DIR' writes their PTX");
   try {
     // The instruction set first: the ISA, lanes and registers follow from the features unless the
     // description says otherwise.
@@ -169,7 +172,10 @@ const Target &host_target() {
 
 std::string known_target_names() {
   std::string names = "host";
-  for (const auto &[name, json] : builtin_target_descriptions()) names += ", " + name;
+  for (const auto &[name, json] : builtin_target_descriptions()) {
+    nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+    if (!(j.is_object() && j.contains("kind") && j["kind"] == "gpu")) names += ", " + name;  // GPUs: codegen/Gpu.h
+  }
   return names;
 }
 

@@ -20,6 +20,7 @@
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/Files.h"
+#include "codegen/Gpu.h"
 #include "codegen/Peak.h"
 #include "costmodel/Dataset.h"
 #include "costmodel/Features.h"
@@ -48,6 +49,7 @@ Usage:
   autotune bench   --model M.onnx [--runs N] [--warmup N] [--threads T] [--json] [--db D]
   autotune db      ls|best|export|import|merge --db D [...]
   autotune target  [--target host|avx2|avx512|FILE] [--json]       # what kernels are built for
+  autotune compile --model M.onnx --target sm_80|sm_90|FILE --out DIR  # every group's PTX (no GPU needed)
   autotune costmodel eval --db D [--train-model M.onnx] [--json]    # the cost model's held-out accuracy
   autotune <command> --help
 
@@ -64,7 +66,8 @@ Examples:
 const char *kPassOptions = R"(Pass options (inspect and run):
   --stage S            imported: as read from ONNX; optimized: after the graph passes
                        (infer-shapes, simplify, fold-constants, fold-batch-norm,
-                       eliminate-common-subexpr, eliminate-dead-code, nchwc-layout);
+                       fuse-layer-norm, eliminate-common-subexpr, eliminate-dead-code,
+                       nchwc-layout);
                        fused: then fuse-ops
   --opt-level N        run the passes whose opt level is <= N (default 3; TVM's levels:
                        fuse-ops 0, eliminate-dead-code 1, fold-constants 2,
@@ -112,7 +115,7 @@ Usage:
 
 Options:
   --model M.onnx     the model
-  --input X.npy      one per model input, in order (float32 or int64, C order, exact shape);
+  --input X.npy      one per model input, in order (float32, int64 or bool, C order, exact shape);
                      without it, a seeded random input of the model's input shape
   --output Y.npy     where to write the output (a model with several outputs writes
                      Y.npy, Y.1.npy, ...); without it, only the summary is printed
@@ -881,6 +884,83 @@ Examples:
   autotune target --target avx2
 )";
 
+const char *kCompileHelp = R"(autotune compile: every fused group of a model as PTX for an NVIDIA GPU
+
+Usage:
+  autotune compile --model M.onnx --target sm_80|sm_90|FILE --out DIR [--check] [pass options]
+
+Each group of the fused graph is lowered under the GPU schedule (its output loops fused and
+bound to blocks x threads, one output element per thread) and compiled by LLVM's NVPTX backend.
+No GPU and no CUDA installation are needed. Writes DIR/<k>_<ops>.ptx per group and
+DIR/launches.json: for each group its file, its arguments (the group's inputs, then its output,
+then temporaries) and its kernel entries in launch order with their block and thread counts.
+Nothing runs the kernels yet: autotune has no CUDA driver path.
+
+Options:
+  --model M.onnx   the model
+  --target T       a GPU description: sm_80, sm_90 (configs/targets) or a JSON file with "kind": "gpu"
+  --out DIR        the directory to write (created if missing)
+  --check          assemble each group's PTX with ptxas (found as $AUTOTUNE_PTXAS, on PATH or in
+                   /usr/local/cuda/bin) and fail on the first it refuses
+
+Example:
+  autotune compile --model resnet50.onnx --target sm_90 --out resnet50_sm90 --check
+)";
+
+int cmd_compile(const std::vector<std::string> &argv) {
+  auto args = Args::parse("compile", argv, with_pass_flags({{"model", "target", "out"}, {"help", "check"}, {}}));
+  if (!args) return fail(args.error());
+  if (args->has("help")) return std::fputs(kCompileHelp, stdout), 0;
+  for (const char *need : {"model", "target", "out"})
+    if (args->get(need).empty()) return fail(make_error(std::string("compile: --") + need + " is required (see 'autotune compile --help')"));
+  auto gpu = resolve_gpu_target(args->get("target"));
+  if (!gpu) return fail(gpu.error());
+  std::string ptxas = args->has("check") ? find_ptxas() : "";
+  if (args->has("check") && ptxas.empty()) return fail(make_error("compile --check: no ptxas ($AUTOTUNE_PTXAS, PATH, /usr/local/cuda/bin)"));
+  auto g = load_graph(*args, "fused", "fused");
+  if (!g) return fail(g.error());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(args->get("out"), ec);
+  if (ec) return fail(make_error(args->get("out") + ": " + ec.message()));
+  nlohmann::json groups = nlohmann::json::array();
+  int n = 0, total = 0;
+  for (const Node &node : g->nodes) total += node.is_function();
+  auto start = Clock::now();
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    const Node &node = g->nodes[i];
+    if (!node.is_function()) continue;
+    std::string name = "k" + std::to_string(i) + "_" + kernel_name(*node.body);
+    for (char &c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    auto k = lower_gpu(*node.body, name, *gpu);
+    if (!k) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + k.error().message));
+    auto ptx = emit_ptx(*k, *gpu);
+    if (!ptx) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + ptx.error().message));
+    if (!ptxas.empty())
+      if (auto st = ptxas_check(ptx->ptx, *gpu, ptxas); !st) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + st.error().message));
+    std::string file = name + ".ptx";
+    if (auto st = write_file_atomic((fs::path(args->get("out")) / file).string(), ptx->ptx); !st) return fail(st.error());
+    nlohmann::json entry{{"group", "%" + std::to_string(i)}, {"file", file}};
+    nlohmann::json argv_json = nlohmann::json::array(), launches = nlohmann::json::array();
+    for (size_t b = 0; b < k->buffers.size(); ++b)
+      argv_json.push_back({{"name", k->buffers[b]->name}, {"elements", k->buffers[b]->size},
+                           {"role", static_cast<int>(b) < k->num_params ? "input" : static_cast<int>(b) == k->num_params ? "output" : "temporary"}});
+    for (const GpuLaunch &l : ptx->launches) launches.push_back({{"entry", l.entry}, {"blocks", l.blocks}, {"threads", l.threads}});
+    entry["arguments"] = argv_json;
+    entry["launches"] = launches;
+    groups.push_back(entry);
+    ++n;
+    if (isatty(2)) std::fprintf(stderr, "\r%d of %d groups compiled for %s%s", n, total, gpu->sm.c_str(), ptxas.empty() ? "" : ", ptxas accepts each");
+  }
+  nlohmann::json out{{"model", args->get("model")}, {"target", nlohmann::json::parse(gpu->to_json())}, {"groups", groups}};
+  if (auto st = write_file_atomic((fs::path(args->get("out")) / "launches.json").string(), out.dump(2) + "\n"); !st) return fail(st.error());
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::fprintf(stderr, "%swrote %d PTX files (%s%s) and launches.json to %s in %.1f s\n", isatty(2) ? "\n" : "", n, gpu->sm.c_str(),
+               ptxas.empty() ? "" : ", each accepted by ptxas", args->get("out").c_str(), s);
+  return 0;
+}
+
 int cmd_target(const std::vector<std::string> &argv) {
   auto args = Args::parse("target", argv, {{"target"}, {"help", "json", "no-peak"}, {}});
   if (!args) return fail(args.error());
@@ -931,6 +1011,7 @@ int main(int argc, char **argv) {
   if (cmd == "tune") return cmd_tune(rest);
   if (cmd == "db") return cmd_db(rest);
   if (cmd == "target") return cmd_target(rest);
+  if (cmd == "compile") return cmd_compile(rest);
   if (cmd == "costmodel") return cmd_costmodel(rest);
   if (cmd.rfind("--", 0) == 0) return cmd_tune(args);  // autotune --model M --trials N
   return fail(autotune::make_error("unknown command '" + cmd + "' (see 'autotune --help')"));

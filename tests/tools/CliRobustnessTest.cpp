@@ -17,6 +17,7 @@
 #include "db/TuningDb.h"
 #include "ir/Hash.h"
 #include "ir/Npy.h"
+#include "codegen/Gpu.h"
 #include "ir/Reference.h"
 #include "tests/OnnxBuilder.h"
 
@@ -232,7 +233,27 @@ TEST_F(CliRobustness, TargetPrintsTheDescriptionAndKeysTheDatabase) {
   expect_one_line_error(bad, "--target nonesuch", "unknown target 'nonesuch' (host, avx2, avx512, or a JSON file)");
 }
 
-/** Starts `autotune ARGS` in the background with stderr to `log`; returns its pid. */
+TEST_F(CliRobustness, CompileWritesEveryGroupsPtxAndGpuTargetsAreOneLineElsewhere) {
+  // No GPU here: compile writes the PTX (assembled by ptxas where installed); run and bench say
+  // in one line that they do not run on a GPU.
+  bool check = !find_ptxas().empty();
+  Outcome c = cli("compile --model " + model_path("resnet18") + " --target sm_90 --out " + path("ptx") + (check ? " --check" : ""));
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.err.find(check ? "(sm_90, each accepted by ptxas)" : "(sm_90)"), std::string::npos) << c.err;
+  auto j = nlohmann::json::parse(slurp(path("ptx/launches.json")));
+  ASSERT_EQ(j["groups"].size(), 26u);  // ResNet-18's fused groups
+  for (const auto &g : j["groups"]) {
+    std::string ptx = slurp(path("ptx/" + g["file"].get<std::string>()));
+    EXPECT_NE(ptx.find(".target sm_90"), std::string::npos) << g["file"];
+    for (const auto &l : g["launches"]) EXPECT_NE(ptx.find(".entry " + l["entry"].get<std::string>() + "("), std::string::npos);
+    EXPECT_EQ(g["arguments"].back()["role"] == "temporary" || g["arguments"].back()["role"] == "output", true);
+  }
+  expect_one_line_error(cli("run --model " + model_path("resnet18") + " --target sm_80"), "--target sm_80", "is a GPU");
+  expect_one_line_error(cli("compile --model " + model_path("resnet18") + " --target avx2 --out " + path("x")), "target avx2",
+                        "not a GPU description");
+}
+
+/** Starts `autotune ARGS` in the background with stderr to `log`; returns its pid. *//** Starts `autotune ARGS` in the background with stderr to `log`; returns its pid. */
 pid_t start(const std::string &args, const std::string &log) {
   pid_t pid = fork();
   if (pid == 0) {
