@@ -99,8 +99,8 @@ Status apply_description(Target &t, const std::string &json, const std::string &
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(label + ": not a JSON object");
   if (j.contains("kind") && j["kind"] == "gpu")
-    return make_error(label + " is a GPU: autotune does not run kernels on a GPU yet (no CUDA driver path); 'autotune compile --model M --target " +
-                      j.value("name", std::string("sm_XX")) + " --out DIR' writes their PTX");
+    return make_error(label + " is a GPU: only run and bench take it (on the machine's GPU, through the CUDA driver), and 'autotune compile --model M --target " +
+                      j.value("name", std::string("sm_XX")) + " --out DIR' writes its PTX; tuning on a GPU is not built");
   try {
     // The instruction set first: the ISA, lanes and registers follow from the features unless the
     // description says otherwise.

@@ -26,6 +26,7 @@
 #include "costmodel/Features.h"
 #include "ir/Hash.h"
 #include "search/Task.h"
+#include "runtime/Cuda.h"
 #include "runtime/Runtime.h"
 #include "ir/Partition.h"
 #include "search/PartitionSearch.h"
@@ -126,7 +127,8 @@ Options:
   --db D             a tuning database: the model's tuned plan (each group's best record without one)
                      and the fusion partition the tuner chose for it
   --partition P      db (default): the database's partition for the model; fuseops: FuseOps's groups
-  --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
+  --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
+                     a GPU (sm_80, sm_90): run on the machine's NVIDIA GPU through the CUDA driver
   --seed K           seed of the random input (default 0)
   --stage S          the graph the reference executor runs (default: optimized); the
                      compiled executor always runs the fused graph
@@ -309,11 +311,49 @@ void report_tuning(const CompiledModel &m, const Args &args) {
     if (!g.tuned) std::fprintf(stderr, "  %s %s %s: default schedule (%s)\n", g.name.c_str(), g.ops.c_str(), g.shape.c_str(), g.untuned_reason.c_str());
 }
 
+/**
+ * run and bench with a GPU --target (sm_80, sm_90, a GPU file): the CUDA driver is opened first,
+ * so that a machine without one says so in one line before anything is compiled. The kernels
+ * are compiled for the device found (its own sm), whichever GPU description was named.
+ */
+int gpu_command(const Args &args, bool bench) {
+  auto driver = CudaDriver::open();
+  if (!driver) return fail(make_error("--target " + args.get("target") + ": " + driver.error().message));
+  auto g = load_graph(args, "fused", "fused");
+  if (!g) return fail(g.error());
+  auto start = Clock::now();
+  auto m = GpuModel::compile(*g, *driver);
+  if (!m) return fail(make_error(args.get("model") + ": " + m.error().message));
+  double prepare_ms = ms_since(start);
+  auto inputs = read_inputs(args, *g);
+  if (!inputs) return fail(inputs.error());
+  const GpuTarget &t = (*m)->target();
+  if (bench) {
+    auto runs = args.get_int("runs", 20);
+    if (!runs) return fail(runs.error());
+    auto ms = (*m)->median_ms(*inputs, static_cast<int>(*runs));
+    if (!ms) return fail(make_error(args.get("model") + ": " + ms.error().message));
+    std::printf("%s on %s (%s, %d SMs): median %.3f ms of %lld runs (device time, CUDA events)\n", args.get("model").c_str(), t.name.c_str(),
+                t.sm.c_str(), t.sm_count, *ms, static_cast<long long>(*runs));
+    return 0;
+  }
+  auto outs = (*m)->run(*inputs);
+  if (!outs) return fail(make_error(args.get("model") + ": " + outs.error().message));
+  if (args.has("output"))
+    for (size_t i = 0; i < outs->size(); ++i)
+      if (auto st = write_npy(output_path(args.get("output"), i), (*outs)[i]); !st) return fail(st.error());
+  for (size_t i = 0; i < outs->size(); ++i) std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
+  std::printf("executor gpu: %s (%s), %zu groups, prepare %.1f ms\n", t.name.c_str(), t.sm.c_str(), g->nodes.size(), prepare_ms);
+  if (args.has("output")) std::printf("wrote %s\n", args.get("output").c_str());
+  return 0;
+}
+
 int cmd_run(const std::vector<std::string> &argv) {
   auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target", "partition"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
+  if (is_gpu_target(args->get("target"))) return gpu_command(*args, false);
   std::string executor = args->get("executor", "compiled");
   if (executor != "reference" && executor != "compiled")
     return fail(make_error("run: unknown --executor '" + executor + "' (compiled or reference)"));
@@ -375,7 +415,8 @@ Options:
                  and the fusion partition the tuner chose for it
   --partition P  db (default): the database's partition for the model, FuseOps's without one;
                  fuseops: FuseOps's groups whatever the database says (for comparison)
-  --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target')
+  --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
+                 a GPU (sm_80, sm_90): the median device time on the machine's NVIDIA GPU
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
@@ -388,6 +429,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
+  if (is_gpu_target(args->get("target"))) return gpu_command(*args, true);
   auto runs = args->get_int("runs", 20), warmup = args->get_int("warmup", 3);
   if (!runs) return fail(runs.error());
   if (!warmup) return fail(warmup.error());

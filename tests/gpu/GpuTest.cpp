@@ -15,6 +15,7 @@
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/BoundKernel.h"
+#include "runtime/Cuda.h"
 #include "runtime/ThreadPool.h"
 
 namespace autotune {
@@ -134,6 +135,56 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block\n", checked, guarded);
   EXPECT_GE(checked, 60);
   EXPECT_GT(guarded, 10);
+}
+
+/** Sets an environment variable for one scope. */
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const std::string &n, const std::string &v) : name(n), had(std::getenv(n.c_str()) != nullptr) {
+    if (had) old = std::getenv(n.c_str());
+    setenv(n.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+TEST(Gpu, WithoutADriverOrDeviceOpeningTheDriverIsOneLine) {
+  // A file that is no driver, then CUDA's stub library (every entry point autotune binds is
+  // there, and cuInit answers that it is a stub): each refusal is one line naming the cause.
+  {
+    ScopedEnv env("AUTOTUNE_LIBCUDA", "/nonexistent/libcuda.so.1");
+    auto d = CudaDriver::open();
+    ASSERT_FALSE(static_cast<bool>(d));
+    EXPECT_EQ(d.error().message.rfind("no CUDA driver: cannot load /nonexistent/libcuda.so.1 (", 0), 0u) << d.error().message;
+    EXPECT_EQ(d.error().message.find('\n'), std::string::npos);
+  }
+  const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (!std::filesystem::exists(stub)) GTEST_SKIP() << "no CUDA stub library at " << stub << " to bind the entry points against";
+  ScopedEnv env("AUTOTUNE_LIBCUDA", stub);
+  auto d = CudaDriver::open();
+  ASSERT_FALSE(static_cast<bool>(d));
+  EXPECT_EQ(d.error().message, std::string("cuInit (") + stub + "): CUDA_ERROR_STUB_LIBRARY");
+}
+
+TEST(Gpu, ResNet18RunsOnTheDeviceAndMatchesTheReference) {
+  auto driver = CudaDriver::open();
+  if (!driver) GTEST_SKIP() << "no GPU to run on: " << driver.error().message;
+  Graph g = fused_model("resnet18");
+  auto m = GpuModel::compile(g, *driver);
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  auto inputs = random_inputs(g, 5);
+  auto want = run_reference(g, inputs);
+  auto got = (*m)->run(inputs);
+  ASSERT_TRUE(want && got) << (got ? "" : got.error().message);
+  auto d = compare((*got)[0], (*want)[0]);
+  ASSERT_TRUE(static_cast<bool>(d));
+  EXPECT_LE(d->relative(), 1e-4);
+  auto ms = (*m)->median_ms(inputs, 10);
+  ASSERT_TRUE(static_cast<bool>(ms)) << ms.error().message;
+  std::printf("ResNet-18 on %s (%s): %.3f ms median device time, error %.2e\n", (*m)->target().name.c_str(), (*m)->target().sm.c_str(), *ms, d->relative());
 }
 
 }  // namespace

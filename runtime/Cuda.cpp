@@ -1,0 +1,333 @@
+#include "runtime/Cuda.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "codegen/Lower.h"
+#include "ir/Reference.h"
+
+namespace autotune {
+
+// The driver API's types, as cuda.h declares them (no CUDA header is needed to build autotune).
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = void *;
+using CUmodule = void *;
+using CUfunction = void *;
+using CUstream = void *;
+using CUevent = void *;
+
+struct CudaDriver::Api {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuGetErrorName)(CUresult, const char **);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
+};
+
+namespace {
+// cuda.h's device attributes autotune reads.
+constexpr int kMaxThreadsPerBlock = 1, kSharedPerBlock = 8, kWarpSize = 10, kSmCount = 16, kCcMajor = 75, kCcMinor = 76,
+              kSharedPerSm = 81, kRegistersPerSm = 82;
+}  // namespace
+
+Error CudaDriver::error(const char *what, int code) const {
+  const char *name = nullptr;
+  if (api_ && api_->cuGetErrorName && api_->cuGetErrorName(code, &name) != 0) name = nullptr;
+  // The driver names its errors; a stub or a broken driver may not, so the common ones are known here too (cuda.h's values).
+  static const std::map<int, const char *> known{{1, "CUDA_ERROR_INVALID_VALUE"},         {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+                                                 {3, "CUDA_ERROR_NOT_INITIALIZED"},       {34, "CUDA_ERROR_STUB_LIBRARY"},
+                                                 {35, "CUDA_ERROR_INSUFFICIENT_DRIVER"},  {100, "CUDA_ERROR_NO_DEVICE"},
+                                                 {200, "CUDA_ERROR_INVALID_IMAGE"},       {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+                                                 {218, "CUDA_ERROR_INVALID_PTX"},         {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+                                                 {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
+                                                 {719, "CUDA_ERROR_LAUNCH_FAILED"}};
+  if (!name && known.count(code)) name = known.at(code);
+  return make_error(std::string(what) + ": " + (name ? name : "CUDA error " + std::to_string(code)));
+}
+
+Expected<std::shared_ptr<CudaDriver>> CudaDriver::open() {
+  const char *env = std::getenv("AUTOTUNE_LIBCUDA");
+  std::string path = env && *env ? env : "libcuda.so.1";
+  std::shared_ptr<CudaDriver> d(new CudaDriver());
+  d->lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!d->lib_) {
+    const char *why = dlerror();
+    return make_error("no CUDA driver: cannot load " + path + " (" + (why ? why : "not found") + "); GPU commands need an NVIDIA driver and device");
+  }
+  d->api_ = std::make_unique<Api>();
+  Api &a = *d->api_;
+  std::string missing;
+  auto bind = [&](auto &fn, const char *name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(d->lib_, name));
+    if (!fn) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+  bind(a.cuInit, "cuInit");
+  bind(a.cuGetErrorName, "cuGetErrorName");
+  bind(a.cuDeviceGetCount, "cuDeviceGetCount");
+  bind(a.cuDeviceGet, "cuDeviceGet");
+  bind(a.cuDeviceGetName, "cuDeviceGetName");
+  bind(a.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  bind(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  bind(a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  bind(a.cuCtxSetCurrent, "cuCtxSetCurrent");
+  bind(a.cuCtxSynchronize, "cuCtxSynchronize");
+  bind(a.cuModuleLoadData, "cuModuleLoadData");
+  bind(a.cuModuleUnload, "cuModuleUnload");
+  bind(a.cuModuleGetFunction, "cuModuleGetFunction");
+  bind(a.cuMemAlloc, "cuMemAlloc_v2");
+  bind(a.cuMemFree, "cuMemFree_v2");
+  bind(a.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  bind(a.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  bind(a.cuLaunchKernel, "cuLaunchKernel");
+  bind(a.cuEventCreate, "cuEventCreate");
+  bind(a.cuEventRecord, "cuEventRecord");
+  bind(a.cuEventSynchronize, "cuEventSynchronize");
+  bind(a.cuEventElapsedTime, "cuEventElapsedTime");
+  bind(a.cuEventDestroy, "cuEventDestroy_v2");
+  if (!missing.empty()) return make_error("CUDA driver " + path + " lacks " + missing);
+  if (CUresult r = a.cuInit(0)) return d->error(("cuInit (" + path + ")").c_str(), r);
+  if (CUresult r = a.cuDeviceGetCount(&d->devices_)) return d->error("cuDeviceGetCount", r);
+  if (d->devices_ == 0) return make_error("the CUDA driver (" + path + ") sees no GPU");
+  return d;
+}
+
+CudaDriver::~CudaDriver() {
+  if (lib_) dlclose(lib_);
+}
+
+std::string CudaDriver::device_name(int ordinal) const {
+  CUdevice dev = 0;
+  char name[256] = {0};
+  if (api_->cuDeviceGet(&dev, ordinal) || api_->cuDeviceGetName(name, sizeof name, dev)) return "?";
+  return name;
+}
+
+Expected<GpuTarget> CudaDriver::device_target(int ordinal) const {
+  if (ordinal < 0 || ordinal >= devices_) return make_error("no GPU " + std::to_string(ordinal) + " (the driver sees " + std::to_string(devices_) + ")");
+  CUdevice dev = 0;
+  if (CUresult r = api_->cuDeviceGet(&dev, ordinal)) return error("cuDeviceGet", r);
+  auto attr = [&](int which) -> Expected<int> {
+    int v = 0;
+    if (CUresult r = api_->cuDeviceGetAttribute(&v, which, dev)) return error("cuDeviceGetAttribute", r);
+    return v;
+  };
+  AT_ASSIGN(major, attr(kCcMajor));
+  AT_ASSIGN(minor, attr(kCcMinor));
+  // The nearest description autotune has (its PTX version), then the device's own numbers.
+  std::string sm = "sm_" + std::to_string(major) + std::to_string(minor);
+  auto known = resolve_gpu_target(major >= 9 ? "sm_90" : "sm_80");
+  GpuTarget t = known ? *known : GpuTarget{};
+  t.name = device_name(ordinal), t.sm = sm;
+  AT_ASSIGN(sms, attr(kSmCount));
+  AT_ASSIGN(warp, attr(kWarpSize));
+  AT_ASSIGN(max_threads, attr(kMaxThreadsPerBlock));
+  AT_ASSIGN(shared_block, attr(kSharedPerBlock));
+  AT_ASSIGN(shared_sm, attr(kSharedPerSm));
+  AT_ASSIGN(regs_sm, attr(kRegistersPerSm));
+  t.sm_count = sms, t.warp_size = warp, t.max_threads_per_block = max_threads;
+  t.shared_bytes_per_block = shared_block, t.shared_bytes_per_sm = shared_sm, t.registers_per_sm = regs_sm;
+  t.threads_per_block = std::min(t.threads_per_block, max_threads);
+  return t;
+}
+
+struct GpuModel::Group {
+  int node = -1;
+  bool on_host = false;  // integer-valued or not lowerable: the reference executor, through host copies
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;
+  std::vector<GpuLaunch> launches;
+  std::vector<int> args;                  // value slots of the group's inputs, then its output
+  std::vector<CUdeviceptr> temps;         // the kernel's temporaries
+};
+
+namespace {
+/** The slot of value `v` in GpuModel's per-value tables: inputs, then constants, then nodes. */
+int slot(const Graph &g, ValueId v) {
+  switch (v.kind) {
+    case ValueId::Kind::kInput: return v.index;
+    case ValueId::Kind::kConstant: return static_cast<int>(g.inputs.size()) + v.index;
+    case ValueId::Kind::kNode: break;
+  }
+  return static_cast<int>(g.inputs.size() + g.constants.size()) + v.index;
+}
+}  // namespace
+
+Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal) {
+  std::unique_ptr<GpuModel> m(new GpuModel());
+  m->driver_ = driver;
+  m->graph_ = fused;
+  const auto &a = driver->api();
+  AT_ASSIGN(target, driver->device_target(ordinal));
+  m->target_ = target;
+  CUdevice dev = 0;
+  if (CUresult r = a.cuDeviceGet(&dev, ordinal)) return driver->error("cuDeviceGet", r);
+  if (CUresult r = a.cuDevicePrimaryCtxRetain(&m->context_, dev)) return driver->error("cuDevicePrimaryCtxRetain", r);
+  if (CUresult r = a.cuCtxSetCurrent(m->context_)) return driver->error("cuCtxSetCurrent", r);
+  const Graph &g = m->graph_;
+  size_t n = g.inputs.size() + g.constants.size() + g.nodes.size();
+  m->values_.assign(n, 0);
+  m->bytes_.assign(n, 0);
+  auto alloc = [&](int s, size_t bytes) -> Status {
+    m->bytes_[s] = bytes;
+    if (CUresult r = a.cuMemAlloc(&m->values_[s], std::max<size_t>(bytes, 4))) return driver->error("cuMemAlloc", r);
+    return Status::ok();
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) AT_TRY(alloc(slot(g, ValueId::input(static_cast<int>(i))), g.inputs[i].type.nbytes()));
+  for (size_t i = 0; i < g.constants.size(); ++i) {
+    int s = slot(g, ValueId::constant(static_cast<int>(i)));
+    const Tensor &t = g.constants[i].value;
+    AT_TRY(alloc(s, t.nbytes()));
+    if (t.nbytes())
+      if (CUresult r = a.cuMemcpyHtoD(m->values_[s], t.raw(), t.nbytes())) return driver->error("cuMemcpyHtoD", r);
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node &node = g.nodes[i];
+    AT_TRY(alloc(slot(g, ValueId::node(static_cast<int>(i))), node.type.nbytes()));
+    Group grp;
+    grp.node = static_cast<int>(i);
+    for (ValueId v : node.inputs) grp.args.push_back(slot(g, v));
+    grp.args.push_back(slot(g, ValueId::node(static_cast<int>(i))));
+    auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu(*node.body, "g" + std::to_string(i), m->target_)
+                                                                        : Expected<LoweredKernel>(make_error("not a float group"));
+    if (!k) {
+      grp.on_host = true;
+      m->groups_.push_back(std::move(grp));
+      continue;
+    }
+    AT_ASSIGN(ptx, emit_ptx(*k, m->target_));
+    if (CUresult r = a.cuModuleLoadData(&grp.module, ptx.ptx.c_str())) return driver->error(("cuModuleLoadData (group %" + std::to_string(i) + ")").c_str(), r);
+    for (const GpuLaunch &l : ptx.launches) {
+      CUfunction f = nullptr;
+      if (CUresult r = a.cuModuleGetFunction(&f, grp.module, l.entry.c_str())) return driver->error("cuModuleGetFunction", r);
+      grp.functions.push_back(f);
+    }
+    grp.launches = ptx.launches;
+    for (size_t b = static_cast<size_t>(k->num_params) + 1; b < k->buffers.size(); ++b) {
+      CUdeviceptr p = 0;
+      if (CUresult r = a.cuMemAlloc(&p, std::max<size_t>(k->buffers[b]->bytes(), 4))) return driver->error("cuMemAlloc", r);
+      grp.temps.push_back(p);
+    }
+    m->groups_.push_back(std::move(grp));
+  }
+  return m;
+}
+
+GpuModel::~GpuModel() {
+  if (!driver_) return;
+  const auto &a = driver_->api();
+  for (Group &g : groups_) {
+    for (CUdeviceptr p : g.temps) a.cuMemFree(p);
+    if (g.module) a.cuModuleUnload(g.module);
+  }
+  for (CUdeviceptr p : values_)
+    if (p) a.cuMemFree(p);
+}
+
+Status GpuModel::upload_inputs(const std::vector<Tensor> &inputs) {
+  const Graph &g = graph_;
+  if (inputs.size() != g.inputs.size()) return make_error("the model takes " + std::to_string(g.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].type() != g.inputs[i].type) return make_error("input " + g.inputs[i].name + ": expected " + type_str(g.inputs[i].type) + ", got " + type_str(inputs[i].type()));
+    int s = slot(g, ValueId::input(static_cast<int>(i)));
+    if (CUresult r = driver_->api().cuMemcpyHtoD(values_[s], inputs[i].raw(), inputs[i].nbytes())) return driver_->error("cuMemcpyHtoD", r);
+  }
+  return Status::ok();
+}
+
+Status GpuModel::launch_all() {
+  const auto &a = driver_->api();
+  const Graph &g = graph_;
+  for (Group &grp : groups_) {
+    const Node &node = g.nodes[grp.node];
+    if (grp.on_host) {
+      // Through the host: the reference executor's answer for this node, copied back.
+      std::vector<Tensor> in;
+      for (size_t k = 0; k + 1 < grp.args.size(); ++k) {
+        Tensor t(g.type_of(node.inputs[k]));
+        if (CUresult r = a.cuMemcpyDtoH(t.raw(), values_[grp.args[k]], t.nbytes())) return driver_->error("cuMemcpyDtoH", r);
+        in.push_back(t);
+      }
+      AT_ASSIGN(out, eval_node(node, in));
+      if (CUresult r = a.cuMemcpyHtoD(values_[grp.args.back()], out.raw(), out.nbytes())) return driver_->error("cuMemcpyHtoD", r);
+      continue;
+    }
+    std::vector<CUdeviceptr> ptrs;
+    for (int s : grp.args) ptrs.push_back(values_[s]);
+    for (CUdeviceptr p : grp.temps) ptrs.push_back(p);
+    std::vector<void *> params;
+    for (CUdeviceptr &p : ptrs) params.push_back(&p);
+    for (size_t k = 0; k < grp.functions.size(); ++k) {
+      const GpuLaunch &l = grp.launches[k];
+      if (CUresult r = a.cuLaunchKernel(grp.functions[k], static_cast<unsigned>(l.blocks), 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, nullptr,
+                                        params.data(), nullptr))
+        return driver_->error(("cuLaunchKernel (" + l.entry + ")").c_str(), r);
+    }
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> GpuModel::run(const std::vector<Tensor> &inputs) {
+  const auto &a = driver_->api();
+  if (CUresult r = a.cuCtxSetCurrent(context_)) return driver_->error("cuCtxSetCurrent", r);
+  AT_TRY(upload_inputs(inputs));
+  AT_TRY(launch_all());
+  if (CUresult r = a.cuCtxSynchronize()) return driver_->error("cuCtxSynchronize (a kernel failed)", r);
+  std::vector<Tensor> out;
+  for (ValueId v : graph_.outputs) {
+    Tensor t(graph_.type_of(v));
+    if (CUresult r = a.cuMemcpyDtoH(t.raw(), values_[slot(graph_, v)], t.nbytes())) return driver_->error("cuMemcpyDtoH", r);
+    out.push_back(t);
+  }
+  return out;
+}
+
+Expected<double> GpuModel::median_ms(const std::vector<Tensor> &inputs, int runs) {
+  const auto &a = driver_->api();
+  if (CUresult r = a.cuCtxSetCurrent(context_)) return driver_->error("cuCtxSetCurrent", r);
+  AT_TRY(upload_inputs(inputs));
+  CUevent start = nullptr, stop = nullptr;
+  if (CUresult r = a.cuEventCreate(&start, 0)) return driver_->error("cuEventCreate", r);
+  if (CUresult r = a.cuEventCreate(&stop, 0)) return driver_->error("cuEventCreate", r);
+  std::vector<double> ms;
+  Status st = Status::ok();
+  for (int i = 0; i < std::max(runs, 1) + 1 && st; ++i) {  // the first run warms up
+    float t = 0;
+    CUresult r = a.cuEventRecord(start, nullptr);
+    if (!r) st = launch_all();
+    if (!r && st) r = a.cuEventRecord(stop, nullptr);
+    if (!r && st) r = a.cuEventSynchronize(stop);
+    if (!r && st) r = a.cuEventElapsedTime(&t, start, stop);
+    if (r) st = driver_->error("timing with events", r);
+    if (i > 0) ms.push_back(t);
+  }
+  a.cuEventDestroy(start);
+  a.cuEventDestroy(stop);
+  if (!st) return st.error();
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace autotune
