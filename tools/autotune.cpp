@@ -913,17 +913,20 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
 const char *kTargetHelp = R"(autotune target: what kernels are compiled, scheduled and measured for
 
 Usage:
-  autotune target [--target host|avx2|avx512|FILE] [--json] [--no-peak]
+  autotune target [--target host|avx2|avx512|sm_80|sm_90|FILE] [--json] [--no-peak]
 
 Prints the target: LLVM's CPU and features, the ISA, float lanes, vector registers, FMA units,
 L1/L2/L3 sizes, cores and threads, and the fp32 FMA peak measured at the target's width (a
 JIT-compiled kernel of FMA chains, on 1 thread and on all). --target narrows the host (avx2 on an
 AVX-512 machine: no 512-bit code) or reads a JSON file with any of the fields --json prints;
-run, bench and tune take the same flag, and tuning records are keyed by it.
+run, bench and tune take the same flag, and tuning records are keyed by it. A GPU target
+(sm_80, sm_90, or a file with "kind": "gpu") prints its description and, where the CUDA driver
+sees a device, the device's own (its compute capability, SMs, limits), which run and bench use.
 
 Examples:
   autotune target --json > my-target.json
   autotune target --target avx2
+  autotune target --target sm_90
 )";
 
 const char *kCompileHelp = R"(autotune compile: every fused group of a model as PTX for an NVIDIA GPU
@@ -1007,6 +1010,29 @@ int cmd_target(const std::vector<std::string> &argv) {
   auto args = Args::parse("target", argv, {{"target"}, {"help", "json", "no-peak"}, {}});
   if (!args) return fail(args.error());
   if (args->has("help")) return std::fputs(kTargetHelp, stdout), 0;
+  if (is_gpu_target(args->get("target"))) {
+    auto gpu = resolve_gpu_target(args->get("target"));
+    if (!gpu) return fail(gpu.error());
+    auto driver = CudaDriver::open();
+    auto device = driver ? (*driver)->device_target(0) : Expected<GpuTarget>(driver.error());
+    if (args->has("json")) {
+      nlohmann::json j{{"description", nlohmann::json::parse(gpu->to_json())}};
+      if (device) j["device"] = nlohmann::json::parse(device->to_json());
+      else j["device_error"] = device.error().message;
+      return std::printf("%s\n", j.dump(2).c_str()), 0;
+    }
+    auto show = [](const char *what, const GpuTarget &t) {
+      std::printf("%s %s: %s, %s; %d SMs, warp %d, %d threads per block at most (the GPU schedule uses %d)\n"
+                  "  shared memory %s per block, %s per SM; %d registers per SM\n",
+                  what, t.name.c_str(), t.sm.c_str(), t.ptx.c_str(), t.sm_count, t.warp_size, t.max_threads_per_block, t.threads_per_block,
+                  format_bytes(static_cast<double>(t.shared_bytes_per_block)).c_str(), format_bytes(static_cast<double>(t.shared_bytes_per_sm)).c_str(),
+                  t.registers_per_sm);
+    };
+    show("target", *gpu);
+    if (device) show("device 0", *device);
+    else std::printf("  no device: %s\n", device.error().message.c_str());
+    return 0;
+  }
   auto target = target_from_flags(*args);
   if (!target) return fail(target.error());
   double peak1 = 0, peak_all = 0;

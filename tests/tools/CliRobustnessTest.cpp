@@ -249,6 +249,9 @@ TEST_F(CliRobustness, CompileWritesEveryGroupsPtxAndGpuTargetsAreOneLineElsewher
     for (const auto &l : g["launches"]) EXPECT_NE(ptx.find(".entry " + l["entry"].get<std::string>() + "("), std::string::npos);
     EXPECT_EQ(g["arguments"].back()["role"] == "temporary" || g["arguments"].back()["role"] == "output", true);
   }
+  Outcome t = cli("target --target sm_90");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(t.out.rfind("target sm_90: sm_90, ptx78; 132 SMs", 0), 0u) << t.out;
   // run needs the CUDA driver; tuning does not take a GPU.
   if (!CudaDriver::open()) expect_one_line_error(cli("run --model " + model_path("resnet18") + " --target sm_80"), "--target sm_80", "no CUDA driver");
   expect_one_line_error(cli("--model " + model_path("resnet18") + " --trials 5 --target sm_80"), "--target sm_80", "tuning on a GPU is not built");
