@@ -48,6 +48,8 @@ class Jit {
 
   Expected<CompiledKernel> compile(const LoweredKernel &k);
   const Target &target() const { return options_.target; }
+  /** Whether compiled objects go to the disk cache (a second compile of the same kernel, even in another process, loads it). */
+  bool caches() const { return !options_.cache_dir.empty(); }
   /** The kernel as assembly for the target (what a reader checks: zmm or ymm registers, FMAs). */
   Expected<std::string> assembly(const LoweredKernel &k);
 

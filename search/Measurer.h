@@ -1,6 +1,7 @@
 #pragma once
-// Measures candidate kernels. Candidates are lowered and compiled in parallel (a pool sized to
-// the cores), then run one at a time in a forked child process that inherits the JIT-compiled
+// Measures candidate kernels. Candidates are lowered in parallel, compiled into the kernel cache
+// in forked children (as many at once as cores, each within a time limit), linked from the cache
+// in parallel, then run one at a time in a forked child process that inherits the JIT-compiled
 // code: a warm-up run whose output is checked against the reference executor's, then timed runs
 // until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
 // answer is a recorded status, never the end of the tuning run.
@@ -49,6 +50,10 @@ struct MeasureOptions {
   double tolerance = 1e-4;   // max error relative to the expected output's largest magnitude
   int host_retries = 5;      // a failed pipe/fork is retried this often (with growing pauses) before giving up
   int timeout_retries = 1;   // a timed-out candidate is measured again this often, each time with twice the limit
+  // Each candidate is first compiled in a child process into the kernel cache, killed past this
+  // many seconds and recorded as a compile error (an LLVM pass that never ends on one schedule
+  // must not stall the tuner); 0, or a Jit without a disk cache: compiled in process only.
+  double compile_timeout_s = 120;
 
   /** An error naming the first option out of range (e.g. max_runs < 1, a timeout that is not a positive number of seconds). */
   Status validate() const;
@@ -77,6 +82,14 @@ class Measurer {
   std::vector<MeasureResult> measure(const Graph &body, const TaskData &data, const std::vector<KernelSchedule> &schedules,
                                      const std::function<bool(size_t, const MeasureResult &)> &on_result = nullptr,
                                      const std::atomic<bool> *stop = nullptr);
+
+  /**
+   * Compiles each lowered kernel (null: skipped) into the kernel cache in a child process, up to
+   * `threads` at once, each killed past compile_timeout_s; returns, per kernel, "" or why it was
+   * refused ("compiling took longer than 120 s ...", or the compiler crashed on it). A compile
+   * that fails with an error says nothing here: the in-process compile that follows reports it.
+   */
+  std::vector<std::string> compile_guarded(const std::vector<const LoweredKernel *> &kernels, std::vector<double> &seconds);
 
   /**
    * Runs one compiled kernel in a child process (the last step of measure; tests call it with

@@ -515,6 +515,9 @@ Options:
   --target T        what to tune for: host (default: this CPU as detected), avx2, avx512, or a
                     JSON file (see 'autotune target --json'); records are keyed by it
   --timeout S       per-candidate limit in seconds (default 10): a hang is recorded and killed
+  --compile-timeout S  per-candidate compile limit in seconds (default 120; 0: none): each
+                    candidate is compiled in a child process, and one LLVM stalls on is killed
+                    and recorded as a compile error instead of stalling the run
   --seed K          search seed (default 0)
   --config C        JSON with defaults for these options (configs/search-default.json)
   --threads T       threads kernels run on (default: all); part of the database's target key
@@ -562,7 +565,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "seed", "config", "threads", "min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "compile-timeout", "seed", "config", "threads", "min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -584,6 +587,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "confirm_top") o.confirm_top = v.get<int>();
         else if (k == "seed") o.seed = v.get<uint64_t>();
         else if (k == "timeout_s") o.measure.timeout_s = v.get<double>();
+        else if (k == "compile_timeout_s") o.measure.compile_timeout_s = v.get<double>();
         else if (k == "min_time_s") o.measure.min_time_s = v.get<double>();
         else if (k == "max_runs") o.measure.max_runs = v.get<int64_t>();
         else if (k == "flush_cache") o.measure.flush_cache = v.get<bool>();
@@ -611,16 +615,17 @@ int cmd_tune(const std::vector<std::string> &argv) {
   };
   auto trials = args->get_int("trials", o.trials), seed = args->get_int("seed", static_cast<int64_t>(o.seed)),
        threads = args->get_int("threads", o.measure.threads), batch = args->get_int("batch", o.batch);
-  auto timeout = num("timeout", o.measure.timeout_s), min_time = num("min-time", o.measure.min_time_s);
+  auto timeout = num("timeout", o.measure.timeout_s), min_time = num("min-time", o.measure.min_time_s),
+       compile_timeout = num("compile-timeout", o.measure.compile_timeout_s);
   for (auto *e : {&trials, &seed, &threads, &batch})
     if (!*e) return fail(e->error());
-  for (auto *e : {&timeout, &min_time})
+  for (auto *e : {&timeout, &min_time, &compile_timeout})
     if (!*e) return fail(e->error());
   // Range checks happen once, on the finished options (config file and flags alike), before any work.
   auto narrow = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); };
   o.trials = *trials, o.seed = static_cast<uint64_t>(*seed), o.measure.threads = narrow(*threads);
   o.batch = narrow(*batch);
-  o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time;
+  o.measure.timeout_s = *timeout, o.measure.min_time_s = *min_time, o.measure.compile_timeout_s = *compile_timeout;
   if (args->has("flush-cache")) o.measure.flush_cache = true;
   if (args->has("warm-weights")) o.measure.cold_weights = false;
   if (args->has("db")) o.db_path = args->get("db");
