@@ -1,11 +1,13 @@
 #include "codegen/Gpu.h"
 
 #include <fcntl.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetOptions.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "codegen/Lower.h"
 #include "codegen/Transform.h"
 #include "ir/Files.h"
+#include "ir/Hash.h"
 
 namespace autotune {
 
@@ -155,7 +158,7 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
   return k;
 }
 
-Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu) {
+Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu, const std::string &cache_dir) {
   static std::once_flag init;
   std::call_once(init, [] {
     LLVMInitializeNVPTXTargetInfo();
@@ -172,11 +175,30 @@ Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu) {
   if (!tm) return make_error("LLVM: no NVPTX target machine for " + gpu.sm + " " + features);
   llvm::LLVMContext ctx;
   AT_ASSIGN(m, emit_llvm_gpu(k, ctx, gpu.sm, features));
-  m->setDataLayout(tm->createDataLayout());
-  optimize_module(*m, *tm);
   PtxKernel out;
-  AT_ASSIGN(ptx, emit_module_file(*m, *tm, true));
-  out.ptx = ptx;
+  std::string path, seal;
+  if (!cache_dir.empty()) {
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    m->print(os, nullptr);
+    path = cache_dir + "/" + k.name + "_" + fnv1a_hex(os.str() + gpu.sm + features + LLVM_VERSION_STRING) + ".ptx";
+    if (auto entry = read_file(path)) {
+      size_t last = entry->rfind("// autotune-ptx ");
+      if (last != std::string::npos && entry->substr(last) == "// autotune-ptx " + fnv1a_hex(entry->substr(0, last)) + "\n")
+        out.ptx = entry->substr(0, last), out.from_cache = true;  // a damaged entry fails the check: rebuilt below
+    }
+  }
+  if (!out.from_cache) {
+    m->setDataLayout(tm->createDataLayout());
+    optimize_module(*m, *tm);
+    AT_ASSIGN(ptx, emit_module_file(*m, *tm, true));
+    out.ptx = ptx;
+    if (!path.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(cache_dir, ec);
+      (void)write_file_atomic(path, ptx + "// autotune-ptx " + fnv1a_hex(ptx) + "\n");  // a cache that cannot be written only costs time
+    }
+  }
   for (size_t i = 0; i < k.stages.size(); ++i)
     out.launches.push_back({stage_symbol(k, i), k.stages[i].parallel_extent, *as_int(k.stages[i].body->extent)});
   return out;

@@ -51,10 +51,16 @@ struct GpuLaunch {
 struct PtxKernel {
   std::string ptx;
   std::vector<GpuLaunch> launches;  // in stage order: launched one after another
+  bool from_cache = false;
 };
 
-/** A GPU-scheduled kernel as PTX for `gpu` (LLVM's NVPTX backend after the O3 pipeline). */
-Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu);
+/**
+ * A GPU-scheduled kernel as PTX for `gpu` (LLVM's NVPTX backend after the O3 pipeline). With a
+ * `cache_dir`, the PTX is kept there as `<kernel>_<hash>.ptx`, the hash over the unoptimized
+ * IR, the sm, the PTX version and LLVM's version, sealed with a last line holding the hash of
+ * the text before it: an entry that fails the check is rebuilt, never trusted.
+ */
+Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu, const std::string &cache_dir = "");
 
 /** ptxas: $AUTOTUNE_PTXAS, else `ptxas` on PATH, else /usr/local/cuda/bin/ptxas; "" when there is none. */
 std::string find_ptxas();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "codegen/Jit.h"
 #include "codegen/Lower.h"
 #include "ir/Reference.h"
 
@@ -217,7 +218,7 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
       m->groups_.push_back(std::move(grp));
       continue;
     }
-    AT_ASSIGN(ptx, emit_ptx(*k, m->target_));
+    AT_ASSIGN(ptx, emit_ptx(*k, m->target_, default_kernel_cache_dir()));
     if (CUresult r = a.cuModuleLoadData(&grp.module, ptx.ptx.c_str())) return driver->error(("cuModuleLoadData (group %" + std::to_string(i) + ")").c_str(), r);
     for (const GpuLaunch &l : ptx.launches) {
       CUfunction f = nullptr;

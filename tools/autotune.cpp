@@ -974,7 +974,7 @@ int cmd_compile(const std::vector<std::string> &argv) {
   fs::create_directories(args->get("out"), ec);
   if (ec) return fail(make_error(args->get("out") + ": " + ec.message()));
   nlohmann::json groups = nlohmann::json::array();
-  int n = 0, total = 0;
+  int n = 0, total = 0, cached = 0;
   for (const Node &node : g->nodes) total += node.is_function();
   auto start = Clock::now();
   for (size_t i = 0; i < g->nodes.size(); ++i) {
@@ -985,8 +985,9 @@ int cmd_compile(const std::vector<std::string> &argv) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
     auto k = lower_gpu(*node.body, name, *gpu);
     if (!k) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + k.error().message));
-    auto ptx = emit_ptx(*k, *gpu);
+    auto ptx = emit_ptx(*k, *gpu, default_kernel_cache_dir());
     if (!ptx) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + ptx.error().message));
+    cached += ptx->from_cache;
     if (!ptxas.empty())
       if (auto st = ptxas_check(ptx->ptx, *gpu, ptxas); !st) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + st.error().message));
     std::string file = name + ".ptx";
@@ -1006,8 +1007,8 @@ int cmd_compile(const std::vector<std::string> &argv) {
   nlohmann::json out{{"model", args->get("model")}, {"target", nlohmann::json::parse(gpu->to_json())}, {"groups", groups}};
   if (auto st = write_file_atomic((fs::path(args->get("out")) / "launches.json").string(), out.dump(2) + "\n"); !st) return fail(st.error());
   double s = std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(stderr, "%swrote %d PTX files (%s%s) and launches.json to %s in %.1f s\n", isatty(2) ? "\n" : "", n, gpu->sm.c_str(),
-               ptxas.empty() ? "" : ", each accepted by ptxas", args->get("out").c_str(), s);
+  std::fprintf(stderr, "%swrote %d PTX files (%s, %d from the kernel cache%s) and launches.json to %s in %.1f s\n", isatty(2) ? "\n" : "", n,
+               gpu->sm.c_str(), cached, ptxas.empty() ? "" : ", each accepted by ptxas", args->get("out").c_str(), s);
   return 0;
 }
 

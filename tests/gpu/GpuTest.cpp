@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "codegen/Gpu.h"
 #include "codegen/Jit.h"
 #include "codegen/Target.h"
@@ -84,6 +86,43 @@ TEST(Gpu, EveryGroupOfTheResNetsAndMobileNetV2IsPtxThatPtxasAccepts) {
   EXPECT_GE(groups, 2 * (26 + 59 + 55));
   if (ptxas.empty()) GTEST_SKIP() << "the PTX was generated but not assembled: no ptxas ($AUTOTUNE_PTXAS, PATH, /usr/local/cuda/bin)";
   EXPECT_EQ(assembled, groups);
+}
+
+TEST(Gpu, PtxIsCachedOnDiskAndADamagedEntryIsRebuilt) {
+  namespace fs = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / ("autotune_ptx_cache_" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  auto gpu = resolve_gpu_target("sm_80");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  Graph g = fused_model("tiny_cnn");
+  const Graph *body = nullptr;
+  for (const Node &n : g.nodes)
+    if (n.is_function() && !body) body = n.body.get();
+  ASSERT_NE(body, nullptr);
+  auto k = lower_gpu(*body, "cached", *gpu);
+  ASSERT_TRUE(static_cast<bool>(k));
+  auto first = emit_ptx(*k, *gpu, dir), second = emit_ptx(*k, *gpu, dir);
+  ASSERT_TRUE(first && second);
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_TRUE(second->from_cache);
+  EXPECT_EQ(first->ptx, second->ptx);
+  // One byte changed in the entry: the seal fails, the PTX is built again and the entry rewritten.
+  std::vector<fs::path> entries;
+  for (const auto &e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u);
+  std::string text;
+  {
+    std::ifstream in(entries[0]);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text[text.size() / 2] ^= 1;
+  std::ofstream(entries[0]) << text;
+  auto third = emit_ptx(*k, *gpu, dir), fourth = emit_ptx(*k, *gpu, dir);
+  ASSERT_TRUE(third && fourth);
+  EXPECT_FALSE(third->from_cache);
+  EXPECT_EQ(third->ptx, first->ptx);
+  EXPECT_TRUE(fourth->from_cache);
+  fs::remove_all(dir);
 }
 
 TEST(Gpu, PtxasRefusalsAreReported) {
