@@ -9,6 +9,7 @@
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
 #include "ir/Reference.h"
+#include "runtime/Runtime.h"
 
 namespace autotune {
 
@@ -204,9 +205,19 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
     if (t.nbytes())
       if (CUresult r = a.cuMemcpyHtoD(m->values_[s], t.raw(), t.nbytes())) return driver->error("cuMemcpyHtoD", r);
   }
+  // Node values and kernel temporaries share one device arena planned by liveness, as on the
+  // CPU (runtime/Runtime's plan_memory); graph outputs live to the end, to be copied out.
+  std::vector<int> last = last_uses(g);
+  for (ValueId v : g.outputs)
+    if (v.kind == ValueId::Kind::kNode) last[v.index] = static_cast<int>(g.nodes.size());
+  std::vector<size_t> bytes;
+  std::vector<std::pair<int, int>> lifetimes;
+  std::vector<std::pair<int, int>> owner;  // (node, -1): its value; (node, k): its group's temporary k
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node &node = g.nodes[i];
-    AT_TRY(alloc(slot(g, ValueId::node(static_cast<int>(i))), node.type.nbytes()));
+    bytes.push_back(node.type.nbytes());
+    lifetimes.emplace_back(static_cast<int>(i), last[i]);
+    owner.emplace_back(static_cast<int>(i), -1);
     Group grp;
     grp.node = static_cast<int>(i);
     for (ValueId v : node.inputs) grp.args.push_back(slot(g, v));
@@ -227,11 +238,20 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
     }
     grp.launches = ptx.launches;
     for (size_t b = static_cast<size_t>(k->num_params) + 1; b < k->buffers.size(); ++b) {
-      CUdeviceptr p = 0;
-      if (CUresult r = a.cuMemAlloc(&p, std::max<size_t>(k->buffers[b]->bytes(), 4))) return driver->error("cuMemAlloc", r);
-      grp.temps.push_back(p);
+      bytes.push_back(k->buffers[b]->bytes());
+      lifetimes.emplace_back(static_cast<int>(i), static_cast<int>(i));
+      owner.emplace_back(static_cast<int>(i), static_cast<int>(grp.temps.size()));
+      grp.temps.push_back(0);
     }
     m->groups_.push_back(std::move(grp));
+  }
+  MemoryPlan plan = plan_memory(bytes, lifetimes);
+  if (CUresult r = a.cuMemAlloc(&m->arena_, std::max<size_t>(plan.total, 64))) return driver->error("cuMemAlloc (the activations' arena)", r);
+  for (size_t b = 0; b < bytes.size(); ++b) {
+    auto [node, temp] = owner[b];
+    CUdeviceptr p = m->arena_ + plan.offsets[b];
+    if (temp < 0) m->values_[slot(g, ValueId::node(node))] = p, m->bytes_[slot(g, ValueId::node(node))] = bytes[b];
+    else m->groups_[static_cast<size_t>(node)].temps[static_cast<size_t>(temp)] = p;
   }
   return m;
 }
@@ -239,12 +259,12 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
 GpuModel::~GpuModel() {
   if (!driver_) return;
   const auto &a = driver_->api();
-  for (Group &g : groups_) {
-    for (CUdeviceptr p : g.temps) a.cuMemFree(p);
+  for (Group &g : groups_)
     if (g.module) a.cuModuleUnload(g.module);
-  }
-  for (CUdeviceptr p : values_)
-    if (p) a.cuMemFree(p);
+  // Inputs and constants have allocations of their own; node values live in the arena.
+  for (size_t s = 0; s < graph_.inputs.size() + graph_.constants.size() && s < values_.size(); ++s)
+    if (values_[s]) a.cuMemFree(values_[s]);
+  if (arena_) a.cuMemFree(arena_);
 }
 
 Status GpuModel::upload_inputs(const std::vector<Tensor> &inputs) {

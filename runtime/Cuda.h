@@ -62,6 +62,7 @@ class GpuModel {
   Graph graph_;
   void *context_ = nullptr;
   std::vector<unsigned long long> values_;  // device memory of every value: inputs, constants, nodes (by ValueId order)
+  unsigned long long arena_ = 0;            // the node values' and kernel temporaries' planned arena
   std::vector<size_t> bytes_;
   std::vector<Group> groups_;
 };

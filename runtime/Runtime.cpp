@@ -13,6 +13,16 @@
 
 namespace autotune {
 
+std::vector<int> last_uses(const Graph &g) {
+  std::vector<int> last(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    last[i] = static_cast<int>(i);
+    for (ValueId v : g.nodes[i].inputs)
+      if (v.kind == ValueId::Kind::kNode) last[v.index] = static_cast<int>(i);
+  }
+  return last;
+}
+
 MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::pair<int, int>> &lifetimes) {
   // Greedy by size (largest first): each buffer takes the lowest offset that overlaps no buffer
   // already placed whose lifetime overlaps its own.
@@ -199,12 +209,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (g.outputs[k].kind == ValueId::Kind::kNode && impl.node_loc[g.outputs[k].index].kind != Loc::kOutput)
       impl.node_loc[g.outputs[k].index] = {Loc::kOutput, static_cast<int>(k), 0};
-  std::vector<int> last_use(n, -1);
-  for (size_t i = 0; i < n; ++i) {
-    last_use[i] = static_cast<int>(i);
-    for (ValueId v : g.nodes[i].inputs)
-      if (v.kind == ValueId::Kind::kNode) last_use[v.index] = static_cast<int>(i);
-  }
+  std::vector<int> last_use = last_uses(g);
   std::vector<size_t> bytes;
   std::vector<std::pair<int, int>> lifetimes;
   std::vector<std::pair<int, int>> owner;  // (node, -1) for a value, (node, temp k) for a kernel temporary

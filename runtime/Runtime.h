@@ -96,6 +96,8 @@ struct MemoryPlan {
   size_t total = 0;
 };
 MemoryPlan plan_memory(const std::vector<size_t> &bytes, const std::vector<std::pair<int, int>> &lifetimes);
+/** For each node of `g`, the index of the last node that reads its value (itself when none does): the end of its lifetime. */
+std::vector<int> last_uses(const Graph &g);
 
 /** A fused group's ops joined by '+' ("nn.conv2d+add+nn.relu"), as reports name groups. */
 std::string group_ops(const Graph &body);
