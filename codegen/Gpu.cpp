@@ -22,6 +22,7 @@
 #include "codegen/Jit.h"
 #include "codegen/LLVMEmitter.h"
 #include "codegen/Lower.h"
+#include "codegen/Target.h"
 #include "codegen/Transform.h"
 #include "ir/Files.h"
 #include "ir/Hash.h"
@@ -34,11 +35,9 @@ namespace {
 
 using namespace loop;
 
-bool is_gpu_json(const nlohmann::json &j) { return j.is_object() && j.contains("kind") && j["kind"] == "gpu"; }
-
 Expected<GpuTarget> parse_gpu(const std::string &text, const std::string &label) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!is_gpu_json(j)) return make_error(label + ": not a GPU description (\"kind\": \"gpu\"); CPU kernels are compiled by run, bench and the tuner");
+  if (!is_gpu_description(text)) return make_error(label + ": not a GPU description (\"kind\": \"gpu\"); CPU kernels are compiled by run, bench and the tuner");
+  nlohmann::json j = nlohmann::json::parse(text);
   GpuTarget g;
   try {
     for (auto &[k, v] : j.items()) {
@@ -66,16 +65,6 @@ Expected<GpuTarget> parse_gpu(const std::string &text, const std::string &label)
   return g;
 }
 
-/** Whether every store inside `s` to a buffer `s` does not allocate has an index that uses `v`. */
-bool stores_move_with(const Stmt &s, const std::string &v, std::set<const BufferNode *> &inner) {
-  if (!s) return true;
-  if (s->kind == StmtKind::kAllocate) inner.insert(s->buffer.get());
-  if (s->kind == StmtKind::kStore && !inner.count(s->buffer.get()) && !uses_var(s->index, v)) return false;
-  for (const Stmt &b : s->body)
-    if (!stores_move_with(b, v, inner)) return false;
-  return true;
-}
-
 /** The stage under the GPU schedule (lower_gpu). */
 Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
   // The output loops: the perfect nest at the top, each from 0 with a constant extent, each moving every store below it.
@@ -83,8 +72,7 @@ Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
   int64_t extent = 1;
   for (Stmt cur = st.body; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
     auto mn = as_int(cur->min), ex = as_int(cur->extent);
-    std::set<const BufferNode *> inner;
-    if (!mn || *mn != 0 || !ex || !stores_move_with(cur->body[0], cur->var, inner)) break;
+    if (!mn || *mn != 0 || !ex || !stores_move_with(cur->body[0], cur->var)) break;
     outs.push_back(cur->var);
     extent *= *ex;
   }
@@ -132,7 +120,7 @@ Expected<GpuTarget> resolve_gpu_target(const std::string &name_or_file) {
   if (!std::filesystem::is_regular_file(name_or_file)) {
     std::string names;
     for (const auto &[name, json] : builtin_target_descriptions())
-      if (is_gpu_json(nlohmann::json::parse(json, nullptr, false))) names += (names.empty() ? "" : ", ") + name;
+      if (is_gpu_description(json)) names += (names.empty() ? "" : ", ") + name;
     return make_error("unknown GPU target '" + name_or_file + "' (" + names + ", or a JSON file with \"kind\": \"gpu\")");
   }
   AT_ASSIGN(text, read_file(name_or_file));
@@ -141,10 +129,10 @@ Expected<GpuTarget> resolve_gpu_target(const std::string &name_or_file) {
 
 bool is_gpu_target(const std::string &name_or_file) {
   for (const auto &[name, json] : builtin_target_descriptions())
-    if (name == name_or_file) return is_gpu_json(nlohmann::json::parse(json, nullptr, false));
+    if (name == name_or_file) return is_gpu_description(json);
   if (!std::filesystem::is_regular_file(name_or_file)) return false;
   auto text = read_file(name_or_file);
-  return text && is_gpu_json(nlohmann::json::parse(*text, nullptr, false));
+  return text && is_gpu_description(*text);
 }
 
 Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu) {

@@ -9,6 +9,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -678,30 +679,29 @@ class StageEmitter {
 
 }  // namespace
 
-Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target) {
+namespace {
+/** A module for `triple` with each stage of `k` emitted by `emit_stage(emitter, stage index)`, verified. */
+Expected<std::unique_ptr<llvm::Module>> emit_module(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &triple,
+                                                    const std::function<Status(StageEmitter &, size_t)> &emit_stage) {
   auto m = std::make_unique<llvm::Module>(k.name, ctx);
-  m->setTargetTriple(target.triple);
+  m->setTargetTriple(triple);
   for (size_t i = 0; i < k.stages.size(); ++i) {
     StageEmitter e(*m, k);
-    if (auto st = e.emit(i, target); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
+    if (auto st = emit_stage(e, i); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
   }
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*m, &os)) return make_error(k.name + ": invalid LLVM IR: " + os.str().substr(0, 300));
   return m;
 }
+}  // namespace
+
+Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target) {
+  return emit_module(k, ctx, target.triple, [&](StageEmitter &e, size_t i) { return e.emit(i, target); });
+}
 
 Expected<std::unique_ptr<llvm::Module>> emit_llvm_gpu(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &sm, const std::string &features) {
-  auto m = std::make_unique<llvm::Module>(k.name, ctx);
-  m->setTargetTriple("nvptx64-nvidia-cuda");
-  for (size_t i = 0; i < k.stages.size(); ++i) {
-    StageEmitter e(*m, k);
-    if (auto st = e.emit_gpu(i, sm, features); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
-  }
-  std::string err;
-  llvm::raw_string_ostream os(err);
-  if (llvm::verifyModule(*m, &os)) return make_error(k.name + ": invalid LLVM IR: " + os.str().substr(0, 300));
-  return m;
+  return emit_module(k, ctx, "nvptx64-nvidia-cuda", [&](StageEmitter &e, size_t i) { return e.emit_gpu(i, sm, features); });
 }
 
 Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &target) {

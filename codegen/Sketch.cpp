@@ -21,18 +21,11 @@ void naive_loops(const Stmt &s, std::vector<std::pair<std::string, int64_t>> &ou
 
 namespace {
 
-void collect_stores(const loop::Stmt &s, std::vector<loop::Stmt> &out) {
-  if (!s) return;
-  if (s->kind == loop::StmtKind::kStore) out.push_back(s);
-  for (const loop::Stmt &b : s->body) collect_stores(b, out);
-}
-
 /** Whether every store in loop `name` of `body` updates a one-element local buffer (a row's maximum or sum). */
 bool folds_into_local(const loop::Stmt &body, const std::string &name) {
   auto l = find_loop(body, name);
   if (!l) return false;
-  std::vector<loop::Stmt> stores;
-  collect_stores(*l, stores);
+  std::vector<loop::Stmt> stores = stores_of(*l);
   return !stores.empty() && std::all_of(stores.begin(), stores.end(), [](const loop::Stmt &x) {
     return x->buffer->scope == loop::BufferScope::kLocal && x->buffer->size == 1;
   });

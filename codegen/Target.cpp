@@ -94,11 +94,13 @@ Target detect_host() {
   return t;
 }
 
+bool gpu_kind(const nlohmann::json &j) { return j.is_object() && j.contains("kind") && j["kind"] == "gpu"; }
+
 /** Applies a JSON description's fields to `t`; the error names the field. */
 Status apply_description(Target &t, const std::string &json, const std::string &label) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(label + ": not a JSON object");
-  if (j.contains("kind") && j["kind"] == "gpu")
+  if (gpu_kind(j))
     return make_error(label + " is a GPU: only run and bench take it (on the machine's GPU, through the CUDA driver), and 'autotune compile --model M --target " +
                       j.value("name", std::string("sm_XX")) + " --out DIR' writes its PTX; tuning on a GPU is not built");
   try {
@@ -170,12 +172,12 @@ const Target &host_target() {
   return host;
 }
 
+bool is_gpu_description(const std::string &json) { return gpu_kind(nlohmann::json::parse(json, nullptr, false)); }
+
 std::string known_target_names() {
   std::string names = "host";
-  for (const auto &[name, json] : builtin_target_descriptions()) {
-    nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
-    if (!(j.is_object() && j.contains("kind") && j["kind"] == "gpu")) names += ", " + name;  // GPUs: codegen/Gpu.h
-  }
+  for (const auto &[name, json] : builtin_target_descriptions())
+    if (!is_gpu_description(json)) names += ", " + name;  // GPUs: codegen/Gpu.h
   return names;
 }
 

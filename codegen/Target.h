@@ -44,6 +44,9 @@ const Target &host_target();
  */
 Expected<Target> resolve_target(const std::string &name_or_file);
 
+/** Whether a JSON description is a GPU's ("kind": "gpu": codegen/Gpu.h reads it), not a CPU target's. */
+bool is_gpu_description(const std::string &json);
+
 /** The names resolve_target knows without a file. */
 std::string known_target_names();  // "host, avx2, avx512"
 

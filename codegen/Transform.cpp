@@ -1394,6 +1394,14 @@ void stores_in(const Stmt &s, std::vector<Stmt> &out) {
 
 }  // namespace
 
+std::vector<Stmt> stores_of(const Stmt &s) {
+  std::vector<Stmt> out;
+  stores_in(s, out);
+  return out;
+}
+
+bool stores_move_with(const Stmt &s, const std::string &v) { return store_not_using(s, v, true).empty(); }
+
 Expected<Stmt> trim(const Stmt &s, const std::string &name) {
   AT_ASSIGN(l, find_loop(s, name));
   AT_ASSIGN(mn, constant(l->min, name, "start"));

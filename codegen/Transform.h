@@ -28,6 +28,15 @@ namespace autotune {
 /** `s` with every free use of variable `v` replaced by `value` (loops and lets that rebind v shadow it). */
 loop::Stmt substitute(const loop::Stmt &s, const std::string &v, const loop::Expr &value);
 
+/** Every store in `s`, in order. */
+std::vector<loop::Stmt> stores_of(const loop::Stmt &s);
+
+/**
+ * Whether every store in `s` moves with variable `v` (its index uses v), stores to buffers `s`
+ * allocates excepted (private to an iteration): iterations of a loop over v write apart.
+ */
+bool stores_move_with(const loop::Stmt &s, const std::string &v);
+
 /** Every loop of `s` as (name, constant extent or 0), outermost first. */
 void loops_of(const loop::Stmt &s, std::vector<std::pair<std::string, int64_t>> &out);
 

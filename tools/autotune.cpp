@@ -311,6 +311,14 @@ void report_tuning(const CompiledModel &m, const Args &args) {
     if (!g.tuned) std::fprintf(stderr, "  %s %s %s: default schedule (%s)\n", g.name.c_str(), g.ops.c_str(), g.shape.c_str(), g.untuned_reason.c_str());
 }
 
+/** Writes the outputs to --output (Y.npy, Y.1.npy, ...) when given, and prints each one's summary. */
+Status write_outputs(const Args &args, const std::vector<Tensor> &outs) {
+  if (args.has("output"))
+    for (size_t i = 0; i < outs.size(); ++i) AT_TRY(write_npy(output_path(args.get("output"), i), outs[i]));
+  for (size_t i = 0; i < outs.size(); ++i) std::printf("output %zu: %s\n", i, summary(outs[i]).c_str());
+  return Status::ok();
+}
+
 /**
  * run and bench with a GPU --target (sm_80, sm_90, a GPU file): the CUDA driver is opened first,
  * so that a machine without one says so in one line before anything is compiled. The kernels
@@ -339,10 +347,7 @@ int gpu_command(const Args &args, bool bench) {
   }
   auto outs = (*m)->run(*inputs);
   if (!outs) return fail(make_error(args.get("model") + ": " + outs.error().message));
-  if (args.has("output"))
-    for (size_t i = 0; i < outs->size(); ++i)
-      if (auto st = write_npy(output_path(args.get("output"), i), (*outs)[i]); !st) return fail(st.error());
-  for (size_t i = 0; i < outs->size(); ++i) std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
+  if (auto st = write_outputs(args, *outs); !st) return fail(st.error());
   std::printf("executor gpu: %s (%s), %zu groups, prepare %.1f ms\n", t.name.c_str(), t.sm.c_str(), g->nodes.size(), prepare_ms);
   if (args.has("output")) std::printf("wrote %s\n", args.get("output").c_str());
   return 0;
@@ -383,10 +388,7 @@ int cmd_run(const std::vector<std::string> &argv) {
   if (!outs) return fail(make_error(args->get("model") + ": " + outs.error().message));
   double run_ms = ms_since(t1);
 
-  if (args->has("output"))
-    for (size_t i = 0; i < outs->size(); ++i)
-      if (auto st = write_npy(output_path(args->get("output"), i), (*outs)[i]); !st) return fail(st.error());
-  for (size_t i = 0; i < outs->size(); ++i) std::printf("output %zu: %s\n", i, summary((*outs)[i]).c_str());
+  if (auto st = write_outputs(*args, *outs); !st) return fail(st.error());
   if (compiled) {
     std::printf("executor compiled: %zu kernels (%d compiled, %d from cache%s) on %d threads, prepare %.1f ms, run %.1f ms\n",
                 g.nodes.size(), compiled->kernels_compiled(), compiled->kernels_cached(), fallback_note(*compiled).c_str(),
