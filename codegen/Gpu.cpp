@@ -17,7 +17,11 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "codegen/Jit.h"
 #include "codegen/LLVMEmitter.h"
@@ -53,6 +57,8 @@ Expected<GpuTarget> parse_gpu(const std::string &text, const std::string &label)
       else if (k == "shared_bytes_per_sm") g.shared_bytes_per_sm = v.get<int64_t>();
       else if (k == "registers_per_thread") g.registers_per_thread = v.get<int>();
       else if (k == "registers_per_sm") g.registers_per_sm = v.get<int>();
+      else if (k == "max_threads_per_sm") g.max_threads_per_sm = v.get<int>();
+      else if (k == "max_blocks_per_sm") g.max_blocks_per_sm = v.get<int>();
       else return make_error(label + ": unknown field '" + k + "'");
     }
   } catch (const std::exception &e) {
@@ -96,6 +102,387 @@ Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
   return out;
 }
 
+/** Whether `e` loads from buffer `b`. */
+bool loads_from(const Expr &e, const BufferNode *b) {
+  if (e->kind == ExprKind::kLoad && e->buffer.get() == b) return true;
+  for (const Expr &a : e->args)
+    if (loads_from(a, b)) return true;
+  return false;
+}
+
+/** The largest subexpressions of `e` that do not read `acc` and use one of `reds`: a reduction's operands. */
+void operands_of(const Expr &e, const BufferNode *acc, const std::vector<std::string> &reds, std::vector<Expr> &out) {
+  if (!loads_from(e, acc)) {
+    bool reduces = std::any_of(reds.begin(), reds.end(), [&](const std::string &r) { return uses_var(e, r); });
+    if (reduces && std::none_of(out.begin(), out.end(), [&](const Expr &o) { return o.get() == e.get(); })) out.push_back(e);
+    return;
+  }
+  for (const Expr &a : e->args) operands_of(a, acc, reds, out);
+}
+
+/** `e` with each node that `to` maps replaced by its image (the same node where nothing inside changes). */
+Expr replace_nodes(const Expr &e, const std::map<const ExprNode *, Expr> &to) {
+  if (auto it = to.find(e.get()); it != to.end()) return it->second;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) args.push_back(replace_nodes(a, to)), changed |= args.back().get() != a.get();
+  return changed ? with_args(e, std::move(args)) : e;
+}
+
+using Loops = std::vector<std::pair<std::string, int64_t>>;
+
+/** A reduction stage read as a batched GEMM (GpuTile's comment). */
+struct GemmStage {
+  Loops outs, reds;          // output and reduction loops, outermost first
+  Loops m, n, batch;         // the output loops by side, in nest order
+  Buffer acc;
+  Expr init, update;         // acc[0] = init; acc[0] = update (reads acc[0])
+  Stmt epilogue;             // reads acc[0]
+  std::vector<Expr> a_ops, b_ops;
+  std::vector<bool> a_m_major, b_n_major;  // whether the operand's loads walk memory contiguously along m (n), not k
+  GemmShape shape;
+};
+
+int64_t product(const Loops &l) {
+  int64_t p = 1;
+  for (const auto &[v, e] : l) p *= e;
+  return p;
+}
+
+/** Whether every load of `op` has stride 1 in `v`, and is not contiguous in `k` as well. */
+bool walks_along(const Expr &op, const std::string &v, const std::string &k) {
+  bool any = false, along = true;
+  std::function<void(const Expr &)> walk = [&](const Expr &e) {
+    if (e->kind == ExprKind::kLoad) {
+      any = true;
+      auto sv = stride_of(e->args[0], v), sk = stride_of(e->args[0], k);
+      along &= sv && *sv == 1 && !(sk && *sk == 1);
+    }
+    for (const Expr &a : e->args) walk(a);
+  };
+  walk(op);
+  return any && along;
+}
+
+Expected<GemmStage> read_gemm(const KernelStage &st) {
+  GemmStage g;
+  auto loops = [](Stmt cur, Loops &out) {
+    for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
+      auto mn = as_int(cur->min), ex = as_int(cur->extent);
+      if (!mn || *mn != 0 || !ex || *ex < 1) break;
+      out.push_back({cur->var, *ex});
+    }
+    return cur;
+  };
+  Stmt cur = loops(st.body, g.outs);
+  if (g.outs.empty() || cur->kind != StmtKind::kAllocate || cur->buffer->scope != BufferScope::kLocal || cur->buffer->size != 1)
+    return make_error("stage " + st.name + " has no accumulator inside its output loops");
+  g.acc = cur->buffer;
+  const Stmt &b = cur->body[0];
+  if (b->kind != StmtKind::kSeq || b->body.size() != 3) return make_error("stage " + st.name + " is not init, reduction, epilogue");
+  auto is_acc_store = [&](const Stmt &x) { return x && x->kind == StmtKind::kStore && x->buffer.get() == g.acc.get() && as_int(x->index) == 0; };
+  if (!is_acc_store(b->body[0])) return make_error("stage " + st.name + ": no accumulator initialization");
+  g.init = b->body[0]->value;
+  Stmt upd = loops(b->body[1], g.reds);
+  if (g.reds.empty() || !is_acc_store(upd)) return make_error("stage " + st.name + ": the reduction is not one update inside its loops");
+  g.update = upd->value;
+  g.epilogue = b->body[2];
+  if (loads_from(g.init, g.acc.get())) return make_error("stage " + st.name + ": the initialization reads the accumulator");
+  std::vector<std::string> reds;
+  for (const auto &[v, e] : g.reds) reds.push_back(v);
+  std::vector<Expr> ops;
+  operands_of(g.update, g.acc.get(), reds, ops);
+  auto deps = [&](const Expr &e) {
+    std::set<std::string> d;
+    for (const auto &[v, ex] : g.outs)
+      if (uses_var(e, v)) d.insert(v);
+    return d;
+  };
+  std::set<std::string> da, db;
+  bool found = false;
+  for (size_t i = 0; i < ops.size() && !found; ++i)
+    for (size_t j = i + 1; j < ops.size() && !found; ++j) {
+      auto di = deps(ops[i]), dj = deps(ops[j]);
+      if (!std::includes(di.begin(), di.end(), dj.begin(), dj.end()) && !std::includes(dj.begin(), dj.end(), di.begin(), di.end()))
+        da = di, db = dj, found = true;
+    }
+  if (!found) return make_error("stage " + st.name + ": no two operands over different output loops (no reuse to tile)");
+  const std::string &k_inner = g.reds.back().first;
+  for (const Expr &op : ops) {
+    auto d = deps(op);
+    if (std::includes(da.begin(), da.end(), d.begin(), d.end())) g.a_ops.push_back(op);
+    else if (std::includes(db.begin(), db.end(), d.begin(), d.end())) g.b_ops.push_back(op);
+    else return make_error("stage " + st.name + ": an operand reads output loops of both sides: " + to_string(op));
+  }
+  for (const auto &[v, e] : g.outs) {
+    bool a = da.count(v), bb = db.count(v);
+    (a && !bb ? g.m : bb && !a ? g.n : g.batch).push_back({v, e});
+  }
+  for (const Expr &op : g.a_ops) g.a_m_major.push_back(walks_along(op, g.m.back().first, k_inner));
+  for (const Expr &op : g.b_ops) g.b_n_major.push_back(walks_along(op, g.n.back().first, k_inner));
+  g.shape = {product(g.batch), product(g.m), product(g.n), product(g.reds)};
+  // The output stores walk m contiguously: consecutive threads take consecutive m.
+  for (const Stmt &x : stores_of(g.epilogue)) {
+    auto sm = stride_of(x->index, g.m.back().first);
+    g.shape.m_contiguous = sm && *sm == 1;
+  }
+  return g;
+}
+
+/** Each loop of `loops` as its value in the flattened index `f` (the last loop fastest). */
+void unflatten(const Loops &loops, const Expr &f, std::map<std::string, Expr> &out) {
+  int64_t stride = 1;
+  for (size_t i = loops.size(); i-- > 0;) {
+    Expr q = stride == 1 ? f : f / int_imm(stride);
+    out[loops[i].first] = i == 0 ? q : q % int_imm(loops[i].second);
+    stride *= loops[i].second;
+  }
+}
+
+Expr substitute_all(Expr e, const std::map<std::string, Expr> &vals) {
+  for (const auto &[v, x] : vals) e = loop::substitute(e, v, x);
+  return e;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t shared_bytes(const GpuTile &t, size_t a_ops, size_t b_ops) {
+  return static_cast<int64_t>(a_ops * t.bm + b_ops * t.bn) * (t.bk + (t.pad ? 1 : 0)) * 4;
+}
+
+/** The reduction stage `g` as GpuTile `t` (GpuTile's comment). */
+Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, const GpuTile &t, const GpuTarget &gpu) {
+  AT_TRY(check_gpu_tile(t, gpu));
+  if (int64_t bytes = shared_bytes(t, g.a_ops.size(), g.b_ops.size()); bytes > gpu.shared_bytes_per_block)
+    return make_error("stage " + st.name + ": the tile's shared memory (" + std::to_string(bytes) + " bytes) exceeds the block's " +
+                      std::to_string(gpu.shared_bytes_per_block));
+  const GemmShape &s = g.shape;
+  const int64_t mt = ceil_div(s.m, t.bm), nt = ceil_div(s.n, t.bn), threads = t.threads(), rows = t.bm / t.tm, cols = t.bn / t.tn;
+  const int64_t row = t.bk + (t.pad ? 1 : 0);
+  Expr blk = var("gpu_block"), th = var("gpu_thread"), kc = var("gpu_kc"), kk = var("gpu_kk");
+  Expr bb = blk / int_imm(mt * nt), m0 = (blk / int_imm(nt)) % int_imm(mt) * t.bm, n0 = blk % int_imm(nt) * t.bn;
+  Expr tx_m = t.m_fastest ? th % int_imm(rows) : th / int_imm(cols), tx_n = t.m_fastest ? th / int_imm(rows) : th % int_imm(cols);
+  Expr k = kc * t.bk + kk;
+  // The loops' values at output (m, n) and reduction index kf.
+  auto at = [&](const Expr &m, const Expr &n, const Expr &kf) {
+    std::map<std::string, Expr> v;
+    unflatten(g.batch, bb, v);
+    if (m) unflatten(g.m, m, v);
+    if (n) unflatten(g.n, n, v);
+    if (kf) unflatten(g.reds, kf, v);
+    return v;
+  };
+  auto m_of = [&](int64_t i) { return m0 + (tx_m + int_imm(i * rows)); };
+  auto n_of = [&](int64_t j) { return n0 + (tx_n + int_imm(j * cols)); };
+  auto clamp_m = [&](const Expr &m) { return s.m % t.bm ? min(m, int_imm(s.m - 1)) : m; };
+  auto clamp_n = [&](const Expr &n) { return s.n % t.bn ? min(n, int_imm(s.n - 1)) : n; };
+  Buffer tacc = make_buffer("tile_acc", Type::kF32, t.tm * t.tn, BufferScope::kLocal);
+  std::vector<Buffer> sh_a, sh_b;
+  for (size_t i = 0; i < g.a_ops.size(); ++i) sh_a.push_back(make_buffer("shared_a" + std::to_string(i), Type::kF32, t.bm * row, BufferScope::kShared));
+  for (size_t i = 0; i < g.b_ops.size(); ++i) sh_b.push_back(make_buffer("shared_b" + std::to_string(i), Type::kF32, t.bn * row, BufferScope::kShared));
+
+  // acc = init for each of the thread's outputs (clamped: a row past the edge computes, and is never stored).
+  std::vector<Stmt> init;
+  for (int64_t i = 0; i < t.tm; ++i)
+    for (int64_t j = 0; j < t.tn; ++j)
+      init.push_back(store(tacc, int_imm(i * t.tn + j), substitute_all(g.init, at(clamp_m(m_of(i)), clamp_n(n_of(j)), nullptr))));
+
+  // Every thread loads its share of each operand's chunk, in the order its global loads are contiguous.
+  std::vector<Stmt> loads;
+  auto stage_loads = [&](const std::vector<Expr> &ops, const std::vector<Buffer> &sh, const std::vector<bool> &side_major, int64_t side,
+                         const Expr &base, int64_t extent, bool is_m) {
+    const int64_t total = side * t.bk, rounds = ceil_div(total, threads);
+    for (size_t o = 0; o < ops.size(); ++o) {
+      Expr e = var("gpu_l") * threads + th;
+      // The order in which a warp's loads touch fewer 32-byte sectors of global memory (block 0,
+      // chunk 0, the first round); where both touch as many, the one contiguous along the side.
+      auto sectors = [&](bool major) {
+        Expr p = major ? e % int_imm(side) : e / int_imm(t.bk), kp = major ? e / int_imm(side) : e % int_imm(t.bk);
+        Expr v = substitute_all(ops[o], is_m ? at(base + p, nullptr, kc * t.bk + kp) : at(nullptr, base + p, kc * t.bk + kp));
+        int64_t n = 0;
+        std::function<void(const Expr &)> walk = [&](const Expr &x) {
+          if (x->kind == ExprKind::kLoad) n += warp_sectors(x->args[0], "gpu_thread", {{"gpu_block", 0}, {"gpu_kc", 0}, {"gpu_l", 0}}).first;
+          for (const Expr &a : x->args) walk(a);
+        };
+        walk(v);
+        return n;
+      };
+      int64_t along = sectors(true), across = sectors(false);
+      bool major = along == across ? side_major[o] : along < across;
+      Expr pos = major ? e % int_imm(side) : e / int_imm(t.bk), kpos = major ? e / int_imm(side) : e % int_imm(t.bk);
+      Expr x = base + pos, kf = kc * t.bk + kpos;
+      Expr cond;
+      auto also = [&](Expr c) { cond = cond ? both(cond, c) : c; };
+      if (total % threads) also(e < int_imm(total));
+      if (extent % side) also(x < int_imm(extent));
+      if (s.k % t.bk) also(kf < int_imm(s.k));
+      Expr value = substitute_all(ops[o], is_m ? at(x, nullptr, kf) : at(nullptr, x, kf));
+      Stmt st = store(sh[o], pos * row + kpos, value);
+      loads.push_back(for_loop("gpu_l", int_imm(0), int_imm(rounds), ForKind::kSerial, cond ? if_then(cond, st) : st));
+    }
+  };
+  stage_loads(g.a_ops, sh_a, g.a_m_major, t.bm, m0, s.m, true);
+  stage_loads(g.b_ops, sh_b, g.b_n_major, t.bn, n0, s.n, false);
+
+  // The tm x tn updates of one k from shared memory.
+  std::vector<Stmt> updates;
+  for (int64_t i = 0; i < t.tm; ++i)
+    for (int64_t j = 0; j < t.tn; ++j) {
+      std::map<const ExprNode *, Expr> to;
+      Expr r = int_imm(i * t.tn + j);
+      std::function<void(const Expr &)> accs = [&](const Expr &e) {
+        if (e->kind == ExprKind::kLoad && e->buffer.get() == g.acc.get()) to[e.get()] = load(tacc, r);
+        for (const Expr &a : e->args) accs(a);
+      };
+      accs(g.update);
+      for (size_t o = 0; o < g.a_ops.size(); ++o) to[g.a_ops[o].get()] = load(sh_a[o], (tx_m + int_imm(i * rows)) * row + kk);
+      for (size_t o = 0; o < g.b_ops.size(); ++o) to[g.b_ops[o].get()] = load(sh_b[o], (tx_n + int_imm(j * cols)) * row + kk);
+      updates.push_back(store(tacc, r, substitute_all(replace_nodes(g.update, to), at(clamp_m(m_of(i)), clamp_n(n_of(j)), k))));
+    }
+  Stmt compute = seq(updates);
+  if (s.k % t.bk) compute = if_then(k < int_imm(s.k), compute);
+  Stmt chunk = seq({seq(loads), barrier(), for_loop("gpu_kk", int_imm(0), int_imm(t.bk), ForKind::kSerial, compute), barrier()});
+
+  // The epilogue of each output inside the tensor.
+  std::vector<Stmt> stores;
+  for (int64_t i = 0; i < t.tm; ++i)
+    for (int64_t j = 0; j < t.tn; ++j) {
+      Expr r = int_imm(i * t.tn + j);
+      Stmt e = map_exprs(g.epilogue, [&](const Expr &x) {
+        std::map<const ExprNode *, Expr> to;
+        std::function<void(const Expr &)> accs = [&](const Expr &y) {
+          if (y->kind == ExprKind::kLoad && y->buffer.get() == g.acc.get()) to[y.get()] = load(tacc, r);
+          for (const Expr &a : y->args) accs(a);
+        };
+        accs(x);
+        return replace_nodes(x, to);
+      });
+      for (const auto &[v, x] : at(m_of(i), n_of(j), nullptr)) e = substitute(e, v, x);
+      Expr cond;
+      if (s.m % t.bm) cond = m_of(i) < int_imm(s.m);
+      if (s.n % t.bn) cond = cond ? both(cond, n_of(j) < int_imm(s.n)) : n_of(j) < int_imm(s.n);
+      stores.push_back(cond ? if_then(cond, e) : e);
+    }
+
+  Stmt body = allocate(tacc, seq({seq(init), for_loop("gpu_kc", int_imm(0), int_imm(ceil_div(s.k, t.bk)), ForKind::kSerial, chunk), seq(stores)}));
+  for (size_t i = sh_b.size(); i-- > 0;) body = allocate(sh_b[i], body);
+  for (size_t i = sh_a.size(); i-- > 0;) body = allocate(sh_a[i], body);
+  KernelStage out = st;
+  out.parallel_var = "gpu_block";
+  out.parallel_extent = s.batch * mt * nt;
+  // The divisions and modulos that the block's and thread's ranges resolve ((t % 16) / 16 is 0).
+  body = simplify_div_mod(body, {{"gpu_block", {0, out.parallel_extent - 1}}, {"gpu_thread", {0, threads - 1}}});
+  out.body = for_loop("gpu_thread", int_imm(0), int_imm(threads), ForKind::kSerial, body);
+  return out;
+}
+
+bool has_barrier(const Stmt &s) {
+  if (!s) return false;
+  if (s->kind == StmtKind::kBarrier) return true;
+  return std::any_of(s->body.begin(), s->body.end(), [](const Stmt &b) { return has_barrier(b); });
+}
+
+/** `s` with every access to `from` made an access to `to` at offset + index. */
+Stmt rebase(const Stmt &s, const BufferNode *from, const Buffer &to, const Expr &offset) {
+  std::function<Expr(const Expr &)> ex = [&](const Expr &e) -> Expr {
+    std::vector<Expr> args;
+    bool changed = false;
+    for (const Expr &a : e->args) args.push_back(ex(a)), changed |= args.back().get() != a.get();
+    if (e->kind == ExprKind::kLoad && e->buffer.get() == from) return load(to, offset + args[0]);
+    return changed ? with_args(e, std::move(args)) : e;
+  };
+  std::function<Stmt(const Stmt &)> go = [&](const Stmt &st) -> Stmt {
+    if (!st) return st;
+    auto n = std::make_shared<StmtNode>(*st);
+    for (Expr *e : {&n->min, &n->extent, &n->index, &n->value})
+      if (*e) *e = ex(*e);
+    if (n->kind == StmtKind::kStore && n->buffer.get() == from) n->buffer = to, n->index = offset + n->index;
+    for (Stmt &b : n->body) b = go(b);
+    return n;
+  };
+  return go(s);
+}
+
+/** serialize_threads for one stage: the thread loop `t` of `threads` around `s`. */
+struct Serializer {
+  std::string t;
+  int64_t threads;
+  std::set<const BufferNode *> per_thread;  // copies of thread-private buffers, read at the thread's offset
+
+  bool varies(const Expr &e) const {
+    if (uses_var(e, t)) return true;
+    bool found = false;
+    std::function<void(const Expr &)> walk = [&](const Expr &x) {
+      if (x->kind == ExprKind::kLoad && per_thread.count(x->buffer.get())) found = true;
+      for (const Expr &a : x->args) walk(a);
+    };
+    walk(e);
+    return found;
+  }
+
+  Expected<Stmt> go(const Stmt &s) {
+    if (!has_barrier(s)) return for_loop(t, int_imm(0), int_imm(threads), ForKind::kSerial, s);
+    switch (s->kind) {
+      case StmtKind::kBarrier: return seq({});
+      case StmtKind::kSeq: {
+        std::vector<Stmt> out, run;
+        auto flush = [&] {
+          if (!run.empty()) out.push_back(for_loop(t, int_imm(0), int_imm(threads), ForKind::kSerial, seq(run)));
+          run.clear();
+        };
+        for (const Stmt &b : s->body) {
+          if (!has_barrier(b)) {
+            run.push_back(b);
+            continue;
+          }
+          flush();
+          AT_ASSIGN(x, go(b));
+          out.push_back(x);
+        }
+        flush();
+        return seq(std::move(out));
+      }
+      case StmtKind::kFor: {
+        if (varies(s->min) || varies(s->extent))
+          return make_error("a barrier inside loop " + s->var + ", whose bounds differ between threads");
+        if (s->for_kind == ForKind::kParallel || s->for_kind == ForKind::kVectorized)
+          return make_error("a barrier inside the " + std::string(for_kind_name(s->for_kind)) + " loop " + s->var);
+        AT_ASSIGN(body, go(s->body[0]));
+        return for_loop(s->var, s->min, s->extent, ForKind::kSerial, body);
+      }
+      case StmtKind::kIf: {
+        if (varies(s->index)) return make_error("a barrier under the condition " + to_string(s->index) + ", which differs between threads");
+        AT_ASSIGN(then_case, go(s->body[0]));
+        Stmt else_case;
+        if (s->body.size() > 1 && s->body[1]) {
+          AT_ASSIGN(e, go(s->body[1]));
+          else_case = e;
+        }
+        return if_then(s->index, then_case, else_case);
+      }
+      case StmtKind::kLet: {
+        if (varies(s->value)) return go(substitute(s->body[0], s->var, s->value));  // a thread's own value, recomputed in each region
+        AT_ASSIGN(body, go(s->body[0]));
+        return let(s->var, s->value, body);
+      }
+      case StmtKind::kAllocate: {
+        if (s->buffer->scope == BufferScope::kShared) {
+          AT_ASSIGN(body, go(s->body[0]));
+          return allocate(s->buffer, body);
+        }
+        // A thread's private buffer that lives across a barrier: one copy per thread.
+        Buffer copies = make_buffer(s->buffer->name, s->buffer->type, s->buffer->size * threads, s->buffer->scope);
+        per_thread.insert(copies.get());
+        AT_ASSIGN(body, go(rebase(s->body[0], s->buffer.get(), copies, var(t) * s->buffer->size)));
+        return allocate(copies, body);
+      }
+      case StmtKind::kStore:
+      case StmtKind::kPrefetch: break;
+    }
+    return make_error("bad statement around a barrier");
+  }
+};
+
 }  // namespace
 
 std::string GpuTarget::to_json() const {
@@ -110,7 +497,9 @@ std::string GpuTarget::to_json() const {
                    {"shared_bytes_per_block", shared_bytes_per_block},
                    {"shared_bytes_per_sm", shared_bytes_per_sm},
                    {"registers_per_thread", registers_per_thread},
-                   {"registers_per_sm", registers_per_sm}};
+                   {"registers_per_sm", registers_per_sm},
+                   {"max_threads_per_sm", max_threads_per_sm},
+                   {"max_blocks_per_sm", max_blocks_per_sm}};
   return j.dump(2);
 }
 
@@ -135,15 +524,127 @@ bool is_gpu_target(const std::string &name_or_file) {
   return text && is_gpu_description(*text);
 }
 
-Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu) {
+Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &schedule) {
   AT_ASSIGN(k, lower_naive(body, name, KernelSchedule{}));
+  std::string tiled;
   for (KernelStage &st : k.stages) {
+    auto g = read_gemm(st);
+    if (g && g->shape.m >= 16 && g->shape.n >= 16) {
+      GpuTile t = schedule.tile ? *schedule.tile : default_gpu_tile(g->shape, gpu);
+      auto s = tiled_stage(st, *g, t, gpu);
+      if (!s) return make_error(name + " stage " + st.name + ": " + s.error().message);
+      st = s.take();
+      tiled = ", stage " + st.name + " tiled " + t.to_json();
+      continue;
+    }
     auto s = gpu_stage(st, gpu);
     if (!s) return make_error(name + " stage " + st.name + ": " + s.error().message);
     st = s.take();
   }
-  k.schedule = "gpu: one output element per thread, " + std::to_string(gpu.threads_per_block) + " threads per block at most";
+  k.schedule = "gpu: one output element per thread, " + std::to_string(gpu.threads_per_block) + " threads per block at most" + tiled;
   return k;
+}
+
+std::pair<int64_t, int64_t> warp_sectors(const Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at) {
+  std::set<int64_t> sectors, addresses;
+  std::map<std::string, int64_t> vars = at;
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    vars[thread_var] = lane;
+    auto i = evaluate(index, vars);
+    if (!i) return {32, 128};  // an index read from memory (a gather): one sector per thread
+    addresses.insert(*i);
+    sectors.insert(floor_div(*i * 4, 32));
+  }
+  return {static_cast<int64_t>(sectors.size()), static_cast<int64_t>(addresses.size()) * 4};
+}
+
+Expected<GemmShape> gemm_shape(const KernelStage &st) {
+  AT_ASSIGN(g, read_gemm(st));
+  return g.shape;
+}
+
+std::string GpuTile::to_json() const {
+  return nlohmann::json{{"bm", bm}, {"bn", bn}, {"bk", bk}, {"tm", tm}, {"tn", tn}, {"m_fastest", m_fastest}, {"pad", pad}}.dump();
+}
+
+Expected<GpuTile> gpu_tile_from_json(const std::string &json) {
+  GpuTile t;
+  try {
+    nlohmann::json j = nlohmann::json::parse(json);
+    for (auto &[k, v] : j.items()) {
+      if (k == "bm") t.bm = v.get<int64_t>();
+      else if (k == "bn") t.bn = v.get<int64_t>();
+      else if (k == "bk") t.bk = v.get<int64_t>();
+      else if (k == "tm") t.tm = v.get<int64_t>();
+      else if (k == "tn") t.tn = v.get<int64_t>();
+      else if (k == "m_fastest") t.m_fastest = v.get<bool>();
+      else if (k == "pad") t.pad = v.get<bool>();
+      else return make_error("GPU tile: unknown field '" + k + "'");
+    }
+  } catch (const std::exception &e) {
+    return make_error(std::string("GPU tile: ") + e.what());
+  }
+  return t;
+}
+
+Status check_gpu_tile(const GpuTile &t, const GpuTarget &gpu) {
+  if (t.bm < 1 || t.bn < 1 || t.bk < 1 || t.tm < 1 || t.tn < 1) return make_error("GPU tile " + t.to_json() + ": every side must be positive");
+  if (t.bm % t.tm || t.bn % t.tn) return make_error("GPU tile " + t.to_json() + ": tm must divide bm and tn divide bn");
+  if (t.threads() > gpu.max_threads_per_block)
+    return make_error("GPU tile " + t.to_json() + ": " + std::to_string(t.threads()) + " threads per block, more than " + gpu.name + "'s " +
+                      std::to_string(gpu.max_threads_per_block));
+  // Each thread keeps its tm x tn accumulators and a row and column of operands in registers, beside about 24 for addresses.
+  // One block must fit an SM's register file: ptxas caps each thread at registers_per_sm / threads and spills beyond.
+  int64_t regs = t.tm * t.tn + t.tm + t.tn + 24;
+  if (regs > gpu.registers_per_thread || regs * t.threads() > gpu.registers_per_sm)
+    return make_error("GPU tile " + t.to_json() + ": its register tile needs about " + std::to_string(regs) + " registers per thread, more than " +
+                      std::to_string(std::min<int64_t>(gpu.registers_per_thread, gpu.registers_per_sm / t.threads())) + " for " +
+                      std::to_string(t.threads()) + " threads");
+  return Status::ok();
+}
+
+GpuTile default_gpu_tile(const GemmShape &g, const GpuTarget &gpu) {
+  GpuTile t;
+  auto side = [](int64_t extent) -> int64_t { return extent >= 64 ? 64 : extent >= 32 ? 32 : 16; };
+  t.bm = side(g.m), t.bn = side(g.n);
+  // Narrower blocks until there is one per SM: a 56 x 56 x 64 conv in 64 x 64 tiles is 49 blocks, half an A100 idle.
+  auto blocks = [&] { return g.batch * ((g.m + t.bm - 1) / t.bm) * ((g.n + t.bn - 1) / t.bn); };
+  while (blocks() < gpu.sm_count && (t.bm > 16 || t.bn > 16)) (t.bm >= t.bn && t.bm > 16 ? t.bm : t.bn) /= 2;
+  t.tm = t.bm / 16, t.tn = t.bn / 16;  // 16 x 16 = 256 threads
+  t.bk = g.k >= 16 ? 16 : 8;
+  t.m_fastest = g.m_contiguous;
+  if (t.threads() > gpu.max_threads_per_block) t.tm *= 2, t.tn *= 2;
+  return t;
+}
+
+std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu) {
+  std::vector<GpuTile> out;
+  auto cap = [](int64_t extent) { int64_t c = 16; while (c < extent && c < 128) c *= 2; return c; };
+  for (int64_t bm : {16, 32, 64, 128})
+    for (int64_t bn : {16, 32, 64, 128})
+      for (int64_t tm : {1, 2, 4, 8})
+        for (int64_t tn : {1, 2, 4, 8})
+          for (int64_t bk : {8, 16, 32})
+            for (bool m_fastest : {false, true})
+              for (bool pad : {false, true}) {
+                GpuTile t{bm, bn, bk, tm, tn, m_fastest, pad};
+                if (bm > cap(g.m) || bn > cap(g.n) || (bk > 8 && bk / 2 >= g.k) || bm % tm || bn % tn) continue;
+                if (t.threads() < gpu.warp_size || t.threads() % gpu.warp_size || !check_gpu_tile(t, gpu)) continue;
+                out.push_back(t);
+              }
+  return out;
+}
+
+Expected<LoweredKernel> serialize_threads(const LoweredKernel &k) {
+  LoweredKernel out = k;
+  for (KernelStage &st : out.stages) {
+    if (st.body->kind != StmtKind::kFor || !as_int(st.body->extent)) return make_error(k.name + " stage " + st.name + " is not GPU-scheduled");
+    Serializer s{st.body->var, *as_int(st.body->extent), {}};
+    auto body = s.go(st.body->body[0]);
+    if (!body) return make_error(k.name + " stage " + st.name + ": " + body.error().message);
+    st.body = body.take();
+  }
+  return out;
 }
 
 Expected<PtxKernel> emit_ptx(const LoweredKernel &k, const GpuTarget &gpu, const std::string &cache_dir) {
@@ -207,11 +708,14 @@ std::string find_ptxas() {
   return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 ? "/usr/local/cuda/bin/ptxas" : "";
 }
 
-Status ptxas_check(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas) {
+namespace {
+
+/** Runs ptxas on `ptx` for gpu.sm (with -v when `verbose`); `log` gets what it printed. Ok when it accepted the PTX. */
+Status run_ptxas(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas, bool verbose, std::string &log) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("autotune_ptxas_" + std::to_string(getpid()) + "_" + std::to_string(std::hash<std::string>{}(ptx)));
   fs::create_directories(dir);
-  fs::path in = dir / "k.ptx", log = dir / "log.txt";
+  fs::path in = dir / "k.ptx", out = dir / "log.txt";
   std::ofstream(in) << ptx;
   pid_t pid = fork();
   if (pid < 0) {
@@ -219,19 +723,66 @@ Status ptxas_check(const std::string &ptx, const GpuTarget &gpu, const std::stri
     return make_error("ptxas: cannot fork");
   }
   if (pid == 0) {
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
     std::string arch = "-arch=" + gpu.sm;
-    execl(ptxas.c_str(), ptxas.c_str(), arch.c_str(), "-o", "/dev/null", in.c_str(), static_cast<char *>(nullptr));
+    if (verbose) execl(ptxas.c_str(), ptxas.c_str(), "-v", arch.c_str(), "-o", "/dev/null", in.c_str(), static_cast<char *>(nullptr));
+    else execl(ptxas.c_str(), ptxas.c_str(), arch.c_str(), "-o", "/dev/null", in.c_str(), static_cast<char *>(nullptr));
     _exit(127);
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  std::string said;
-  std::getline(std::ifstream(log), said);
+  {
+    std::ifstream f(out);
+    log.assign(std::istreambuf_iterator<char>(f), {});
+  }
   fs::remove_all(dir);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::ok();
+  std::string said = log.substr(0, log.find('\n'));
   return make_error("ptxas -arch=" + gpu.sm + " refused the PTX: " + (said.empty() ? "exit status " + std::to_string(WEXITSTATUS(status)) : said));
+}
+
+/** The number before `what` in `line` ("38 registers" -> 38), or -1. */
+int64_t number_before(const std::string &line, const std::string &what) {
+  size_t at = line.find(" " + what);
+  if (at == std::string::npos) return -1;
+  size_t start = line.find_last_not_of("0123456789", at - 1);
+  start = start == std::string::npos ? 0 : start + 1;
+  return start < at ? std::stoll(line.substr(start, at - start)) : -1;
+}
+
+}  // namespace
+
+Status ptxas_check(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas) {
+  std::string log;
+  return run_ptxas(ptx, gpu, ptxas, false, log);
+}
+
+Expected<std::vector<PtxasEntry>> ptxas_resources(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas) {
+  std::string log;
+  AT_TRY(run_ptxas(ptx, gpu, ptxas, true, log));
+  std::vector<PtxasEntry> out;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (size_t at = line.find("Compiling entry function '"); at != std::string::npos) {
+      size_t from = at + 26;
+      out.push_back({line.substr(from, line.find('\'', from) - from)});
+      continue;
+    }
+    if (out.empty()) continue;
+    PtxasEntry &e = out.back();
+    if (line.find("stack frame") != std::string::npos) {
+      e.stack_bytes = number_before(line, "bytes stack frame");
+      e.spill_store_bytes = number_before(line, "bytes spill stores");
+      e.spill_load_bytes = number_before(line, "bytes spill loads");
+    } else if (line.find("Used ") != std::string::npos) {
+      e.registers = number_before(line, "registers");
+      e.shared_bytes = std::max<int64_t>(0, number_before(line, "bytes smem"));
+    }
+  }
+  for (const PtxasEntry &e : out)
+    if (e.registers < 0 || e.stack_bytes < 0) return make_error("ptxas -v: no resource usage for entry " + e.entry + " in its report");
+  return out;
 }
 
 }  // namespace autotune

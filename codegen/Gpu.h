@@ -7,10 +7,13 @@
 // threads a serial loop inside (what CPU implementations of CUDA do), so its results are checked
 // against the reference executor on a machine without a GPU. No launch, no device memory and no
 // timing yet: that needs the CUDA driver, which these machines lack.
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "codegen/Kernel.h"
+#include "codegen/LoopIR.h"
 #include "ir/Error.h"
 #include "ir/Graph.h"
 
@@ -24,6 +27,7 @@ struct GpuTarget {
   int threads_per_block = 256;  // the GPU schedule's block size (a multiple of the warp)
   int64_t shared_bytes_per_block = 48 << 10, shared_bytes_per_sm = 0;
   int registers_per_thread = 255, registers_per_sm = 65536;
+  int max_threads_per_sm = 2048, max_blocks_per_sm = 32;  // the SM's limits on resident threads and blocks (occupancy)
 
   std::string to_json() const;
 };
@@ -34,13 +38,79 @@ Expected<GpuTarget> resolve_gpu_target(const std::string &name_or_file);
 bool is_gpu_target(const std::string &name_or_file);
 
 /**
- * The group's naive nests (lower_naive) under the GPU schedule: in each stage, the perfect nest of
+ * A reduction stage as a tiled GPU kernel. The stage (output loops around acc = init; reduction
+ * loops around acc = U(acc, ...); the epilogue's store) is read as a batched GEMM: U's operands
+ * (its largest subexpressions free of acc that use a reduction loop) each depend on some output
+ * loops; two operands whose sets neither holds the other split the output loops into m (the
+ * first's own), n (the second's own) and batch (both), so every operand is an "A" (m, batch, k)
+ * or a "B" (n, batch, k). A block computes bm x bn outputs of one batch index with
+ * (bm / tm) x (bn / tn) threads, each a tm x tn register tile (its rows i * bm / tm + its thread's
+ * row, so a warp's shared reads and global stores are spread, not strided); the reduction loops
+ * fused into k run in chunks of bk: every thread of the block loads a share of each operand's
+ * bm x bk (bn x bk) chunk into shared memory (the order of the load that walks global memory
+ * contiguously), a barrier, the tm x tn updates from shared memory, a barrier. Edges are guarded:
+ * tiles need not divide m, n or k.
+ */
+struct GpuTile {
+  int64_t bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
+  bool m_fastest = false;  // consecutive threads take consecutive m (else n): which one the output stores walk contiguously
+  bool pad = true;         // each shared row one element longer: a warp reading a column hits different banks
+
+  int64_t threads() const { return (bm / tm) * (bn / tn); }
+  std::string to_json() const;
+  bool operator==(const GpuTile &o) const = default;
+};
+Expected<GpuTile> gpu_tile_from_json(const std::string &json);
+
+/** A group's GPU schedule: its reduction stage's tile, or none (one output element per thread everywhere). */
+struct GpuSchedule {
+  std::optional<GpuTile> tile;
+};
+
+/**
+ * The sectors and the useful bytes of one access `index` into 4-byte elements, by the 32 threads
+ * of the first warp with every other variable at its loop's start: (32-byte sectors touched,
+ * bytes the warp asks for). A contiguous access is 4 sectors for 128 bytes, a broadcast 1 for 4.
+ */
+std::pair<int64_t, int64_t> warp_sectors(const loop::Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at);
+
+/** A reduction stage's GEMM shape (see GpuTile), or why it has none (one operand, or operands over the same loops). */
+struct GemmShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool m_contiguous = false;  // the output's stores walk memory contiguously along m (else along n)
+};
+Expected<GemmShape> gemm_shape(const KernelStage &st);
+
+/**
+ * The default tile for a GEMM shape on `gpu`: 64 x 64 blocks of 16 x 16 threads, narrower where m
+ * or n is smaller, or where there would be fewer blocks than SMs (the wider side halved first).
+ */
+GpuTile default_gpu_tile(const GemmShape &g, const GpuTarget &gpu);
+/** Ok if `t` is a legal tile on `gpu` (divisions, threads per block, shared memory), else why not. */
+Status check_gpu_tile(const GpuTile &t, const GpuTarget &gpu);
+/** Every legal tile for `g` on `gpu` from the knob values the search samples (block sides 16-128, register tiles 1-8, chunks 8-32). */
+std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu);
+
+/**
+ * The group's naive nests (lower_naive) under the GPU schedule. A stage that gemm_shape reads as a
+ * GEMM (both sides at least 16) gets `schedule.tile` (default_gpu_tile when none is given);
+ * every other stage one output element per thread: the perfect nest of
  * output loops at its top (loops every store inside moves with, or stores to buffers private to
  * an iteration) fused into one of extent E, then split into blocks of T threads (T the target's
  * threads_per_block, or E rounded up to a warp when smaller): the stage's parallel loop is the
  * block index, its body a loop over the threads with the old body under `if (b * T + t < E)`.
  */
-Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu);
+Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &schedule = {});
+
+/**
+ * A GPU-scheduled kernel as CPU code, as CPU implementations of CUDA run it: each stage's thread
+ * loop is split at its barriers into one loop over the threads per barrier-free region, a region
+ * inside a loop or branch that holds a barrier split inside it (that loop's bounds and that
+ * branch's condition must be the same for every thread, as on the GPU, or this is an error);
+ * a thread's private buffer that lives across a barrier gets one copy per thread; shared
+ * buffers are allocated once per block. The result has no barriers and runs on the CPU JIT.
+ */
+Expected<LoweredKernel> serialize_threads(const LoweredKernel &k);
 
 /** One stage's kernel entry and its launch. */
 struct GpuLaunch {
@@ -67,5 +137,13 @@ std::string find_ptxas();
 
 /** Assembles `ptx` for gpu.sm with `ptxas` (output discarded); the error quotes ptxas's first complaint. */
 Status ptxas_check(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas);
+
+/** What ptxas allocated for one kernel entry (its -v report). */
+struct PtxasEntry {
+  std::string entry;
+  int64_t registers = -1, shared_bytes = 0, stack_bytes = -1, spill_store_bytes = 0, spill_load_bytes = 0;
+};
+/** ptxas_check, and the resources ptxas gave each entry: the registers and spills the GPU features can only estimate. */
+Expected<std::vector<PtxasEntry>> ptxas_resources(const std::string &ptx, const GpuTarget &gpu, const std::string &ptxas);
 
 }  // namespace autotune

@@ -95,6 +95,7 @@ class StageEmitter {
     }
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
+    gpu_ = true;
     auto sreg = [&](llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty()); };
     if (!stage.parallel_var.empty()) vars_[stage.parallel_var] = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
     vars_[stage.body->var] = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
@@ -608,10 +609,24 @@ class StageEmitter {
         b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr->getType()}, {ptr, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
         return Status::ok();
       }
+      case StmtKind::kBarrier: {
+        if (!gpu_) return make_error("a barrier outside a GPU kernel (serialize_threads splits the thread loop at barriers for the CPU)");
+        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+        return Status::ok();
+      }
       case StmtKind::kAllocate: {
-        // Stack allocations go in the entry block, where LLVM promotes small ones to registers.
-        llvm::IRBuilder<> eb(entry_, entry_->begin());
         auto *arr = llvm::ArrayType::get(scalar_type(s->buffer->type), static_cast<uint64_t>(s->buffer->size));
+        if (gpu_ && s->buffer->scope == BufferScope::kShared) {
+          // The block's shared memory: a module global in NVPTX's shared address space (3).
+          auto *g = new llvm::GlobalVariable(m_, arr, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(arr),
+                                             fn_->getName() + "_" + s->buffer->name, nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+          g->setAlignment(llvm::Align(16));
+          buffers_[s->buffer.get()] = g;
+          return emit_stmt(s->body[0]);
+        }
+        // Stack allocations go in the entry block, where LLVM promotes small ones to registers (on
+        // the CPU, a serialized GPU kernel's shared memory too: one block runs per parallel iteration).
+        llvm::IRBuilder<> eb(entry_, entry_->begin());
         llvm::AllocaInst *a = eb.CreateAlloca(arr);
         a->setAlignment(llvm::Align(32));
         buffers_[s->buffer.get()] = a;
@@ -659,6 +674,7 @@ class StageEmitter {
   std::string vec_var_;
   int lanes_ = 1;
   bool scatter_ = false;
+  bool gpu_ = false;  // emitting a PTX kernel entry (emit_gpu)
   bool vector_mode_ = false;
   int block_lanes_ = 8;  // the target's float lanes: the width of a transposed block
   // Columns of a register tile transposed once for every read of its columns (`tile_column`),

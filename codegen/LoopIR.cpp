@@ -434,6 +434,7 @@ Stmt simplify_div_mod(const Stmt &s, Ranges &r, Memo &memo) {
     }
     case StmtKind::kStore: return store(s->buffer, ex(s->index), ex(s->value));
     case StmtKind::kPrefetch: return prefetch(s->buffer, ex(s->index));
+    case StmtKind::kBarrier: return s;
     case StmtKind::kAllocate: return allocate(s->buffer, simplify_div_mod(s->body[0], r, memo));
     case StmtKind::kSeq: {
       std::vector<Stmt> body;
@@ -452,6 +453,47 @@ Stmt simplify_div_mod(const Stmt &s, const std::map<std::string, std::pair<int64
   Ranges r = ranges;
   Memo memo;
   return simplify_div_mod(s, r, memo);
+}
+
+std::optional<int64_t> evaluate(const Expr &e, const std::map<std::string, int64_t> &vars) {
+  switch (e->kind) {
+    case ExprKind::kInt: return e->int_value;
+    case ExprKind::kVar: {
+      auto it = vars.find(e->name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    }
+    case ExprKind::kSelect: {
+      auto c = evaluate(e->args[0], vars);
+      if (!c) return std::nullopt;
+      return evaluate(e->args[*c ? 1 : 2], vars);
+    }
+    case ExprKind::kBinary: {
+      auto a = evaluate(e->args[0], vars), b = evaluate(e->args[1], vars);
+      if (!a || !b) return std::nullopt;
+      switch (e->op) {
+        case BinOp::kAdd: return *a + *b;
+        case BinOp::kSub: return *a - *b;
+        case BinOp::kMul: return *a * *b;
+        case BinOp::kDiv: return *b ? std::optional<int64_t>(floor_div(*a, *b)) : std::nullopt;
+        case BinOp::kMod: return *b ? std::optional<int64_t>(*a - floor_div(*a, *b) * *b) : std::nullopt;
+        case BinOp::kMin: return std::min(*a, *b);
+        case BinOp::kMax: return std::max(*a, *b);
+        case BinOp::kLT: return *a < *b;
+        case BinOp::kLE: return *a <= *b;
+        case BinOp::kEQ: return *a == *b;
+        case BinOp::kNE: return *a != *b;
+        case BinOp::kAnd: return *a && *b;
+        case BinOp::kOr: return *a || *b;
+      }
+      return std::nullopt;
+    }
+    case ExprKind::kFloat:
+    case ExprKind::kLoad:
+    case ExprKind::kCast:
+    case ExprKind::kCall: return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
@@ -508,6 +550,8 @@ Stmt prefetch(Buffer b, Expr index) {
   n->index = std::move(index);
   return s;
 }
+
+Stmt barrier() { return make_stmt(StmtKind::kBarrier); }
 
 Stmt allocate(Buffer b, Stmt body) {
   Stmt s = make_stmt(StmtKind::kAllocate);
@@ -613,7 +657,8 @@ std::string to_string(const Stmt &s, int indent) {
              ") {\n" + to_string(s->body[0], indent + 2) + pad + "}\n";
     case StmtKind::kStore: return pad + s->buffer->name + "[" + to_string(s->index) + "] = " + to_string(s->value) + "\n";
     case StmtKind::kAllocate:
-      return pad + "allocate " + s->buffer->name + "[" + std::to_string(s->buffer->size) + "]\n" + to_string(s->body[0], indent);
+      return pad + "allocate " + s->buffer->name + "[" + std::to_string(s->buffer->size) + "]" + (s->buffer->scope == BufferScope::kShared ? " shared" : "") + "\n" +
+             to_string(s->body[0], indent);
     case StmtKind::kSeq: {
       std::string out;
       for (const Stmt &b : s->body) out += to_string(b, indent);
@@ -627,6 +672,7 @@ std::string to_string(const Stmt &s, int indent) {
     case StmtKind::kLet:
       return pad + "let " + s->var + " = " + to_string(s->value) + "\n" + to_string(s->body[0], indent);
     case StmtKind::kPrefetch: return pad + "prefetch " + s->buffer->name + "[" + to_string(s->index) + "]\n";
+    case StmtKind::kBarrier: return pad + "barrier\n";
   }
   return "?";
 }

@@ -22,7 +22,9 @@ enum class Type { kF32, kI64, kBool };
 enum class BufferScope {
   kParam,  // a kernel argument: a graph value or a weight
   kTemp,   // lives across the stages of one kernel call; the runtime allocates it
-  kLocal,  // private to one iteration of a stage's parallel loop (stack)
+  kLocal,  // private to one iteration of a stage's parallel loop (stack); in a GPU kernel's thread loop, to one thread
+  kShared, // a GPU kernel's block-shared memory (allocated inside its thread loop, shared by the block's threads);
+           // serialized on the CPU, private to one iteration of the parallel loop over blocks, like kLocal
 };
 
 struct BufferNode {
@@ -82,6 +84,11 @@ int64_t floor_div(int64_t a, int64_t b);
 
 /** Constant value of an int expression, if it is one. */
 std::optional<int64_t> as_int(const Expr &e);
+/**
+ * The value of integer expression `e` with variables bound by `vars` (floor division and modulo,
+ * comparisons as 0/1), or nullopt: an unbound variable, a load, a float, a division by zero.
+ */
+std::optional<int64_t> evaluate(const Expr &e, const std::map<std::string, int64_t> &vars);
 /** Does `e` mention variable `v`? */
 bool uses_var(const Expr &e, const std::string &v);
 /**
@@ -115,7 +122,7 @@ std::optional<Affine> affine_form(const Expr &e);
 /** The expression of an affine form. */
 Expr to_expr(const Affine &a);
 
-enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet, kPrefetch };
+enum class StmtKind { kFor, kStore, kAllocate, kSeq, kIf, kLet, kPrefetch, kBarrier };
 enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
 const char *for_kind_name(ForKind k);
 
@@ -142,6 +149,13 @@ Stmt if_then(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt let(const std::string &var, Expr value, Stmt body);
 /** A hint that b[index] will be read soon (its cache line fetched now); no effect on results. */
 Stmt prefetch(Buffer b, Expr index);
+/**
+ * A GPU kernel's barrier (__syncthreads): every thread of the block reaches it before any goes on,
+ * and the block's shared-memory writes before it are seen by every thread after it. Legal only in
+ * a GPU kernel's thread loop, where every thread reaches it (no branch or loop bound around it
+ * depends on the thread); on the CPU, serialize_threads (codegen/Gpu) splits the thread loop there.
+ */
+Stmt barrier();
 
 std::string to_string(const Expr &e);
 std::string to_string(const Stmt &s, int indent = 0);

@@ -23,7 +23,8 @@ Stmt with_body(const Stmt &s, std::vector<Stmt> body) {
     case StmtKind::kIf: return if_then(s->index, body[0], body.size() > 1 ? body[1] : nullptr);
     case StmtKind::kLet: return let(s->var, s->value, body[0]);
     case StmtKind::kStore:
-    case StmtKind::kPrefetch: return s;
+    case StmtKind::kPrefetch:
+    case StmtKind::kBarrier: return s;
   }
   return s;
 }
@@ -91,7 +92,8 @@ void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Ac
       collect_expr(s->index, loads);
       collect_expr(s->value, loads);
       return;
-    case StmtKind::kPrefetch: return;  // a hint: reads nothing
+    case StmtKind::kPrefetch:  // a hint: reads nothing
+    case StmtKind::kBarrier: return;
     case StmtKind::kFor:
       collect_expr(s->min, loads);
       collect_expr(s->extent, loads);
@@ -181,17 +183,14 @@ std::string vectorized_around(const Stmt &s, const std::string &name) {
 
 }  // namespace
 
-/**
- * `s` with `fn` applied to every expression in it (loop bounds, indices, values, conditions);
- * below a loop or let that binds `bound`, only that binding's own bounds or value.
- */
-Stmt map_exprs(const Stmt &s, const std::function<Expr(const Expr &)> &fn, const std::string &bound = "") {
+Stmt map_exprs(const Stmt &s, const std::function<Expr(const Expr &)> &fn, const std::string &bound) {
   if (!s) return s;
   auto inner = [&](const Stmt &b) { return map_exprs(b, fn, bound); };
   switch (s->kind) {
     case StmtKind::kFor: return for_loop(s->var, fn(s->min), fn(s->extent), s->for_kind, !bound.empty() && s->var == bound ? s->body[0] : inner(s->body[0]));
     case StmtKind::kStore: return store(s->buffer, fn(s->index), fn(s->value));
     case StmtKind::kPrefetch: return prefetch(s->buffer, fn(s->index));
+    case StmtKind::kBarrier: return s;
     case StmtKind::kAllocate: return allocate(s->buffer, inner(s->body[0]));
     case StmtKind::kSeq: {
       std::vector<Stmt> body;
@@ -759,6 +758,7 @@ Expected<Stmt> map_stmt_loads_memo(const Stmt &s, const BufferNode *b, const std
       if (s->buffer.get() == b && on_store) return on_store(out);
       return out;
     }
+    case StmtKind::kBarrier: return s;
     case StmtKind::kPrefetch: {
       if (s->buffer.get() == b) return seq({});  // a hint about memory that is no longer read there
       AT_ASSIGN(i, ex(s->index));

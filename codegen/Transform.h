@@ -17,6 +17,7 @@
 //   compiler does.
 // - vectorize also needs every store inside to move with the loop (no two lanes write one element).
 // - parallel needs the loop to be the whole stage body and every store to depend on it.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@
 #include "ir/Error.h"
 
 namespace autotune {
+
+/**
+ * `s` with `fn` applied to every expression in it (loop bounds, indices, values, conditions);
+ * below a loop or let that binds `bound`, only that binding's own bounds or value.
+ */
+loop::Stmt map_exprs(const loop::Stmt &s, const std::function<loop::Expr(const loop::Expr &)> &fn, const std::string &bound = "");
 
 /** `s` with every free use of variable `v` replaced by `value` (loops and lets that rebind v shadow it). */
 loop::Stmt substitute(const loop::Stmt &s, const std::string &v, const loop::Expr &value);

@@ -206,6 +206,7 @@ class Walker {
         walk(s->body[0]);
         return;
       case StmtKind::kPrefetch: prefetches_ += mult_; return;
+      case StmtKind::kBarrier: return;
     }
   }
 

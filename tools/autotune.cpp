@@ -24,6 +24,7 @@
 #include "codegen/Peak.h"
 #include "costmodel/Dataset.h"
 #include "costmodel/Features.h"
+#include "costmodel/GpuFeatures.h"
 #include "ir/Hash.h"
 #include "search/Task.h"
 #include "runtime/Cuda.h"
@@ -941,19 +942,22 @@ const char *kCompileHelp = R"(autotune compile: every fused group of a model as 
 Usage:
   autotune compile --model M.onnx --target sm_80|sm_90|FILE --out DIR [--check] [pass options]
 
-Each group of the fused graph is lowered under the GPU schedule (its output loops fused and
-bound to blocks x threads, one output element per thread) and compiled by LLVM's NVPTX backend.
-No GPU and no CUDA installation are needed. Writes DIR/<k>_<ops>.ptx per group and
-DIR/launches.json: for each group its file, its arguments (the group's inputs, then its output,
-then temporaries) and its kernel entries in launch order with their block and thread counts.
-Nothing runs the kernels yet: autotune has no CUDA driver path.
+Each group of the fused graph is lowered under the GPU schedule and compiled by LLVM's NVPTX
+backend: a conv, dense or matmul stage as a tiled kernel (blocks of bm x bn outputs, each thread
+a tm x tn register tile, the operands staged through shared memory in chunks of bk), every other
+stage one output element per thread. No GPU and no CUDA installation are needed. Writes
+DIR/<k>_<ops>.ptx per group and DIR/launches.json: for each group its file, its schedule, its
+arguments (the group's inputs, then its output, then temporaries) and its kernel entries in
+launch order with their block and thread counts, shared memory, estimated registers per thread
+and occupancy (with what bounds it). `run` and `bench --target` run these kernels on a device.
 
 Options:
   --model M.onnx   the model
   --target T       a GPU description: sm_80, sm_90 (configs/targets) or a JSON file with "kind": "gpu"
   --out DIR        the directory to write (created if missing)
   --check          assemble each group's PTX with ptxas (found as $AUTOTUNE_PTXAS, on PATH or in
-                   /usr/local/cuda/bin) and fail on the first it refuses
+                   /usr/local/cuda/bin) and fail on the first it refuses; launches.json then gives
+                   the registers and spills ptxas allocated, and the occupancy they allow
 
 Example:
   autotune compile --model resnet50.onnx --target sm_90 --out resnet50_sm90 --check
@@ -990,8 +994,12 @@ int cmd_compile(const std::vector<std::string> &argv) {
     auto ptx = emit_ptx(*k, *gpu, default_kernel_cache_dir());
     if (!ptx) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + ptx.error().message));
     cached += ptx->from_cache;
-    if (!ptxas.empty())
-      if (auto st = ptxas_check(ptx->ptx, *gpu, ptxas); !st) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + st.error().message));
+    std::vector<PtxasEntry> resources;
+    if (!ptxas.empty()) {
+      auto r = ptxas_resources(ptx->ptx, *gpu, ptxas);
+      if (!r) return fail(make_error(args->get("model") + ": group %" + std::to_string(i) + ": " + r.error().message));
+      resources = r.take();
+    }
     std::string file = name + ".ptx";
     if (auto st = write_file_atomic((fs::path(args->get("out")) / file).string(), ptx->ptx); !st) return fail(st.error());
     nlohmann::json entry{{"group", "%" + std::to_string(i)}, {"file", file}};
@@ -999,7 +1007,17 @@ int cmd_compile(const std::vector<std::string> &argv) {
     for (size_t b = 0; b < k->buffers.size(); ++b)
       argv_json.push_back({{"name", k->buffers[b]->name}, {"elements", k->buffers[b]->size},
                            {"role", static_cast<int>(b) < k->num_params ? "input" : static_cast<int>(b) == k->num_params ? "output" : "temporary"}});
-    for (const GpuLaunch &l : ptx->launches) launches.push_back({{"entry", l.entry}, {"blocks", l.blocks}, {"threads", l.threads}});
+    for (size_t l = 0; l < ptx->launches.size(); ++l) {
+      // With --check, the registers ptxas allocated (and its spills); else the features' estimate.
+      auto used = std::find_if(resources.begin(), resources.end(), [&](const PtxasEntry &e) { return e.entry == ptx->launches[l].entry; });
+      GpuOccupancy o = gpu_occupancy(k->stages[l], *gpu, used != resources.end() ? used->registers : -1);
+      nlohmann::json launch{{"entry", ptx->launches[l].entry}, {"blocks", ptx->launches[l].blocks}, {"threads", ptx->launches[l].threads},
+                            {"shared_bytes", o.shared_bytes}, {"registers", o.registers}, {"registers_from", used != resources.end() ? "ptxas" : "estimate"},
+                            {"occupancy", o.occupancy}, {"occupancy_limit", o.limit}};
+      if (used != resources.end()) launch["spill_bytes"] = used->spill_store_bytes + used->spill_load_bytes;
+      launches.push_back(launch);
+    }
+    entry["schedule"] = k->schedule;
     entry["arguments"] = argv_json;
     entry["launches"] = launches;
     groups.push_back(entry);

@@ -7,12 +7,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <unistd.h>
 
 #include "codegen/Gpu.h"
 #include "codegen/Jit.h"
+#include "codegen/Lower.h"
 #include "codegen/Target.h"
+#include "costmodel/GpuFeatures.h"
 #include "ir/OnnxImport.h"
 #include "ir/Pass.h"
 #include "ir/Reference.h"
@@ -29,6 +32,24 @@ Graph fused_model(const std::string &name) {
   auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
   EXPECT_TRUE(static_cast<bool>(f)) << f.error().message;
   return f.take();
+}
+
+/** A GPU-scheduled kernel of `body` serialized on the CPU (serialize_threads) and run on seeded data: its error against the reference executor. */
+double run_serialized(const Graph &body, const LoweredKernel &k, Jit &jit, ThreadPool &pool, uint64_t seed) {
+  auto cpu = serialize_threads(k);
+  EXPECT_TRUE(static_cast<bool>(cpu)) << cpu.error().message;
+  if (!cpu) return 1e30;
+  auto ck = jit.compile(*cpu);
+  EXPECT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  if (!ck) return 1e30;
+  std::vector<Tensor> args = random_inputs(body, seed);
+  auto want = run_reference(body, args);
+  EXPECT_TRUE(static_cast<bool>(want)) << want.error().message;
+  if (!want) return 1e30;
+  BoundKernel bound(*cpu, *ck, args, Tensor((*want)[0].type()));
+  bound.run(pool);
+  auto d = compare(bound.output(), (*want)[0]);
+  return d ? d->relative() : 1e30;
 }
 
 TEST(Gpu, TargetsResolveAndCpuCommandsRefuseThem) {
@@ -144,7 +165,7 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   auto jit = Jit::create({""});
   ASSERT_TRUE(static_cast<bool>(jit));
   ThreadPool pool(2);
-  int checked = 0, guarded = 0;
+  int checked = 0, guarded = 0, tiled = 0;
   for (const char *model : {"tiny_cnn", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn", "resnet18", "resnet50", "mobilenet_v2"}) {
     Graph g = fused_model(model);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -156,24 +177,177 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
       ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
       for (const KernelStage &st : k->stages) {
         EXPECT_EQ(st.parallel_var, "gpu_block");
-        guarded += loop::to_string(st.body).find("if (") != std::string::npos;
+        std::string text = loop::to_string(st.body);
+        guarded += text.find("if (") != std::string::npos;
+        tiled += text.find("barrier") != std::string::npos;
       }
-      auto ck = (*jit)->compile(*k);
-      ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-      std::vector<Tensor> args = random_inputs(body, 17 + i);
-      auto want = run_reference(body, args);
-      ASSERT_TRUE(static_cast<bool>(want)) << want.error().message;
-      BoundKernel bound(*k, *ck, args, Tensor((*want)[0].type()));
-      bound.run(pool);
-      auto d = compare(bound.output(), (*want)[0]);
-      ASSERT_TRUE(static_cast<bool>(d));
-      EXPECT_LE(d->relative(), 1e-5) << k->to_string().substr(0, 2000);
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 17 + i), 1e-5) << k->to_string().substr(0, 2000);
       ++checked;
     }
   }
-  std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block\n", checked, guarded);
+  std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block, %d tiled\n", checked, guarded, tiled);
   EXPECT_GE(checked, 60);
   EXPECT_GT(guarded, 10);
+  EXPECT_GT(tiled, 30);  // the convs, dense layers and matmuls
+}
+
+TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
+  // Tiles from each GEMM stage's space (seeded), edges and k chunks that do not divide included, as PTX (ptxas
+  // where installed) and serialized on the CPU against the reference.
+  auto gpu = resolve_gpu_target("sm_90");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  ThreadPool pool(2);
+  std::string ptxas = find_ptxas();
+  std::mt19937 rng(7);
+  int checked = 0, edges = 0, spilled = 0;
+  for (const char *model : {"mlp", "transformer", "tiny_cnn", "resnet18"}) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      auto naive = lower_naive(body, "n", KernelSchedule{});
+      ASSERT_TRUE(static_cast<bool>(naive));
+      for (const KernelStage &st : naive->stages) {
+        auto shape = gemm_shape(st);
+        if (!shape || shape->m < 16 || shape->n < 16) continue;
+        auto space = gpu_tile_space(*shape, *gpu);
+        ASSERT_GT(space.size(), 20u);
+        for (int draw = 0; draw < 2; ++draw) {
+          GpuTile t = space[rng() % space.size()];
+          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " tile " + t.to_json());
+          auto k = lower_gpu(body, "t" + std::to_string(i), *gpu, GpuSchedule{t});
+          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+          edges += shape->m % t.bm || shape->n % t.bn || shape->k % t.bk;
+          EXPECT_LE(run_serialized(body, *k, **jit, pool, 3 + i), 1e-5);
+          auto p = emit_ptx(*k, *gpu);
+          ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+          EXPECT_NE(p->ptx.find("bar.sync"), std::string::npos);
+          EXPECT_NE(p->ptx.find(".shared"), std::string::npos);
+          if (!ptxas.empty()) {
+            auto r = ptxas_resources(p->ptx, *gpu, ptxas);
+            ASSERT_TRUE(static_cast<bool>(r)) << r.error().message;
+            for (const PtxasEntry &e : *r) {
+              size_t stage = std::find_if(p->launches.begin(), p->launches.end(), [&](const GpuLaunch &l) { return l.entry == e.entry; }) - p->launches.begin();
+              ASSERT_LT(stage, k->stages.size()) << e.entry;
+              EXPECT_EQ(e.shared_bytes, gpu_occupancy(k->stages[stage], *gpu).shared_bytes) << e.entry;
+              spilled += e.spill_store_bytes > 0;
+            }
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  std::printf("%d sampled tiles matched the reference, %d with edges or k chunks that do not divide, %d spilling registers (ptxas)\n", checked,
+              edges, spilled);
+  EXPECT_GE(checked, 20);
+  EXPECT_GT(edges, 5);
+}
+
+TEST(Gpu, SerializingRefusesABarrierThatNotEveryThreadReaches) {
+  using namespace loop;
+  Buffer out = make_buffer("out", Type::kF32, 64, BufferScope::kParam);
+  auto kernel = [&](Stmt thread_body) {
+    LoweredKernel k;
+    k.name = "k";
+    k.buffers = {out};
+    k.stages.push_back({"s", "gpu_block", 1, for_loop("gpu_thread", int_imm(0), int_imm(64), ForKind::kSerial, thread_body)});
+    return k;
+  };
+  Stmt st = store(out, var("gpu_thread"), float_imm(1));
+  auto branch = serialize_threads(kernel(if_then(var("gpu_thread") < int_imm(32), seq({st, barrier()}))));
+  ASSERT_FALSE(static_cast<bool>(branch));
+  EXPECT_EQ(branch.error().message, "k stage s: a barrier under the condition (gpu_thread < 32), which differs between threads");
+  auto bounds = serialize_threads(kernel(for_loop("j", int_imm(0), var("gpu_thread"), ForKind::kSerial, barrier())));
+  ASSERT_FALSE(static_cast<bool>(bounds));
+  EXPECT_EQ(bounds.error().message, "k stage s: a barrier inside loop j, whose bounds differ between threads");
+  // Communication through shared memory: each thread writes its slot, and after the barrier reads its neighbour's.
+  Buffer sh = make_buffer("sh", Type::kF32, 64, BufferScope::kShared);
+  Stmt body = allocate(sh, seq({store(sh, var("gpu_thread"), cast(Type::kF32, var("gpu_thread"))), barrier(),
+                                store(out, var("gpu_thread"), load(sh, (var("gpu_thread") + int_imm(1)) % int_imm(64)))}));
+  auto k = serialize_threads(kernel(body));
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  EXPECT_EQ(loop::to_string(k->stages[0].body).find("barrier"), std::string::npos);
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  auto ck = (*jit)->compile(*k);
+  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+  ThreadPool pool(1);
+  Tensor result(TensorType{DType::kFloat32, {64}});  // the kernel's one buffer: its output
+  BoundKernel bound(*k, *ck, {}, result);
+  bound.run(pool);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(bound.output().f32()[t], static_cast<float>((t + 1) % 64)) << t;
+}
+
+TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
+  using namespace loop;
+  // A warp's 32-byte sectors: contiguous floats, one broadcast float, a stride of 33 floats.
+  EXPECT_EQ(warp_sectors(var("t"), "t", {}), std::make_pair(int64_t{4}, int64_t{128}));
+  EXPECT_EQ(warp_sectors(var("b") * 7, "t", {{"b", 3}}), std::make_pair(int64_t{1}, int64_t{4}));
+  EXPECT_EQ(warp_sectors(var("t") * 33, "t", {}), std::make_pair(int64_t{32}, int64_t{128}));
+  // ResNet-18's first 3x3 conv at 56x56 (NCHW16c): m = 3136 pixels, n = 64 channels, k = 576.
+  auto gpu = resolve_gpu_target("sm_80");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  Graph g = fused_model("resnet18");
+  const Graph &body = *g.nodes[3].body;
+  auto naive = lower_naive(body, "n", KernelSchedule{});
+  ASSERT_TRUE(static_cast<bool>(naive));
+  auto shape = gemm_shape(naive->stages.back());
+  ASSERT_TRUE(static_cast<bool>(shape)) << shape.error().message;
+  ASSERT_EQ(shape->m, 3136);
+  ASSERT_EQ(shape->n, 64);
+  ASSERT_EQ(shape->k, 576);
+  EXPECT_FALSE(shape->m_contiguous);  // NCHW16c: the output's channels are contiguous
+  // 64 x 64 tiles would be 49 blocks for sm_80's 108 SMs: the default halves them to 196.
+  EXPECT_EQ(default_gpu_tile(*shape, *gpu).to_json(), R"({"bk":16,"bm":32,"bn":32,"m_fastest":false,"pad":true,"tm":2,"tn":2})");
+  GpuTile t{64, 64, 16, 4, 4, false, true};
+  auto k = lower_gpu(body, "k", *gpu, GpuSchedule{t});
+  ASSERT_TRUE(static_cast<bool>(k));
+  // 256 threads, 2 x 64 x 17 floats of shared memory, 16 accumulators + 8 operands + 24: 48 registers,
+  // so registers bound it: 65536 / (48 x 256) = 5 blocks per SM, 1280 of 2048 threads.
+  GpuOccupancy o = gpu_occupancy(k->stages.back(), *gpu);
+  EXPECT_EQ(o.threads, 256);
+  EXPECT_EQ(o.blocks, 49);
+  EXPECT_EQ(o.shared_bytes, 2 * 64 * 17 * 4);
+  EXPECT_EQ(o.registers, 48);
+  EXPECT_EQ(o.blocks_per_sm, 5);
+  EXPECT_EQ(o.limit, "registers");
+  EXPECT_DOUBLE_EQ(o.occupancy, 0.625);
+  auto f = gpu_kernel_features(*k, *gpu);
+  ASSERT_EQ(f.size(), gpu_feature_names().size());
+  auto at = [&](const char *name) { return f[std::find(gpu_feature_names().begin(), gpu_feature_names().end(), name) - gpu_feature_names().begin()]; };
+  EXPECT_EQ(at("stages"), 2);  // the padding, then the conv
+  EXPECT_EQ(at("barriers"), 49 * 36 * 2);
+  // The pad stage has no arithmetic; the conv 2 MNK in its FMAs and M x N in the ReLU.
+  EXPECT_FLOAT_EQ(at("flops"), 2.0f * 3136 * 64 * 576 + 3136 * 64);
+  EXPECT_FLOAT_EQ(at("shared_bytes"), 2 * 64 * 17 * 4);
+  // Consecutive threads on consecutive output pixels would store 64 floats apart: more sectors.
+  GpuTile across = t;
+  across.m_fastest = true;
+  auto k2 = lower_gpu(body, "k", *gpu, GpuSchedule{across});
+  ASSERT_TRUE(static_cast<bool>(k2));
+  auto f2 = gpu_kernel_features(*k2, *gpu);
+  EXPECT_LT(at("global_sectors"), f2[9]);
+  EXPECT_GT(at("coalescing"), f2[11]);
+  std::printf("64 x 64 tile: %.0f sectors, coalescing %.2f; pixels across threads: %.0f sectors, coalescing %.2f\n", at("global_sectors"),
+              at("coalescing"), f2[9], f2[11]);
+  // What ptxas allocates: the shared memory exactly as counted, no spills, and the registers beside the estimate.
+  std::string ptxas = find_ptxas();
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas to compare the estimated registers with ($AUTOTUNE_PTXAS, PATH, /usr/local/cuda/bin)";
+  auto p = emit_ptx(*k, *gpu);
+  ASSERT_TRUE(static_cast<bool>(p));
+  auto r = ptxas_resources(p->ptx, *gpu, ptxas);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error().message;
+  ASSERT_EQ(r->size(), 2u);
+  const PtxasEntry &conv = (*r)[0].entry == p->launches[1].entry ? (*r)[0] : (*r)[1];
+  EXPECT_EQ(conv.entry, p->launches[1].entry);
+  EXPECT_EQ(conv.shared_bytes, o.shared_bytes);
+  EXPECT_EQ(conv.spill_store_bytes + conv.spill_load_bytes, 0);
+  EXPECT_GT(conv.registers, 16);  // at least the accumulators
+  std::printf("registers: %ld estimated, %ld allocated by ptxas; occupancy %.3f with them\n", static_cast<long>(o.registers),
+              static_cast<long>(conv.registers), gpu_occupancy(k->stages.back(), *gpu, conv.registers).occupancy);
 }
 
 /** Sets an environment variable for one scope. */
