@@ -587,6 +587,23 @@ Expected<GpuTile> gpu_tile_from_json(const std::string &json) {
   return t;
 }
 
+std::string gpu_schedule_to_json(const GpuTile &t) {
+  return nlohmann::json{{"version", 1}, {"gpu_tile", nlohmann::json::parse(t.to_json())}}.dump();
+}
+
+Expected<GpuSchedule> gpu_schedule_from_json(const std::string &json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const std::exception &e) {
+    return make_error(std::string("GPU schedule: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("gpu_tile")) return make_error("not a GPU schedule (no \"gpu_tile\"): " + json.substr(0, 80));
+  if (j.value("version", 0) != 1) return make_error("GPU schedule: version " + j.value("version", nlohmann::json(0)).dump() + " is not 1");
+  AT_ASSIGN(t, gpu_tile_from_json(j["gpu_tile"].dump()));
+  return GpuSchedule{t};
+}
+
 Status check_gpu_tile(const GpuTile &t, const GpuTarget &gpu) {
   if (t.bm < 1 || t.bn < 1 || t.bk < 1 || t.tm < 1 || t.tn < 1) return make_error("GPU tile " + t.to_json() + ": every side must be positive");
   if (t.bm % t.tm || t.bn % t.tn) return make_error("GPU tile " + t.to_json() + ": tm must divide bm and tn divide bn");

@@ -74,6 +74,11 @@ struct GpuSchedule {
  */
 std::pair<int64_t, int64_t> warp_sectors(const loop::Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at);
 
+/** A GPU schedule as a tuning record's JSON: {"version": 1, "gpu_tile": {...}}. */
+std::string gpu_schedule_to_json(const GpuTile &t);
+/** The GPU schedule a record's JSON holds, or why it holds none (a CPU schedule, a bad tile). */
+Expected<GpuSchedule> gpu_schedule_from_json(const std::string &json);
+
 /** A reduction stage's GEMM shape (see GpuTile), or why it has none (one operand, or operands over the same loops). */
 struct GemmShape {
   int64_t batch = 1, m = 1, n = 1, k = 1;

@@ -101,8 +101,8 @@ Status apply_description(Target &t, const std::string &json, const std::string &
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(label + ": not a JSON object");
   if (gpu_kind(j))
-    return make_error(label + " is a GPU: only run and bench take it (on the machine's GPU, through the CUDA driver), and 'autotune compile --model M --target " +
-                      j.value("name", std::string("sm_XX")) + " --out DIR' writes its PTX; tuning on a GPU is not built");
+    return make_error(label + " is a GPU: tuning, run and bench take it (on the machine's GPU, through the CUDA driver), and 'autotune compile --model M --target " +
+                      j.value("name", std::string("sm_XX")) + " --out DIR' writes its PTX");
   try {
     // The instruction set first: the ISA, lanes and registers follow from the features unless the
     // description says otherwise.

@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
+#include "db/Workload.h"
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
 
@@ -177,7 +179,7 @@ int slot(const Graph &g, ValueId v) {
 }
 }  // namespace
 
-Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal) {
+Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal, TuningDb *db) {
   std::unique_ptr<GpuModel> m(new GpuModel());
   m->driver_ = driver;
   m->graph_ = fused;
@@ -222,7 +224,12 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
     grp.node = static_cast<int>(i);
     for (ValueId v : node.inputs) grp.args.push_back(slot(g, v));
     grp.args.push_back(slot(g, ValueId::node(static_cast<int>(i))));
-    auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu(*node.body, "g" + std::to_string(i), m->target_)
+    GpuSchedule schedule;
+    if (db && node.is_function()) {
+      AT_ASSIGN(best, best_gpu_schedule(*db, *node.body, gpu_target_key(*driver, m->target_, ordinal)));
+      schedule = best;
+    }
+    auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu(*node.body, "g" + std::to_string(i), m->target_, schedule)
                                                                         : Expected<LoweredKernel>(make_error("not a float group"));
     if (!k) {
       grp.on_host = true;
@@ -349,6 +356,91 @@ Expected<double> GpuModel::median_ms(const std::vector<Tensor> &inputs, int runs
   if (!st) return st.error();
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+std::string gpu_target_key(const CudaDriver &driver, const GpuTarget &device, int ordinal) {
+  return device.sm + " " + driver.device_name(ordinal);
+}
+
+Expected<GpuSchedule> best_gpu_schedule(TuningDb &db, const Graph &body, const std::string &target_key) {
+  AT_ASSIGN(best, db.best(workload_hash(body), target_key));
+  if (!best) return GpuSchedule{};
+  auto s = gpu_schedule_from_json(best->schedule);
+  if (!s) return make_error("tuning database " + db.path() + ", record " + best->uid + ": " + s.error().message);
+  return s.take();
+}
+
+Expected<DeviceKernelRun> run_kernel_on_device(CudaDriver &driver, int ordinal, const GpuTarget &target, const LoweredKernel &k,
+                                               const std::vector<Tensor> &args, const TensorType &out, int runs) {
+  const auto &a = driver.api();
+  if (args.size() != static_cast<size_t>(k.num_params)) return make_error(k.name + ": " + std::to_string(args.size()) + " arguments for " + std::to_string(k.num_params) + " parameters");
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  if (CUresult r = a.cuDeviceGet(&dev, ordinal)) return driver.error("cuDeviceGet", r);
+  if (CUresult r = a.cuDevicePrimaryCtxRetain(&ctx, dev)) return driver.error("cuDevicePrimaryCtxRetain", r);
+  // Everything taken below is given back on every path out.
+  CUmodule module = nullptr;
+  std::vector<CUdeviceptr> bufs(k.buffers.size(), 0);
+  CUevent start = nullptr, stop = nullptr;
+  struct Release {
+    const CudaDriver::Api &a;
+    CUdevice dev;
+    CUmodule &module;
+    std::vector<CUdeviceptr> &bufs;
+    CUevent &start, &stop;
+    ~Release() {
+      if (start) a.cuEventDestroy(start);
+      if (stop) a.cuEventDestroy(stop);
+      for (CUdeviceptr p : bufs)
+        if (p) a.cuMemFree(p);
+      if (module) a.cuModuleUnload(module);
+      a.cuDevicePrimaryCtxRelease(dev);
+    }
+  } release{a, dev, module, bufs, start, stop};
+  if (CUresult r = a.cuCtxSetCurrent(ctx)) return driver.error("cuCtxSetCurrent", r);
+  auto t0 = std::chrono::steady_clock::now();
+  AT_ASSIGN(ptx, emit_ptx(k, target, default_kernel_cache_dir()));
+  if (CUresult r = a.cuModuleLoadData(&module, ptx.ptx.c_str())) return driver.error("cuModuleLoadData", r);
+  std::vector<CUfunction> fns;
+  for (const GpuLaunch &l : ptx.launches) {
+    CUfunction f = nullptr;
+    if (CUresult r = a.cuModuleGetFunction(&f, module, l.entry.c_str())) return driver.error("cuModuleGetFunction", r);
+    fns.push_back(f);
+  }
+  DeviceKernelRun run;
+  run.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (CUresult r = a.cuMemAlloc(&bufs[b], std::max<size_t>(k.buffers[b]->bytes(), 4))) return driver.error("cuMemAlloc", r);
+    if (b < args.size()) {
+      if (args[b].nbytes() != k.buffers[b]->bytes()) return make_error(k.name + ": argument " + std::to_string(b) + " has " + std::to_string(args[b].nbytes()) + " bytes, its buffer " + std::to_string(k.buffers[b]->bytes()));
+      if (CUresult r = a.cuMemcpyHtoD(bufs[b], args[b].raw(), args[b].nbytes())) return driver.error("cuMemcpyHtoD", r);
+    }
+  }
+  std::vector<void *> params;
+  for (CUdeviceptr &p : bufs) params.push_back(&p);
+  if (CUresult r = a.cuEventCreate(&start, 0)) return driver.error("cuEventCreate", r);
+  if (CUresult r = a.cuEventCreate(&stop, 0)) return driver.error("cuEventCreate", r);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(runs, 1) + 1; ++i) {  // the first run warms up
+    if (CUresult r = a.cuEventRecord(start, nullptr)) return driver.error("cuEventRecord", r);
+    for (size_t s = 0; s < fns.size(); ++s) {
+      const GpuLaunch &l = ptx.launches[s];
+      if (CUresult r = a.cuLaunchKernel(fns[s], static_cast<unsigned>(l.blocks), 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, nullptr, params.data(), nullptr))
+        return driver.error(("cuLaunchKernel (" + l.entry + ")").c_str(), r);
+    }
+    float t = 0;
+    if (CUresult r = a.cuEventRecord(stop, nullptr)) return driver.error("cuEventRecord", r);
+    if (CUresult r = a.cuEventSynchronize(stop)) return driver.error("cuEventSynchronize (a kernel failed)", r);
+    if (CUresult r = a.cuEventElapsedTime(&t, start, stop)) return driver.error("cuEventElapsedTime", r);
+    if (i > 0) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  run.median_s = ms[ms.size() / 2] / 1e3;
+  run.min_s = ms[0] / 1e3;
+  run.output = Tensor(out);
+  if (run.output.nbytes() != k.buffers[args.size()]->bytes()) return make_error(k.name + ": the output buffer does not hold " + type_str(out));
+  if (CUresult r = a.cuMemcpyDtoH(run.output.raw(), bufs[args.size()], run.output.nbytes())) return driver.error("cuMemcpyDtoH", r);
+  return run;
 }
 
 }  // namespace autotune

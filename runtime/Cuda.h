@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codegen/Gpu.h"
+#include "db/TuningDb.h"
 #include "ir/Graph.h"
 #include "ir/Tensor.h"
 
@@ -40,9 +41,30 @@ class CudaDriver {
 };
 
 /** A fused graph on device `ordinal`: each group's PTX loaded as a module, values in device memory. */
+/** One GPU-scheduled kernel run on a device: its output and its times. */
+struct DeviceKernelRun {
+  Tensor output;
+  double median_s = 0, min_s = 0, compile_s = 0;
+};
+/**
+ * Runs kernel `k` (lower_gpu for `target`) on device `ordinal`: PTX loaded, one device buffer per
+ * argument (uploaded from `args`), output and temporary, every stage launched in order `runs` + 1
+ * times (the first a warm-up) with CUDA events around each launch sequence; the output copied
+ * back, every allocation freed. The tuner's measurement (search/GpuTuner).
+ */
+Expected<DeviceKernelRun> run_kernel_on_device(CudaDriver &driver, int ordinal, const GpuTarget &target, const LoweredKernel &k,
+                                               const std::vector<Tensor> &args, const TensorType &out, int runs);
+
+/** The tile of the best ok record of `body` in `db` for `target_key`, or the default schedule (an empty one) when there is none. */
+Expected<GpuSchedule> best_gpu_schedule(TuningDb &db, const Graph &body, const std::string &target_key);
+
+/** The database's target key for device `ordinal`: its sm and its name ("sm_90 NVIDIA H100 80GB HBM3"). */
+std::string gpu_target_key(const CudaDriver &driver, const GpuTarget &device, int ordinal);
+
 class GpuModel {
  public:
-  static Expected<std::unique_ptr<GpuModel>> compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal = 0);
+  /** With `db`, each group's tile is its best record for the device's target key (best_gpu_schedule), else the default. */
+  static Expected<std::unique_ptr<GpuModel>> compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal = 0, TuningDb *db = nullptr);
   ~GpuModel();
 
   /** Copies the inputs in, launches every group's stages in order, copies the outputs out. */

@@ -26,6 +26,7 @@
 #include "costmodel/Features.h"
 #include "costmodel/GpuFeatures.h"
 #include "ir/Hash.h"
+#include "search/GpuTuner.h"
 #include "search/Task.h"
 #include "runtime/Cuda.h"
 #include "runtime/Runtime.h"
@@ -331,7 +332,13 @@ int gpu_command(const Args &args, bool bench) {
   auto g = load_graph(args, "fused", "fused");
   if (!g) return fail(g.error());
   auto start = Clock::now();
-  auto m = GpuModel::compile(*g, *driver);
+  std::unique_ptr<TuningDb> db;
+  if (args.has("db")) {
+    auto opened = TuningDb::open(args.get("db"), DbAccess::kReadOnly);
+    if (!opened) return fail(opened.error());
+    db = opened.take();
+  }
+  auto m = GpuModel::compile(*g, *driver, 0, db.get());
   if (!m) return fail(make_error(args.get("model") + ": " + m.error().message));
   double prepare_ms = ms_since(start);
   auto inputs = read_inputs(args, *g);
@@ -516,7 +523,10 @@ Options:
   --trials N        total measurements for this model on this machine (default 200)
   --db D            the tuning database (SQLite; default tuning.db)
   --target T        what to tune for: host (default: this CPU as detected), avx2, avx512, or a
-                    JSON file (see 'autotune target --json'); records are keyed by it
+                    JSON file (see 'autotune target --json'); records are keyed by it. A GPU
+                    (sm_80, sm_90) tunes the tiles of the conv, dense and matmul kernels on
+                    device 0 through the CUDA driver, keyed by the device's sm and name (only
+                    --trials, --db and --seed apply); without a driver it stops in one line
   --timeout S       per-candidate limit in seconds (default 10): a hang is recorded and killed
   --compile-timeout S  per-candidate compile limit in seconds (default 120; 0: none): each
                     candidate is compiled in a child process, and one LLVM stalls on is killed
@@ -567,11 +577,49 @@ extern "C" void on_stop_signal(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
+/**
+ * The tuning job with a GPU --target: the driver is opened first (one line without one), then
+ * each GEMM-shaped task's tiles are measured on device 0 (search/GpuTuner) into the database,
+ * keyed by the device's sm and name; run/bench --target with --db then use the best tiles.
+ */
+int gpu_tune(const Args &args) {
+  auto driver = CudaDriver::open();
+  if (!driver) return fail(make_error("--target " + args.get("target") + ": " + driver.error().message));
+  auto trials = args.get_int("trials", 200), seed = args.get_int("seed", 0);
+  if (!trials) return fail(trials.error());
+  if (!seed) return fail(seed.error());
+  auto g = load_graph(args, "fused", "fused");
+  if (!g) return fail(g.error());
+  auto device = (*driver)->device_target(0);
+  if (!device) return fail(device.error());
+  std::string key = gpu_target_key(**driver, *device, 0);
+  auto db = TuningDb::open(args.get("db", "tuning.db"));
+  if (!db) return fail(db.error());
+  DeviceKernelTimer timer(**driver, 0, *device);
+  GpuTuneOptions o;
+  o.trials = static_cast<int>(std::clamp<int64_t>(*trials, 0, INT32_MAX));
+  o.seed = static_cast<uint64_t>(*seed);
+  o.progress = [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  o.stop = [] { return g_stop.load(); };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  auto rep = tune_gpu(*g, timer, **db, key, o);
+  if (!rep) return fail(make_error(args.get("model") + ": " + rep.error().message));
+  std::printf("tuned %d tasks on %s: %d measured (%d failed), %d already in %s\n", rep->tasks, key.c_str(), rep->measured, rep->failed,
+              rep->skipped_known, (*db)->path().c_str());
+  std::printf("%-18s %-30s %12s %12s %8s  %s\n", "task", "ops", "default ms", "best ms", "speedup", "best tile");
+  for (const auto &b : rep->best)
+    std::printf("%-18s %-30s %12.4f %12.4f %8.2f  %s\n", b.hash.c_str(), b.ops.substr(0, 30).c_str(), b.default_s * 1e3, b.best_s * 1e3,
+                b.best_s > 0 ? b.default_s / b.best_s : 0.0, b.tile.c_str());
+  return g_stop.load() ? 130 : 0;
+}
+
 int cmd_tune(const std::vector<std::string> &argv) {
   auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "compile-timeout", "seed", "config", "threads", "min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
+  if (is_gpu_target(args->get("target"))) return gpu_tune(*args);
   auto target = target_from_flags(*args);
   if (!target) return fail(target.error());
   TuneOptions o;

@@ -5,23 +5,31 @@
 // are checked, not only their syntax.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
 #include "codegen/Gpu.h"
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
+#include "search/Task.h"
 #include "codegen/Target.h"
 #include "costmodel/GpuFeatures.h"
+#include "db/TuningDb.h"
+#include "db/Workload.h"
 #include "ir/OnnxImport.h"
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/BoundKernel.h"
 #include "runtime/Cuda.h"
 #include "runtime/ThreadPool.h"
+#include "search/GpuTuner.h"
 
 namespace autotune {
 namespace {
@@ -348,6 +356,120 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   EXPECT_GT(conv.registers, 16);  // at least the accumulators
   std::printf("registers: %ld estimated, %ld allocated by ptxas; occupancy %.3f with them\n", static_cast<long>(o.registers),
               static_cast<long>(conv.registers), gpu_occupancy(k->stages.back(), *gpu, conv.registers).occupancy);
+}
+
+/**
+ * The tuner's timer for a machine without a GPU: the real GPU-scheduled kernel, serialized on the
+ * CPU (serialize_threads) and JIT-compiled; its times are CPU times, which say nothing of a GPU,
+ * so the test checks what the tuner does with results (records, order, checks, deploy), not speed.
+ * `corrupt` flips one output element, as a wrong kernel would.
+ */
+class SerializedCpuTimer : public GpuKernelTimer {
+ public:
+  explicit SerializedCpuTimer(GpuTarget gpu) : gpu_(std::move(gpu)), jit_(Jit::create({""}).take()) {}
+  const GpuTarget &target() const override { return gpu_; }
+  Expected<Result> run(const LoweredKernel &k, const std::vector<Tensor> &args, const TensorType &out, int runs) override {
+    auto t0 = std::chrono::steady_clock::now();
+    AT_ASSIGN(cpu, serialize_threads(k));
+    AT_ASSIGN(ck, jit_->compile(cpu));
+    Result r;
+    r.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.output = Tensor(out);
+    BoundKernel bound(cpu, ck, args, r.output);
+    std::vector<double> times;
+    for (int i = 0; i < runs; ++i) {
+      auto s = std::chrono::steady_clock::now();
+      bound.run(pool_);
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+    }
+    std::sort(times.begin(), times.end());
+    r.median_s = times[times.size() / 2], r.min_s = times[0];
+    if (corrupt) r.output.f32()[0] += 1.0f;
+    return r;
+  }
+  bool corrupt = false;
+
+ private:
+  GpuTarget gpu_;
+  std::unique_ptr<Jit> jit_;
+  ThreadPool pool_{1};
+};
+
+TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
+  auto gpu = resolve_gpu_target("sm_90");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  std::string path = (std::filesystem::temp_directory_path() / ("autotune_gpu_tune_" + std::to_string(getpid()) + ".db")).string();
+  std::filesystem::remove(path);
+  auto db = TuningDb::open(path);
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  Graph g = fused_model("transformer");
+  SerializedCpuTimer timer(*gpu);
+  const std::string key = "sm_90 serialized on the CPU";
+  GpuTuneOptions o;
+  o.trials = 9;
+  o.runs = 2;
+  int lines = 0;
+  o.progress = [&](const std::string &) { ++lines; };
+  auto rep = tune_gpu(g, timer, **db, key, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  ASSERT_GE(rep->tasks, 2);  // the projections, the MLP and attention's matmuls
+  EXPECT_EQ(rep->measured, 9);
+  EXPECT_EQ(rep->failed, 0);
+  EXPECT_EQ(lines, 9);
+  // Each task's first record is its default tile; every record is an ok measurement with its GPU features.
+  std::vector<Task> tasks = extract_tasks(g);
+  int records = 0;
+  std::set<std::string> schedules;
+  for (const auto &b : rep->best) {
+    auto recs = (*db)->records(b.hash, key);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    ASSERT_FALSE(recs->empty());
+    const Task &t = *std::find_if(tasks.begin(), tasks.end(), [&](const Task &x) { return x.hash == b.hash; });
+    auto naive = lower_naive(t.body, "n", KernelSchedule{});
+    ASSERT_TRUE(static_cast<bool>(naive));
+    auto shape = gemm_shape(naive->stages.back());
+    ASSERT_TRUE(static_cast<bool>(shape));
+    EXPECT_EQ(recs->front().schedule, gpu_schedule_to_json(default_gpu_tile(*shape, *gpu)));
+    for (const TuningRecord &r : *recs) {
+      EXPECT_EQ(r.status, "ok") << r.error;
+      EXPECT_EQ(r.feature_version, kGpuFeatureVersion);
+      EXPECT_EQ(nlohmann::json::parse(r.features).size(), gpu_feature_names().size());
+      EXPECT_TRUE(schedules.insert(b.hash + r.schedule).second) << "measured twice: " << r.schedule;
+      ++records;
+    }
+    // Deploy reads back the record best() ranks first.
+    auto best = (*db)->best(b.hash, key);
+    ASSERT_TRUE(best && *best);
+    auto s = best_gpu_schedule(**db, t.body, key);
+    ASSERT_TRUE(static_cast<bool>(s)) << s.error().message;
+    ASSERT_TRUE(s->tile.has_value());
+    EXPECT_EQ(gpu_schedule_to_json(*s->tile), (*best)->schedule);
+  }
+  EXPECT_EQ(records, 9);
+  // A second run measures only tiles not measured before; a wrong kernel is recorded as such, never as a time.
+  timer.corrupt = true;
+  o.trials = 3;
+  auto again = tune_gpu(g, timer, **db, key, o);
+  ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
+  EXPECT_EQ(again->measured, 3);
+  EXPECT_EQ(again->failed, 3);
+  int wrong = 0;
+  for (const auto &b : again->best) {
+    auto recs = (*db)->records(b.hash, key);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    for (const TuningRecord &r : *recs) {
+      EXPECT_TRUE(schedules.insert(b.hash + r.schedule).second || r.status == "ok") << "measured twice: " << r.schedule;
+      if (r.status == "wrong_result") {
+        ++wrong;
+        EXPECT_NE(r.error.find("against the reference executor"), std::string::npos) << r.error;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 3);
+  // A task without a record deploys at its default; a CPU record is no GPU schedule.
+  EXPECT_FALSE(best_gpu_schedule(**db, tasks[0].body, "another key")->tile.has_value());
+  EXPECT_NE(gpu_schedule_from_json(R"({"version": 1, "vector_width": 8})").error().message.find("not a GPU schedule"), std::string::npos);
+  std::filesystem::remove(path);
 }
 
 /** Sets an environment variable for one scope. */
