@@ -483,6 +483,43 @@ struct Serializer {
   }
 };
 
+/**
+ * `k` with each B operand of stage `si` that is a conv (OIHW) or dense ([N][K]) weight argument
+ * packed as [O / B][...][B] (Transform's pack, the first of B = 32, 16, 8 it takes), splitting the stage's
+ * output-channel loop by B first where the read needs it: consecutive threads then read
+ * consecutive output channels of one k, contiguous in memory, where OIHW put them a whole filter
+ * apart. The runtime packs the argument (WeightPacking), as on the CPU. `k` as it is where pack refuses.
+ */
+LoweredKernel pack_b_weights(const LoweredKernel &k, size_t si, const GemmStage &g, const Graph &body) {
+  LoweredKernel out = k;
+  for (const Expr &op : g.b_ops) {
+    if (op->kind != ExprKind::kLoad || op->buffer->scope != BufferScope::kParam) continue;
+    auto it = std::find(out.buffers.begin(), out.buffers.begin() + out.num_params, op->buffer);
+    if (it == out.buffers.begin() + out.num_params) continue;
+    size_t p = static_cast<size_t>(it - out.buffers.begin());
+    if (p >= body.inputs.size()) continue;
+    const Shape &shape = body.inputs[p].type.shape;
+    if (shape.size() != 2 && shape.size() != 4) continue;
+    std::vector<int64_t> dims(shape.begin(), shape.end());
+    for (int64_t block : {32, 16, 8}) {
+      if (shape[0] % block) continue;
+      auto packed = pack(out, op->buffer->name, dims, block);
+      for (const auto &[v, e] : g.n) {
+        if (packed || e != shape[0]) continue;
+        auto split_body = split(out.stages[si].body, v, block, v + "_o", v + "_i");
+        if (!split_body) continue;
+        LoweredKernel tried = out;
+        tried.stages[si].body = *split_body;
+        packed = pack(tried, op->buffer->name, dims, block);
+      }
+      if (!packed) continue;
+      out = packed.take();
+      break;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string GpuTarget::to_json() const {
@@ -527,19 +564,24 @@ bool is_gpu_target(const std::string &name_or_file) {
 Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &schedule) {
   AT_ASSIGN(k, lower_naive(body, name, KernelSchedule{}));
   std::string tiled;
-  for (KernelStage &st : k.stages) {
-    auto g = read_gemm(st);
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    auto g = read_gemm(k.stages[i]);
     if (g && g->shape.m >= 16 && g->shape.n >= 16) {
       GpuTile t = schedule.tile ? *schedule.tile : default_gpu_tile(g->shape, gpu);
-      auto s = tiled_stage(st, *g, t, gpu);
-      if (!s) return make_error(name + " stage " + st.name + ": " + s.error().message);
-      st = s.take();
-      tiled = ", stage " + st.name + " tiled " + t.to_json();
+      if (t.pack) {
+        k = pack_b_weights(k, i, *g, body);
+        g = read_gemm(k.stages[i]);
+        if (!g) return make_error(name + " stage " + k.stages[i].name + " after packing its weights: " + g.error().message);
+      }
+      auto s = tiled_stage(k.stages[i], *g, t, gpu);
+      if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
+      k.stages[i] = s.take();
+      tiled = ", stage " + k.stages[i].name + " tiled " + t.to_json();
       continue;
     }
-    auto s = gpu_stage(st, gpu);
-    if (!s) return make_error(name + " stage " + st.name + ": " + s.error().message);
-    st = s.take();
+    auto s = gpu_stage(k.stages[i], gpu);
+    if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
+    k.stages[i] = s.take();
   }
   k.schedule = "gpu: one output element per thread, " + std::to_string(gpu.threads_per_block) + " threads per block at most" + tiled;
   return k;
@@ -564,7 +606,7 @@ Expected<GemmShape> gemm_shape(const KernelStage &st) {
 }
 
 std::string GpuTile::to_json() const {
-  return nlohmann::json{{"bm", bm}, {"bn", bn}, {"bk", bk}, {"tm", tm}, {"tn", tn}, {"m_fastest", m_fastest}, {"pad", pad}}.dump();
+  return nlohmann::json{{"bm", bm}, {"bn", bn}, {"bk", bk}, {"tm", tm}, {"tn", tn}, {"m_fastest", m_fastest}, {"pad", pad}, {"pack", pack}}.dump();
 }
 
 Expected<GpuTile> gpu_tile_from_json(const std::string &json) {
@@ -579,6 +621,7 @@ Expected<GpuTile> gpu_tile_from_json(const std::string &json) {
       else if (k == "tn") t.tn = v.get<int64_t>();
       else if (k == "m_fastest") t.m_fastest = v.get<bool>();
       else if (k == "pad") t.pad = v.get<bool>();
+      else if (k == "pack") t.pack = v.get<bool>();
       else return make_error("GPU tile: unknown field '" + k + "'");
     }
   } catch (const std::exception &e) {
@@ -643,12 +686,13 @@ std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu) {
         for (int64_t tn : {1, 2, 4, 8})
           for (int64_t bk : {8, 16, 32})
             for (bool m_fastest : {false, true})
-              for (bool pad : {false, true}) {
-                GpuTile t{bm, bn, bk, tm, tn, m_fastest, pad};
-                if (bm > cap(g.m) || bn > cap(g.n) || (bk > 8 && bk / 2 >= g.k) || bm % tm || bn % tn) continue;
-                if (t.threads() < gpu.warp_size || t.threads() % gpu.warp_size || !check_gpu_tile(t, gpu)) continue;
-                out.push_back(t);
-              }
+              for (bool pad : {false, true})
+                for (bool pack : {true, false}) {
+                  GpuTile t{bm, bn, bk, tm, tn, m_fastest, pad, pack};
+                  if (bm > cap(g.m) || bn > cap(g.n) || (bk > 8 && bk / 2 >= g.k) || bm % tm || bn % tn) continue;
+                  if (t.threads() < gpu.warp_size || t.threads() % gpu.warp_size || !check_gpu_tile(t, gpu)) continue;
+                  out.push_back(t);
+                }
   return out;
 }
 

@@ -55,6 +55,8 @@ struct GpuTile {
   int64_t bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
   bool m_fastest = false;  // consecutive threads take consecutive m (else n): which one the output stores walk contiguously
   bool pad = true;         // each shared row one element longer: a warp reading a column hits different banks
+  bool pack = true;        // a conv or dense weight read as a B operand packed [O / 32][...][32] (a WeightPacking the
+                           // runtime applies), so a warp's loads of consecutive output channels are contiguous
 
   int64_t threads() const { return (bm / tm) * (bn / tn); }
   std::string to_json() const;

@@ -231,6 +231,32 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
     }
     auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu(*node.body, "g" + std::to_string(i), m->target_, schedule)
                                                                         : Expected<LoweredKernel>(make_error("not a float group"));
+    // A packed weight is packed once here, from its constant; a weight the graph computes keeps its layout (the tile unpacked).
+    auto computed_weight = [&](const LoweredKernel &lk) {
+      return std::any_of(lk.packings.begin(), lk.packings.end(), [&](const WeightPacking &p) { return node.inputs[p.param].kind != ValueId::Kind::kConstant; });
+    };
+    if (k && computed_weight(*k)) {
+      GpuSchedule unpacked = schedule;
+      if (!unpacked.tile) {
+        AT_ASSIGN(naive, lower_naive(*node.body, "n", KernelSchedule{}));
+        for (const KernelStage &st : naive.stages)
+          if (auto shape = gemm_shape(st)) unpacked.tile = default_gpu_tile(*shape, m->target_);
+      }
+      if (unpacked.tile) unpacked.tile->pack = false;
+      k = lower_gpu(*node.body, "g" + std::to_string(i), m->target_, unpacked);
+    }
+    if (k)
+      for (const WeightPacking &p : k->packings) {
+        if (node.inputs[p.param].kind != ValueId::Kind::kConstant) return make_error("group %" + std::to_string(i) + ": a packed weight that is not a constant");
+        Tensor packed = pack_weight(g.constants[node.inputs[p.param].index].value, p);
+        CUdeviceptr d = 0;
+        if (CUresult r = a.cuMemAlloc(&d, std::max<size_t>(packed.nbytes(), 4))) return driver->error("cuMemAlloc (a packed weight)", r);
+        m->packed_.push_back(d);
+        if (CUresult r = a.cuMemcpyHtoD(d, packed.raw(), packed.nbytes())) return driver->error("cuMemcpyHtoD", r);
+        grp.args[static_cast<size_t>(p.param)] = static_cast<int>(m->values_.size());
+        m->values_.push_back(d);
+        m->bytes_.push_back(packed.nbytes());
+      }
     if (!k) {
       grp.on_host = true;
       m->groups_.push_back(std::move(grp));
@@ -271,6 +297,7 @@ GpuModel::~GpuModel() {
   // Inputs and constants have allocations of their own; node values live in the arena.
   for (size_t s = 0; s < graph_.inputs.size() + graph_.constants.size() && s < values_.size(); ++s)
     if (values_[s]) a.cuMemFree(values_[s]);
+  for (CUdeviceptr p : packed_) a.cuMemFree(p);
   if (arena_) a.cuMemFree(arena_);
 }
 
@@ -409,11 +436,13 @@ Expected<DeviceKernelRun> run_kernel_on_device(CudaDriver &driver, int ordinal, 
   }
   DeviceKernelRun run;
   run.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<Tensor> in = args;
+  for (const WeightPacking &p : k.packings) in[static_cast<size_t>(p.param)] = pack_weight(args[static_cast<size_t>(p.param)], p);
   for (size_t b = 0; b < k.buffers.size(); ++b) {
     if (CUresult r = a.cuMemAlloc(&bufs[b], std::max<size_t>(k.buffers[b]->bytes(), 4))) return driver.error("cuMemAlloc", r);
-    if (b < args.size()) {
-      if (args[b].nbytes() != k.buffers[b]->bytes()) return make_error(k.name + ": argument " + std::to_string(b) + " has " + std::to_string(args[b].nbytes()) + " bytes, its buffer " + std::to_string(k.buffers[b]->bytes()));
-      if (CUresult r = a.cuMemcpyHtoD(bufs[b], args[b].raw(), args[b].nbytes())) return driver.error("cuMemcpyHtoD", r);
+    if (b < in.size()) {
+      if (in[b].nbytes() != k.buffers[b]->bytes()) return make_error(k.name + ": argument " + std::to_string(b) + " has " + std::to_string(in[b].nbytes()) + " bytes, its buffer " + std::to_string(k.buffers[b]->bytes()));
+      if (CUresult r = a.cuMemcpyHtoD(bufs[b], in[b].raw(), in[b].nbytes())) return driver.error("cuMemcpyHtoD", r);
     }
   }
   std::vector<void *> params;

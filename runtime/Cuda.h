@@ -86,6 +86,7 @@ class GpuModel {
   std::vector<unsigned long long> values_;  // device memory of every value: inputs, constants, nodes (by ValueId order)
   unsigned long long arena_ = 0;            // the node values' and kernel temporaries' planned arena
   std::vector<size_t> bytes_;
+  std::vector<unsigned long long> packed_;  // device copies of packed weights (their slots follow the graph's values)
   std::vector<Group> groups_;
 };
 

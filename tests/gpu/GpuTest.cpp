@@ -173,7 +173,7 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   auto jit = Jit::create({""});
   ASSERT_TRUE(static_cast<bool>(jit));
   ThreadPool pool(2);
-  int checked = 0, guarded = 0, tiled = 0;
+  int checked = 0, guarded = 0, tiled = 0, packed = 0;
   for (const char *model : {"tiny_cnn", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn", "resnet18", "resnet50", "mobilenet_v2"}) {
     Graph g = fused_model(model);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -190,13 +190,16 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
         tiled += text.find("barrier") != std::string::npos;
       }
       EXPECT_LE(run_serialized(body, *k, **jit, pool, 17 + i), 1e-5) << k->to_string().substr(0, 2000);
+      packed += !k->packings.empty();
       ++checked;
     }
   }
-  std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block, %d tiled\n", checked, guarded, tiled);
+  std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block, %d tiled, %d with packed weights\n",
+              checked, guarded, tiled, packed);
   EXPECT_GE(checked, 60);
   EXPECT_GT(guarded, 10);
   EXPECT_GT(tiled, 30);  // the convs, dense layers and matmuls
+  EXPECT_GT(packed, 30);  // their weights, where they are arguments
 }
 
 TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
@@ -309,10 +312,19 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   ASSERT_EQ(shape->k, 576);
   EXPECT_FALSE(shape->m_contiguous);  // NCHW16c: the output's channels are contiguous
   // 64 x 64 tiles would be 49 blocks for sm_80's 108 SMs: the default halves them to 196.
-  EXPECT_EQ(default_gpu_tile(*shape, *gpu).to_json(), R"({"bk":16,"bm":32,"bn":32,"m_fastest":false,"pad":true,"tm":2,"tn":2})");
-  GpuTile t{64, 64, 16, 4, 4, false, true};
+  EXPECT_EQ(default_gpu_tile(*shape, *gpu).to_json(), R"({"bk":16,"bm":32,"bn":32,"m_fastest":false,"pack":true,"pad":true,"tm":2,"tn":2})");
+  GpuTile t{64, 64, 16, 4, 4, false, true, true};
   auto k = lower_gpu(body, "k", *gpu, GpuSchedule{t});
   ASSERT_TRUE(static_cast<bool>(k));
+  // The OIHW weight packed in blocks of 16 output channels (the conv's own channel lanes): a warp's
+  // chunk loads read 16 consecutive channels of one k, 4 sectors, where OIHW reads 32 sectors.
+  ASSERT_EQ(k->packings.size(), 1u);
+  EXPECT_EQ(k->packings[0].block, 16);
+  GpuTile unpacked = t;
+  unpacked.pack = false;
+  auto k0 = lower_gpu(body, "k", *gpu, GpuSchedule{unpacked});
+  ASSERT_TRUE(static_cast<bool>(k0));
+  EXPECT_TRUE(k0->packings.empty());
   // 256 threads, 2 x 64 x 17 floats of shared memory, 16 accumulators + 8 operands + 24: 48 registers,
   // so registers bound it: 65536 / (48 x 256) = 5 blocks per SM, 1280 of 2048 threads.
   GpuOccupancy o = gpu_occupancy(k->stages.back(), *gpu);
@@ -339,6 +351,9 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   auto f2 = gpu_kernel_features(*k2, *gpu);
   EXPECT_LT(at("global_sectors"), f2[9]);
   EXPECT_GT(at("coalescing"), f2[11]);
+  auto f0 = gpu_kernel_features(*k0, *gpu);
+  EXPECT_LT(at("global_sectors") * 1.5, f0[9]);
+  std::printf("64 x 64 tile with the weight in OIHW: %.0f sectors, coalescing %.2f\n", f0[9], f0[11]);
   std::printf("64 x 64 tile: %.0f sectors, coalescing %.2f; pixels across threads: %.0f sectors, coalescing %.2f\n", at("global_sectors"),
               at("coalescing"), f2[9], f2[11]);
   // What ptxas allocates: the shared memory exactly as counted, no spills, and the registers beside the estimate.
