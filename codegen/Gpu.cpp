@@ -131,13 +131,17 @@ Expr replace_nodes(const Expr &e, const std::map<const ExprNode *, Expr> &to) {
 
 using Loops = std::vector<std::pair<std::string, int64_t>>;
 
-/** A reduction stage read as a batched GEMM (GpuTile's comment). */
-struct GemmStage {
+/** A reduction stage: output loops around acc = init; reduction loops around acc = update(acc, ...); the epilogue. */
+struct Reduction {
   Loops outs, reds;          // output and reduction loops, outermost first
-  Loops m, n, batch;         // the output loops by side, in nest order
   Buffer acc;
   Expr init, update;         // acc[0] = init; acc[0] = update (reads acc[0])
   Stmt epilogue;             // reads acc[0]
+};
+
+/** A reduction stage read as a batched GEMM (GpuTile's comment). */
+struct GemmStage : Reduction {
+  Loops m, n, batch;         // the output loops by side, in nest order
   std::vector<Expr> a_ops, b_ops;
   std::vector<bool> a_m_major, b_n_major;  // whether the operand's loads walk memory contiguously along m (n), not k
   GemmShape shape;
@@ -164,8 +168,8 @@ bool walks_along(const Expr &op, const std::string &v, const std::string &k) {
   return any && along;
 }
 
-Expected<GemmStage> read_gemm(const KernelStage &st) {
-  GemmStage g;
+Expected<Reduction> read_reduction(const KernelStage &st) {
+  Reduction g;
   auto loops = [](Stmt cur, Loops &out) {
     for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
       auto mn = as_int(cur->min), ex = as_int(cur->extent);
@@ -188,6 +192,13 @@ Expected<GemmStage> read_gemm(const KernelStage &st) {
   g.update = upd->value;
   g.epilogue = b->body[2];
   if (loads_from(g.init, g.acc.get())) return make_error("stage " + st.name + ": the initialization reads the accumulator");
+  return g;
+}
+
+Expected<GemmStage> read_gemm(const KernelStage &st) {
+  AT_ASSIGN(r, read_reduction(st));
+  GemmStage g;
+  static_cast<Reduction &>(g) = r;
   std::vector<std::string> reds;
   for (const auto &[v, e] : g.reds) reds.push_back(v);
   std::vector<Expr> ops;
@@ -373,6 +384,76 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
   // The divisions and modulos that the block's and thread's ranges resolve ((t % 16) / 16 is 0).
   body = simplify_div_mod(body, {{"gpu_block", {0, out.parallel_extent - 1}}, {"gpu_thread", {0, threads - 1}}});
   out.body = for_loop("gpu_thread", int_imm(0), int_imm(threads), ForKind::kSerial, body);
+  return out;
+}
+
+/** A reduction's update as combine(acc, term): the combine and the term, or why it is not one. */
+struct Combine {
+  std::string op;  // add, max, min
+  Expr term;
+};
+Expected<Combine> combine_of(const Reduction &r) {
+  const Expr &u = r.update;
+  auto is_acc = [&](const Expr &e) { return e->kind == ExprKind::kLoad && e->buffer.get() == r.acc.get(); };
+  Combine c;
+  if (u->kind == ExprKind::kCall && u->name == "fmuladd" && u->args.size() == 3 && is_acc(u->args[2])) c = {"add", u->args[0] * u->args[1]};
+  else if (u->kind == ExprKind::kBinary && (u->op == BinOp::kAdd || u->op == BinOp::kMax || u->op == BinOp::kMin) && (is_acc(u->args[0]) || is_acc(u->args[1])))
+    c = {u->op == BinOp::kAdd ? "add" : u->op == BinOp::kMax ? "max" : "min", is_acc(u->args[0]) ? u->args[1] : u->args[0]};
+  else return make_error("the update " + to_string(u) + " is not a sum, a max or a min of the accumulator");
+  if (loads_from(c.term, r.acc.get())) return make_error("the update reads the accumulator twice: " + to_string(u));
+  return c;
+}
+
+Expr combine(const std::string &op, const Expr &a, const Expr &b) { return op == "add" ? a + b : op == "max" ? max(a, b) : min(a, b); }
+
+/** The reduction stage `r` as a row reduction `g` (GpuReduce's comment). */
+Expected<KernelStage> row_reduce_stage(const KernelStage &st, const Reduction &r, const GpuReduce &g, const GpuTarget &gpu) {
+  AT_TRY(check_gpu_reduce(g, gpu));
+  AT_ASSIGN(c, combine_of(r));
+  const int64_t outputs = product(r.outs), k = product(r.reds), rows = g.threads / g.lanes;
+  const int64_t blocks = ceil_div(outputs, rows);
+  Expr th = var("gpu_thread"), row = th / int_imm(g.lanes), lane = th % int_imm(g.lanes);
+  Expr o = var("gpu_block") * rows + row, oc = outputs % rows ? min(o, int_imm(outputs - 1)) : o;
+  std::map<std::string, Expr> at;
+  unflatten(r.outs, oc, at);
+  Expr kf = var("gpu_j") * g.lanes + lane;
+  std::map<std::string, Expr> at_k = at;
+  unflatten(r.reds, kf, at_k);
+  Expr identity = c.op == "add" ? float_imm(0) : float_imm(c.op == "max" ? -INFINITY : INFINITY);
+  Buffer part = make_buffer("partial", Type::kF32, 1, BufferScope::kLocal);
+  Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
+  // Each thread's partial over every lanes-th term.
+  Stmt update = store(part, int_imm(0), combine(c.op, load(part, int_imm(0)), substitute_all(c.term, at_k)));
+  if (k % g.lanes) update = if_then(kf < int_imm(k), update);
+  std::vector<Stmt> body = {allocate(part, seq({store(part, int_imm(0), identity),
+                                                for_loop("gpu_j", int_imm(0), int_imm(ceil_div(k, g.lanes)), ForKind::kSerial, update),
+                                                store(red, th, load(part, int_imm(0)))})),
+                            barrier()};
+  // The partials halved between barriers: in each step a thread reads one that nobody writes in it.
+  for (int64_t half = g.lanes / 2; half >= 1; half /= 2) {
+    body.push_back(if_then(lane < int_imm(half), store(red, th, combine(c.op, load(red, th), load(red, th + int_imm(half))))));
+    body.push_back(barrier());
+  }
+  // The output's first thread: acc = init combined with the row's total, then the epilogue.
+  Expr total = combine(c.op, substitute_all(r.init, at), load(red, th));
+  Stmt epi = map_exprs(r.epilogue, [&](const Expr &x) {
+    std::map<const ExprNode *, Expr> to;
+    std::function<void(const Expr &)> accs = [&](const Expr &y) {
+      if (y->kind == ExprKind::kLoad && y->buffer.get() == r.acc.get()) to[y.get()] = total;
+      for (const Expr &a : y->args) accs(a);
+    };
+    accs(x);
+    return replace_nodes(x, to);
+  });
+  for (const auto &[v, x] : at) epi = substitute(epi, v, x);
+  Expr cond = lane == int_imm(0);
+  if (outputs % rows) cond = both(cond, o < int_imm(outputs));
+  body.push_back(if_then(cond, epi));
+  KernelStage out = st;
+  out.parallel_var = "gpu_block";
+  out.parallel_extent = blocks;
+  Stmt b = simplify_div_mod(allocate(red, seq(body)), {{"gpu_block", {0, blocks - 1}}, {"gpu_thread", {0, g.threads - 1}}});
+  out.body = for_loop("gpu_thread", int_imm(0), int_imm(g.threads), ForKind::kSerial, b);
   return out;
 }
 
@@ -579,6 +660,14 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " tiled " + t.to_json();
       continue;
     }
+    if (auto rs = row_reduce_shape(k.stages[i]); rs && (rs->k >= 32 || schedule.reduce)) {
+      GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(*rs, gpu);
+      auto s = row_reduce_stage(k.stages[i], *read_reduction(k.stages[i]), rd, gpu);
+      if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
+      k.stages[i] = s.take();
+      tiled = ", stage " + k.stages[i].name + " row-reduced " + rd.to_json();
+      continue;
+    }
     auto s = gpu_stage(k.stages[i], gpu);
     if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
     k.stages[i] = s.take();
@@ -630,9 +719,14 @@ Expected<GpuTile> gpu_tile_from_json(const std::string &json) {
   return t;
 }
 
-std::string gpu_schedule_to_json(const GpuTile &t) {
-  return nlohmann::json{{"version", 1}, {"gpu_tile", nlohmann::json::parse(t.to_json())}}.dump();
+std::string gpu_schedule_to_json(const GpuSchedule &s) {
+  nlohmann::json j{{"version", 1}};
+  if (s.tile) j["gpu_tile"] = nlohmann::json::parse(s.tile->to_json());
+  if (s.reduce) j["gpu_reduce"] = nlohmann::json::parse(s.reduce->to_json());
+  return j.dump();
 }
+
+std::string GpuReduce::to_json() const { return nlohmann::json{{"lanes", lanes}, {"threads", threads}}.dump(); }
 
 Expected<GpuSchedule> gpu_schedule_from_json(const std::string &json) {
   nlohmann::json j;
@@ -641,10 +735,59 @@ Expected<GpuSchedule> gpu_schedule_from_json(const std::string &json) {
   } catch (const std::exception &e) {
     return make_error(std::string("GPU schedule: ") + e.what());
   }
-  if (!j.is_object() || !j.contains("gpu_tile")) return make_error("not a GPU schedule (no \"gpu_tile\"): " + json.substr(0, 80));
+  if (!j.is_object() || (!j.contains("gpu_tile") && !j.contains("gpu_reduce"))) return make_error("not a GPU schedule (no \"gpu_tile\" or \"gpu_reduce\"): " + json.substr(0, 80));
   if (j.value("version", 0) != 1) return make_error("GPU schedule: version " + j.value("version", nlohmann::json(0)).dump() + " is not 1");
-  AT_ASSIGN(t, gpu_tile_from_json(j["gpu_tile"].dump()));
-  return GpuSchedule{t};
+  GpuSchedule s;
+  if (j.contains("gpu_tile")) {
+    AT_ASSIGN(t, gpu_tile_from_json(j["gpu_tile"].dump()));
+    s.tile = t;
+  }
+  if (j.contains("gpu_reduce")) {
+    try {
+      GpuReduce r;
+      for (auto &[k, v] : j["gpu_reduce"].items()) {
+        if (k == "lanes") r.lanes = v.get<int64_t>();
+        else if (k == "threads") r.threads = v.get<int64_t>();
+        else return make_error("GPU reduce: unknown field '" + k + "'");
+      }
+      s.reduce = r;
+    } catch (const std::exception &e) {
+      return make_error(std::string("GPU reduce: ") + e.what());
+    }
+  }
+  return s;
+}
+
+Status check_gpu_reduce(const GpuReduce &r, const GpuTarget &gpu) {
+  auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  if (!pow2(r.lanes) || r.threads < r.lanes || r.threads % r.lanes || r.threads > gpu.max_threads_per_block)
+    return make_error("GPU reduce " + r.to_json() + ": lanes must be a power of two dividing threads, threads at most " + std::to_string(gpu.max_threads_per_block));
+  return Status::ok();
+}
+
+Expected<RowReduceShape> row_reduce_shape(const KernelStage &st) {
+  AT_ASSIGN(r, read_reduction(st));
+  AT_ASSIGN(c, combine_of(r));
+  return RowReduceShape{product(r.outs), product(r.reds), c.op};
+}
+
+GpuReduce default_gpu_reduce(const RowReduceShape &r, const GpuTarget &gpu) {
+  GpuReduce g;
+  g.lanes = 32;
+  while (g.lanes * 2 <= r.k && g.lanes < 256) g.lanes *= 2;
+  g.threads = std::max<int64_t>(g.lanes, std::min<int64_t>(256, gpu.max_threads_per_block));
+  return g;
+}
+
+std::vector<GpuReduce> gpu_reduce_space(const RowReduceShape &r, const GpuTarget &gpu) {
+  std::vector<GpuReduce> out;
+  for (int64_t lanes : {32, 64, 128, 256})
+    for (int64_t threads : {128, 256, 512}) {
+      GpuReduce g{lanes, threads};
+      if (lanes / 2 >= r.k || !check_gpu_reduce(g, gpu)) continue;
+      out.push_back(g);
+    }
+  return out;
 }
 
 Status check_gpu_tile(const GpuTile &t, const GpuTarget &gpu) {

@@ -64,10 +64,36 @@ struct GpuTile {
 };
 Expected<GpuTile> gpu_tile_from_json(const std::string &json);
 
-/** A group's GPU schedule: its reduction stage's tile, or none (one output element per thread everywhere). */
+/**
+ * A reduction stage that is no GEMM (a GEMV, a global pool, a mean) with a long reduction as a
+ * cooperative row reduction: a block of `threads` computes threads / lanes outputs, `lanes`
+ * threads each; a thread combines every lanes-th term of its output's reduction (consecutive
+ * threads reading consecutive terms: coalesced), the partials meet in shared memory and are
+ * halved log2(lanes) times between barriers, and the output's first thread applies the init and
+ * the epilogue. The update must be a sum (acc + x, fmuladd(a, b, acc)), a max or a min.
+ */
+struct GpuReduce {
+  int64_t lanes = 256, threads = 256;
+  std::string to_json() const;
+  bool operator==(const GpuReduce &o) const = default;
+};
+
+/** A group's GPU schedule: its GEMM stage's tile, its row reduction's, or neither (the defaults). */
 struct GpuSchedule {
   std::optional<GpuTile> tile;
+  std::optional<GpuReduce> reduce;
 };
+
+/** A reduction stage's shape as a row reduction: its outputs, the terms each combines, the combine ("add", "max", "min"). */
+struct RowReduceShape {
+  int64_t outputs = 1, k = 1;
+  std::string combine;
+};
+Expected<RowReduceShape> row_reduce_shape(const KernelStage &st);
+/** The default row reduction: the largest power of two lanes up to k, 32 to 256, in blocks of 256 threads. */
+GpuReduce default_gpu_reduce(const RowReduceShape &r, const GpuTarget &gpu);
+/** Lanes 32-256 (at most the power of two at or above k), blocks of 128-512 threads. */
+std::vector<GpuReduce> gpu_reduce_space(const RowReduceShape &r, const GpuTarget &gpu);
 
 /**
  * The sectors and the useful bytes of one access `index` into 4-byte elements, by the 32 threads
@@ -76,8 +102,8 @@ struct GpuSchedule {
  */
 std::pair<int64_t, int64_t> warp_sectors(const loop::Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at);
 
-/** A GPU schedule as a tuning record's JSON: {"version": 1, "gpu_tile": {...}}. */
-std::string gpu_schedule_to_json(const GpuTile &t);
+/** A GPU schedule as a tuning record's JSON: {"version": 1, "gpu_tile": {...}} or {"version": 1, "gpu_reduce": {...}}. */
+std::string gpu_schedule_to_json(const GpuSchedule &s);
 /** The GPU schedule a record's JSON holds, or why it holds none (a CPU schedule, a bad tile). */
 Expected<GpuSchedule> gpu_schedule_from_json(const std::string &json);
 
@@ -95,13 +121,17 @@ Expected<GemmShape> gemm_shape(const KernelStage &st);
 GpuTile default_gpu_tile(const GemmShape &g, const GpuTarget &gpu);
 /** Ok if `t` is a legal tile on `gpu` (divisions, threads per block, shared memory), else why not. */
 Status check_gpu_tile(const GpuTile &t, const GpuTarget &gpu);
+/** Ok if `r` is a legal row reduction on `gpu` (lanes a power of two dividing threads, threads per block), else why not. */
+Status check_gpu_reduce(const GpuReduce &r, const GpuTarget &gpu);
 /** Every legal tile for `g` on `gpu` from the knob values the search samples (block sides 16-128, register tiles 1-8, chunks 8-32). */
 std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu);
 
 /**
  * The group's naive nests (lower_naive) under the GPU schedule. A stage that gemm_shape reads as a
- * GEMM (both sides at least 16) gets `schedule.tile` (default_gpu_tile when none is given);
- * every other stage one output element per thread: the perfect nest of
+ * GEMM (both sides at least 16) gets `schedule.tile` (default_gpu_tile when none is given); else a
+ * stage that row_reduce_shape reads, with at least 32 terms per output or whenever
+ * `schedule.reduce` is given, `schedule.reduce` (default_gpu_reduce); every other stage one
+ * output element per thread: the perfect nest of
  * output loops at its top (loops every store inside moves with, or stores to buffers private to
  * an iteration) fused into one of extent E, then split into blocks of T threads (T the target's
  * threads_per_block, or E rounded up to a warp when smaller): the stage's parallel loop is the

@@ -21,8 +21,7 @@ namespace {
 
 struct GpuTask {
   const Task *task = nullptr;
-  GemmShape shape;
-  std::vector<GpuTile> queue;  // the default, then the space in seeded order
+  std::vector<GpuSchedule> queue;  // the default, then the space in seeded order
   size_t next = 0;
   std::set<std::string> known;  // schedules the database already holds for this task and target
   std::vector<Tensor> args;
@@ -30,10 +29,10 @@ struct GpuTask {
   double default_s = 0, best_s = std::numeric_limits<double>::infinity();
   std::string best_tile;
 
-  /** The next tile not measured before, or nullopt when the space is spent. */
-  std::optional<GpuTile> take(int &skipped) {
+  /** The next schedule not measured before, or nullopt when the space is spent. */
+  std::optional<GpuSchedule> take(int &skipped) {
     while (next < queue.size()) {
-      const GpuTile &t = queue[next++];
+      const GpuSchedule &t = queue[next++];
       if (known.insert(gpu_schedule_to_json(t)).second) return t;
       ++skipped;
     }
@@ -56,15 +55,23 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
     if (t.body.type_of(t.body.outputs[0]).dtype != DType::kFloat32) continue;
     auto naive = lower_naive(t.body, "naive", KernelSchedule{});
     if (!naive) continue;  // runs as it does untuned (its error shows there)
-    std::optional<GemmShape> shape;
-    for (const KernelStage &st : naive->stages)
-      if (auto s = gemm_shape(st); s && s->m >= 16 && s->n >= 16) shape = *s;
-    if (!shape) continue;  // one element per thread: nothing to tune yet
+    // The space of the stage lower_gpu schedules: a GEMM's tiles, else a long reduction's rows.
+    std::vector<GpuSchedule> space;
+    std::optional<GpuSchedule> fallback;
+    for (const KernelStage &st : naive->stages) {
+      if (auto g = gemm_shape(st); g && g->m >= 16 && g->n >= 16) {
+        fallback = GpuSchedule{default_gpu_tile(*g, gpu), std::nullopt};
+        space.clear();
+        for (const GpuTile &x : gpu_tile_space(*g, gpu)) space.push_back({x, std::nullopt});
+      } else if (auto r = row_reduce_shape(st); r && r->k >= 32 && !fallback) {
+        fallback = GpuSchedule{std::nullopt, default_gpu_reduce(*r, gpu)};
+        for (const GpuReduce &x : gpu_reduce_space(*r, gpu)) space.push_back({std::nullopt, x});
+      }
+    }
+    if (!fallback) continue;  // one element per thread: nothing to tune yet
     GpuTask w;
     w.task = &t;
-    w.shape = *shape;
-    w.queue.push_back(default_gpu_tile(*shape, gpu));
-    std::vector<GpuTile> space = gpu_tile_space(*shape, gpu);
+    w.queue.push_back(*fallback);
     std::mt19937_64 rng(o.seed ^ std::hash<std::string>{}(t.hash));
     std::shuffle(space.begin(), space.end(), rng);
     w.queue.insert(w.queue.end(), space.begin(), space.end());
@@ -88,17 +95,17 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
         left = 0;
         break;
       }
-      auto tile = w.take(rep.skipped_known);
-      if (!tile) continue;
+      auto sched = w.take(rep.skipped_known);
+      if (!sched) continue;
       any = true;
       --left;
       const Task &t = *w.task;
       TuningRecord rec;
       rec.workload_hash = t.hash;
       rec.target = target_key;
-      rec.schedule = gpu_schedule_to_json(*tile);
+      rec.schedule = gpu_schedule_to_json(*sched);
       rec.baseline_s = w.default_s;
-      auto k = lower_gpu(t.body, "tune_" + t.hash, gpu, GpuSchedule{*tile});
+      auto k = lower_gpu(t.body, "tune_" + t.hash, gpu, *sched);
       if (!k) {
         rec.status = "invalid", rec.error = k.error().message;
       } else {
@@ -131,7 +138,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
       rep.failed += rec.status != "ok";
       if (o.progress) {
         char line[512];
-        std::snprintf(line, sizeof line, "trial %d of %d: %s %s %s: %s", o.trials - left, o.trials, t.hash.c_str(), t.ops.c_str(), tile->to_json().c_str(),
+        std::snprintf(line, sizeof line, "trial %d of %d: %s %s %s: %s", o.trials - left, o.trials, t.hash.c_str(), t.ops.c_str(), rec.schedule.c_str(),
                       rec.status == "ok" ? (std::to_string(rec.median_s * 1e3) + " ms").c_str() : (rec.status + ": " + rec.error).c_str());
         o.progress(line);
       }

@@ -1,10 +1,11 @@
 #pragma once
-// Tuning GPU tiles (issue 13): the tasks of a fused model whose kernels have a GEMM-shaped stage
-// (codegen/Gpu: gemm_shape), each measured at its default tile first and then at tiles of its
-// space (gpu_tile_space, seeded order, none measured twice across runs), one trial per task in
+// Tuning GPU schedules (issue 13): the tasks of a fused model whose kernels have a GEMM-shaped
+// stage (codegen/Gpu: gemm_shape; its tiles) or a long reduction (row_reduce_shape; its lanes and
+// threads), each measured at its default first and then at the points of its space (seeded
+// order, none measured twice across runs), one trial per task in
 // turn until the budget or every space is spent. Each candidate's output is checked against the
 // reference executor on seeded data before its time counts; every measurement is a record in the
-// tuning database at once (schedule {"gpu_tile": ...}, the GPU features with their version), so
+// tuning database at once (schedule {"gpu_tile": ...} or {"gpu_reduce": ...}, the GPU features), so
 // an interrupted run loses nothing. Deploy reads the best tile back (runtime/Cuda:
 // best_gpu_schedule). The kernels run through a GpuKernelTimer: the CUDA driver's on a device.
 #include <functional>

@@ -228,7 +228,7 @@ TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
         for (int draw = 0; draw < 2; ++draw) {
           GpuTile t = space[rng() % space.size()];
           SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " tile " + t.to_json());
-          auto k = lower_gpu(body, "t" + std::to_string(i), *gpu, GpuSchedule{t});
+          auto k = lower_gpu(body, "t" + std::to_string(i), *gpu, GpuSchedule{t, std::nullopt});
           ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
           edges += shape->m % t.bm || shape->n % t.bn || shape->k % t.bk;
           EXPECT_LE(run_serialized(body, *k, **jit, pool, 3 + i), 1e-5);
@@ -255,6 +255,72 @@ TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
               edges, spilled);
   EXPECT_GE(checked, 20);
   EXPECT_GT(edges, 5);
+}
+
+TEST(Gpu, RowReductionsRunSerializedOnTheCpuAndMatchTheReference) {
+  // Every point of each long reduction's space (GEMVs, global pools, means): partials over strided
+  // terms, halved in shared memory between barriers, as PTX through ptxas and serialized on the CPU.
+  auto gpu = resolve_gpu_target("sm_80");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  ThreadPool pool(2);
+  std::string ptxas = find_ptxas();
+  int checked = 0;
+  std::set<std::string> combines;
+  for (const char *model : {"mlp", "resnet18", "mobilenet_v2", "transformer", "tiny_cnn"}) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
+      auto naive = lower_naive(body, "n", KernelSchedule{});
+      ASSERT_TRUE(static_cast<bool>(naive));
+      for (const KernelStage &st : naive->stages) {
+        auto gemm = gemm_shape(st);
+        auto rows = row_reduce_shape(st);
+        if ((gemm && gemm->m >= 16 && gemm->n >= 16) || !rows || rows->k < 32) continue;
+        combines.insert(rows->combine);
+        auto space = gpu_reduce_space(*rows, *gpu);
+        ASSERT_FALSE(space.empty());
+        for (const GpuReduce &r : space) {
+          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " " + r.to_json() + " k " + std::to_string(rows->k));
+          auto k = lower_gpu(body, "r" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
+          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+          ASSERT_NE(k->schedule.find("row-reduced " + r.to_json()), std::string::npos) << k->schedule;
+          EXPECT_LE(run_serialized(body, *k, **jit, pool, 5 + i), 1e-5);
+          auto p = emit_ptx(*k, *gpu);
+          ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+          if (!ptxas.empty()) {
+            auto ok = ptxas_check(p->ptx, *gpu, ptxas);
+            EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  // A max: tiny_cnn's 3x3 max pools (9 terms, so only when asked for), with most lanes idle.
+  Graph tiny = fused_model("tiny_cnn");
+  for (size_t i = 0; i < tiny.nodes.size(); ++i) {
+    if (!tiny.nodes[i].is_function()) continue;
+    const Graph &body = *tiny.nodes[i].body;
+    auto naive = lower_naive(body, "n", KernelSchedule{});
+    ASSERT_TRUE(static_cast<bool>(naive));
+    auto rows = row_reduce_shape(naive->stages.back());
+    if (!rows || rows->combine != "max") continue;
+    combines.insert("max (asked for)");
+    auto k = lower_gpu(body, "m" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, GpuReduce{32, 128}});
+    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+    EXPECT_LE(run_serialized(body, *k, **jit, pool, 9 + i), 1e-6);
+    ++checked;
+  }
+  std::printf("%d row reductions matched the reference (combines:", checked);
+  for (const std::string &c : combines) std::printf(" %s", c.c_str());
+  std::printf(")\n");
+  EXPECT_GE(checked, 20);
+  EXPECT_TRUE(combines.count("add"));
+  EXPECT_TRUE(combines.count("max (asked for)"));
 }
 
 TEST(Gpu, SerializingRefusesABarrierThatNotEveryThreadReaches) {
@@ -314,7 +380,7 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   // 64 x 64 tiles would be 49 blocks for sm_80's 108 SMs: the default halves them to 196.
   EXPECT_EQ(default_gpu_tile(*shape, *gpu).to_json(), R"({"bk":16,"bm":32,"bn":32,"m_fastest":false,"pack":true,"pad":true,"tm":2,"tn":2})");
   GpuTile t{64, 64, 16, 4, 4, false, true, true};
-  auto k = lower_gpu(body, "k", *gpu, GpuSchedule{t});
+  auto k = lower_gpu(body, "k", *gpu, GpuSchedule{t, std::nullopt});
   ASSERT_TRUE(static_cast<bool>(k));
   // The OIHW weight packed in blocks of 16 output channels (the conv's own channel lanes): a warp's
   // chunk loads read 16 consecutive channels of one k, 4 sectors, where OIHW reads 32 sectors.
@@ -322,7 +388,7 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   EXPECT_EQ(k->packings[0].block, 16);
   GpuTile unpacked = t;
   unpacked.pack = false;
-  auto k0 = lower_gpu(body, "k", *gpu, GpuSchedule{unpacked});
+  auto k0 = lower_gpu(body, "k", *gpu, GpuSchedule{unpacked, std::nullopt});
   ASSERT_TRUE(static_cast<bool>(k0));
   EXPECT_TRUE(k0->packings.empty());
   // 256 threads, 2 x 64 x 17 floats of shared memory, 16 accumulators + 8 operands + 24: 48 registers,
@@ -346,7 +412,7 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   // Consecutive threads on consecutive output pixels would store 64 floats apart: more sectors.
   GpuTile across = t;
   across.m_fastest = true;
-  auto k2 = lower_gpu(body, "k", *gpu, GpuSchedule{across});
+  auto k2 = lower_gpu(body, "k", *gpu, GpuSchedule{across, std::nullopt});
   ASSERT_TRUE(static_cast<bool>(k2));
   auto f2 = gpu_kernel_features(*k2, *gpu);
   EXPECT_LT(at("global_sectors"), f2[9]);
@@ -433,7 +499,7 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
   EXPECT_EQ(lines, 9);
   // Each task's first record is its default tile; every record is an ok measurement with its GPU features.
   std::vector<Task> tasks = extract_tasks(g);
-  int records = 0;
+  int records = 0, reductions = 0;
   std::set<std::string> schedules;
   for (const auto &b : rep->best) {
     auto recs = (*db)->records(b.hash, key);
@@ -442,9 +508,10 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
     const Task &t = *std::find_if(tasks.begin(), tasks.end(), [&](const Task &x) { return x.hash == b.hash; });
     auto naive = lower_naive(t.body, "n", KernelSchedule{});
     ASSERT_TRUE(static_cast<bool>(naive));
-    auto shape = gemm_shape(naive->stages.back());
-    ASSERT_TRUE(static_cast<bool>(shape));
-    EXPECT_EQ(recs->front().schedule, gpu_schedule_to_json(default_gpu_tile(*shape, *gpu)));
+    GpuSchedule first;
+    if (auto shape = gemm_shape(naive->stages.back()); shape && shape->m >= 16 && shape->n >= 16) first.tile = default_gpu_tile(*shape, *gpu);
+    else if (auto rows = row_reduce_shape(naive->stages.back())) first.reduce = default_gpu_reduce(*rows, *gpu), ++reductions;
+    EXPECT_EQ(recs->front().schedule, gpu_schedule_to_json(first));
     for (const TuningRecord &r : *recs) {
       EXPECT_EQ(r.status, "ok") << r.error;
       EXPECT_EQ(r.feature_version, kGpuFeatureVersion);
@@ -457,8 +524,8 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
     ASSERT_TRUE(best && *best);
     auto s = best_gpu_schedule(**db, t.body, key);
     ASSERT_TRUE(static_cast<bool>(s)) << s.error().message;
-    ASSERT_TRUE(s->tile.has_value());
-    EXPECT_EQ(gpu_schedule_to_json(*s->tile), (*best)->schedule);
+    ASSERT_TRUE(s->tile.has_value() || s->reduce.has_value());
+    EXPECT_EQ(gpu_schedule_to_json(*s), (*best)->schedule);
   }
   EXPECT_EQ(records, 9);
   // A second run measures only tiles not measured before; a wrong kernel is recorded as such, never as a time.
