@@ -457,6 +457,123 @@ Expected<KernelStage> row_reduce_stage(const KernelStage &st, const Reduction &r
   return out;
 }
 
+/**
+ * A row program: output loops around scalars (size-1 private buffers) and passes over a row: a
+ * scalar set from scalars (mean = sum / n), a loop combining terms into a scalar (a sum, max or
+ * min), a loop storing each element of the row (softmax's exponentials, LayerNorm's outputs), or
+ * one store per row. Softmax and LayerNorm are such programs.
+ */
+struct RowProgram {
+  Loops outs;
+  std::vector<Buffer> scalars;
+  std::vector<Stmt> passes;
+  int64_t longest = 0;  // the longest pass over the row
+};
+
+Expected<RowProgram> read_row_program(const KernelStage &st) {
+  RowProgram p;
+  Stmt cur = st.body;
+  for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
+    auto mn = as_int(cur->min), ex = as_int(cur->extent);
+    if (!mn || *mn != 0 || !ex || *ex < 1) break;
+    p.outs.push_back({cur->var, *ex});
+  }
+  for (; cur && cur->kind == StmtKind::kAllocate && cur->buffer->scope == BufferScope::kLocal && cur->buffer->size == 1; cur = cur->body[0])
+    p.scalars.push_back(cur->buffer);
+  if (p.outs.empty() || p.scalars.empty() || !cur) return make_error("stage " + st.name + " is no row program (output loops around scalars)");
+  p.passes = cur->kind == StmtKind::kSeq ? cur->body : std::vector<Stmt>{cur};
+  auto is_scalar = [&](const Buffer &b) { return std::find(p.scalars.begin(), p.scalars.end(), b) != p.scalars.end(); };
+  for (const Stmt &x : p.passes) {
+    if (x->kind == StmtKind::kStore) continue;  // a scalar from scalars, or one store per row
+    auto mn = as_int(x->min), ex = as_int(x->extent);
+    if (x->kind != StmtKind::kFor || !mn || *mn != 0 || !ex) return make_error("stage " + st.name + ": a pass that is no loop over the row");
+    p.longest = std::max(p.longest, *ex);
+    const Stmt &b = x->body[0];
+    if (b->kind == StmtKind::kStore && is_scalar(b->buffer)) {
+      Reduction r;
+      r.acc = b->buffer, r.update = b->value;
+      AT_TRY(combine_of(r));
+      continue;
+    }
+    for (const Stmt &y : stores_of(b))
+      if (is_scalar(y->buffer)) return make_error("stage " + st.name + ": a pass stores a scalar among other stores");
+    std::function<bool(const Stmt &)> flat = [&](const Stmt &y) {
+      if (!y) return true;
+      if (y->kind == StmtKind::kFor || y->kind == StmtKind::kAllocate || y->kind == StmtKind::kBarrier) return false;
+      return std::all_of(y->body.begin(), y->body.end(), flat);
+    };
+    if (!flat(b)) return make_error("stage " + st.name + ": a pass over the row with loops inside");
+  }
+  return p;
+}
+
+/** The row program `p` with `g.lanes` threads per row (GpuReduce's comment; each pass strided over the lanes). */
+Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram &p, const GpuReduce &g, const GpuTarget &gpu) {
+  AT_TRY(check_gpu_reduce(g, gpu));
+  const int64_t outputs = product(p.outs), rows = g.threads / g.lanes, blocks = ceil_div(outputs, rows);
+  Expr th = var("gpu_thread"), row = th / int_imm(g.lanes), lane = th % int_imm(g.lanes);
+  Expr o = var("gpu_block") * rows + row, oc = outputs % rows ? min(o, int_imm(outputs - 1)) : o;
+  Expr inside = outputs % rows ? o < int_imm(outputs) : nullptr;  // a row past the tensor computes (clamped) and stores nothing
+  std::map<std::string, Expr> at;
+  unflatten(p.outs, oc, at);
+  auto place = [&](Stmt x) {
+    for (const auto &[v, e] : at) x = substitute(x, v, e);
+    return x;
+  };
+  Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
+  Buffer part = make_buffer("partial", Type::kF32, 1, BufferScope::kLocal);
+  std::vector<Stmt> body;
+  auto is_scalar = [&](const Buffer &b) { return std::find(p.scalars.begin(), p.scalars.end(), b) != p.scalars.end(); };
+  for (const Stmt &x : p.passes) {
+    if (x->kind == StmtKind::kStore) {
+      // A scalar: every lane computes its own copy. A row's store: its first lane.
+      if (is_scalar(x->buffer)) body.push_back(place(x));
+      else body.push_back(if_then(inside ? both(lane == int_imm(0), inside) : lane == int_imm(0), place(x)));
+      continue;
+    }
+    const int64_t len = *as_int(x->extent);
+    Expr j = var("gpu_j") * g.lanes + lane;
+    Expr in_row = len % g.lanes ? j < int_imm(len) : nullptr;
+    const Stmt &b = x->body[0];
+    if (b->kind == StmtKind::kStore && is_scalar(b->buffer)) {
+      // A combine: strided partials, halved in shared memory, the total combined into every lane's scalar.
+      Reduction r;
+      r.acc = b->buffer, r.update = b->value;
+      Combine c = *combine_of(r);
+      Expr identity = c.op == "add" ? float_imm(0) : float_imm(c.op == "max" ? -INFINITY : INFINITY);
+      Stmt update = store(part, int_imm(0), combine(c.op, load(part, int_imm(0)), loop::substitute(c.term, x->var, j)));
+      if (in_row) update = if_then(in_row, update);
+      body.push_back(allocate(part, seq({store(part, int_imm(0), identity),
+                                         for_loop("gpu_j", int_imm(0), int_imm(ceil_div(len, g.lanes)), ForKind::kSerial, place(update)),
+                                         store(red, th, load(part, int_imm(0)))})));
+      body.push_back(barrier());
+      for (int64_t half = g.lanes / 2; half >= 1; half /= 2) {
+        body.push_back(if_then(lane < int_imm(half), store(red, th, combine(c.op, load(red, th), load(red, th + int_imm(half))))));
+        body.push_back(barrier());
+      }
+      body.push_back(store(b->buffer, int_imm(0), combine(c.op, load(b->buffer, int_imm(0)), load(red, row * g.lanes))));
+      body.push_back(barrier());  // every lane has read the total before the next combine overwrites the partials
+      continue;
+    }
+    // Each element of the row: lane l takes l, l + lanes, ... in every pass, so an element a pass
+    // writes is read back by the same thread; a barrier after the pass all the same.
+    Stmt each = substitute(b, x->var, j);
+    Expr cond = in_row;
+    if (inside) cond = cond ? both(cond, inside) : inside;
+    if (cond) each = if_then(cond, each);
+    body.push_back(for_loop("gpu_j", int_imm(0), int_imm(ceil_div(len, g.lanes)), ForKind::kSerial, place(each)));
+    body.push_back(barrier());
+  }
+  Stmt all = seq(body);
+  for (size_t i = p.scalars.size(); i-- > 0;) all = allocate(p.scalars[i], all);
+  KernelStage out = st;
+  out.parallel_var = "gpu_block";
+  out.parallel_extent = blocks;
+  all = simplify_div_mod(allocate(red, all), {{"gpu_block", {0, blocks - 1}}, {"gpu_thread", {0, g.threads - 1}}});
+  out.body = for_loop("gpu_thread", int_imm(0), int_imm(g.threads), ForKind::kSerial, all);
+  return out;
+}
+
 bool has_barrier(const Stmt &s) {
   if (!s) return false;
   if (s->kind == StmtKind::kBarrier) return true;
@@ -668,6 +785,14 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " row-reduced " + rd.to_json();
       continue;
     }
+    if (auto rp = read_row_program(k.stages[i]); rp && (rp->longest >= 32 || schedule.reduce)) {
+      GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(RowReduceShape{product(rp->outs), rp->longest, ""}, gpu);
+      auto s = row_program_stage(k.stages[i], *rp, rd, gpu);
+      if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
+      k.stages[i] = s.take();
+      tiled = ", stage " + k.stages[i].name + " by rows " + rd.to_json();
+      continue;
+    }
     auto s = gpu_stage(k.stages[i], gpu);
     if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
     k.stages[i] = s.take();
@@ -769,6 +894,11 @@ Expected<RowReduceShape> row_reduce_shape(const KernelStage &st) {
   AT_ASSIGN(r, read_reduction(st));
   AT_ASSIGN(c, combine_of(r));
   return RowReduceShape{product(r.outs), product(r.reds), c.op};
+}
+
+Expected<RowReduceShape> row_program_shape(const KernelStage &st) {
+  AT_ASSIGN(p, read_row_program(st));
+  return RowReduceShape{product(p.outs), p.longest, ""};
 }
 
 GpuReduce default_gpu_reduce(const RowReduceShape &r, const GpuTarget &gpu) {

@@ -90,6 +90,14 @@ struct RowReduceShape {
   std::string combine;
 };
 Expected<RowReduceShape> row_reduce_shape(const KernelStage &st);
+/**
+ * A stage of scalars and passes over a row (softmax, LayerNorm: a scalar set from scalars, a loop
+ * combining terms into a scalar, a loop storing each element of the row, a store per row) as rows
+ * (combine ""; k the longest pass). lower_gpu gives such a stage lanes threads per row under the
+ * same GpuReduce knobs: each pass strided over the lanes, each combine's partials halved in shared
+ * memory and the total given to every lane, a barrier after each pass.
+ */
+Expected<RowReduceShape> row_program_shape(const KernelStage &st);
 /** The default row reduction: the largest power of two lanes up to k, 32 to 256, in blocks of 256 threads. */
 GpuReduce default_gpu_reduce(const RowReduceShape &r, const GpuTarget &gpu);
 /** Lanes 32-256 (at most the power of two at or above k), blocks of 128-512 threads. */
@@ -129,9 +137,9 @@ std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu);
 /**
  * The group's naive nests (lower_naive) under the GPU schedule. A stage that gemm_shape reads as a
  * GEMM (both sides at least 16) gets `schedule.tile` (default_gpu_tile when none is given); else a
- * stage that row_reduce_shape reads, with at least 32 terms per output or whenever
- * `schedule.reduce` is given, `schedule.reduce` (default_gpu_reduce); every other stage one
- * output element per thread: the perfect nest of
+ * stage that row_reduce_shape reads, then one that row_program_shape reads, with at least 32
+ * terms per output or whenever `schedule.reduce` is given, `schedule.reduce`
+ * (default_gpu_reduce); every other stage one output element per thread: the perfect nest of
  * output loops at its top (loops every store inside moves with, or stores to buffers private to
  * an iteration) fused into one of extent E, then split into blocks of T threads (T the target's
  * threads_per_block, or E rounded up to a warp when smaller): the stage's parallel loop is the

@@ -66,6 +66,9 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
       } else if (auto r = row_reduce_shape(st); r && r->k >= 32 && !fallback) {
         fallback = GpuSchedule{std::nullopt, default_gpu_reduce(*r, gpu)};
         for (const GpuReduce &x : gpu_reduce_space(*r, gpu)) space.push_back({std::nullopt, x});
+      } else if (auto p = row_program_shape(st); p && p->k >= 32 && !fallback) {
+        fallback = GpuSchedule{std::nullopt, default_gpu_reduce(*p, gpu)};
+        for (const GpuReduce &x : gpu_reduce_space(*p, gpu)) space.push_back({std::nullopt, x});
       }
     }
     if (!fallback) continue;  // one element per thread: nothing to tune yet

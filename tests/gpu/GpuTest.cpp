@@ -323,6 +323,48 @@ TEST(Gpu, RowReductionsRunSerializedOnTheCpuAndMatchTheReference) {
   EXPECT_TRUE(combines.count("max (asked for)"));
 }
 
+TEST(Gpu, SoftmaxAndLayerNormRunByRowsSerializedOnTheCpuAndMatchTheReference) {
+  // Every point of each row program's space (softmax, LayerNorm: passes strided over a row's
+  // lanes, combines halved in shared memory), serialized on the CPU and through ptxas.
+  auto gpu = resolve_gpu_target("sm_90");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  ThreadPool pool(2);
+  std::string ptxas = find_ptxas();
+  std::map<std::string, int> checked;
+  for (const char *model : {"transformer", "vit_tiny"}) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      auto naive = lower_naive(body, "n", KernelSchedule{});
+      ASSERT_TRUE(static_cast<bool>(naive));
+      for (const KernelStage &st : naive->stages) {
+        auto rows = row_program_shape(st);
+        if (!rows || row_reduce_shape(st) || gemm_shape(st)) continue;
+        for (const GpuReduce &r : gpu_reduce_space(RowReduceShape{rows->outputs, std::max<int64_t>(rows->k, 32), ""}, *gpu)) {
+          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " " + st.name + " " + r.to_json() + " row " + std::to_string(rows->k));
+          auto k = lower_gpu(body, "w" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
+          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+          ASSERT_NE(k->schedule.find("by rows " + r.to_json()), std::string::npos) << k->schedule;
+          EXPECT_LE(run_serialized(body, *k, **jit, pool, 11 + i), 1e-5) << k->to_string().substr(0, 3000);
+          if (!ptxas.empty()) {
+            auto p = emit_ptx(*k, *gpu);
+            ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+            auto ok = ptxas_check(p->ptx, *gpu, ptxas);
+            EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
+          }
+          ++checked[st.name];
+        }
+      }
+    }
+  }
+  for (const auto &[stage, n] : checked) std::printf("%d %s kernels by rows matched the reference\n", n, stage.c_str());
+  EXPECT_GE(checked["softmax"], 6);
+  EXPECT_GE(checked["layer_norm"], 6);
+}
+
 TEST(Gpu, SerializingRefusesABarrierThatNotEveryThreadReaches) {
   using namespace loop;
   Buffer out = make_buffer("out", Type::kF32, 64, BufferScope::kParam);
@@ -510,7 +552,8 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
     ASSERT_TRUE(static_cast<bool>(naive));
     GpuSchedule first;
     if (auto shape = gemm_shape(naive->stages.back()); shape && shape->m >= 16 && shape->n >= 16) first.tile = default_gpu_tile(*shape, *gpu);
-    else if (auto rows = row_reduce_shape(naive->stages.back())) first.reduce = default_gpu_reduce(*rows, *gpu), ++reductions;
+    else if (auto rows = row_reduce_shape(naive->stages.back()); rows && rows->k >= 32) first.reduce = default_gpu_reduce(*rows, *gpu), ++reductions;
+    else if (auto prog = row_program_shape(naive->stages.back()); prog && prog->k >= 32) first.reduce = default_gpu_reduce(*prog, *gpu), ++reductions;
     EXPECT_EQ(recs->front().schedule, gpu_schedule_to_json(first));
     for (const TuningRecord &r : *recs) {
       EXPECT_EQ(r.status, "ok") << r.error;
@@ -528,6 +571,7 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
     EXPECT_EQ(gpu_schedule_to_json(*s), (*best)->schedule);
   }
   EXPECT_EQ(records, 9);
+  EXPECT_GE(reductions, 1);  // the LayerNorms: rows, not tiles
   // A second run measures only tiles not measured before; a wrong kernel is recorded as such, never as a time.
   timer.corrupt = true;
   o.trials = 3;
