@@ -129,6 +129,15 @@ Expr replace_nodes(const Expr &e, const std::map<const ExprNode *, Expr> &to) {
   return changed ? with_args(e, std::move(args)) : e;
 }
 
+/** `e` with every load from buffer `b` replaced by `value` (an accumulator read as its register or total). */
+Expr with_loads(const Expr &e, const BufferNode *b, const Expr &value) {
+  if (e->kind == ExprKind::kLoad && e->buffer.get() == b) return value;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr &a : e->args) args.push_back(with_loads(a, b, value)), changed |= args.back().get() != a.get();
+  return changed ? with_args(e, std::move(args)) : e;
+}
+
 using Loops = std::vector<std::pair<std::string, int64_t>>;
 
 /** A reduction stage: output loops around acc = init; reduction loops around acc = update(acc, ...); the epilogue. */
@@ -341,14 +350,10 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
     for (int64_t j = 0; j < t.tn; ++j) {
       std::map<const ExprNode *, Expr> to;
       Expr r = int_imm(i * t.tn + j);
-      std::function<void(const Expr &)> accs = [&](const Expr &e) {
-        if (e->kind == ExprKind::kLoad && e->buffer.get() == g.acc.get()) to[e.get()] = load(tacc, r);
-        for (const Expr &a : e->args) accs(a);
-      };
-      accs(g.update);
       for (size_t o = 0; o < g.a_ops.size(); ++o) to[g.a_ops[o].get()] = load(sh_a[o], (tx_m + int_imm(i * rows)) * row + kk);
       for (size_t o = 0; o < g.b_ops.size(); ++o) to[g.b_ops[o].get()] = load(sh_b[o], (tx_n + int_imm(j * cols)) * row + kk);
-      updates.push_back(store(tacc, r, substitute_all(replace_nodes(g.update, to), at(clamp_m(m_of(i)), clamp_n(n_of(j)), k))));
+      Expr update = with_loads(replace_nodes(g.update, to), g.acc.get(), load(tacc, r));
+      updates.push_back(store(tacc, r, substitute_all(update, at(clamp_m(m_of(i)), clamp_n(n_of(j)), k))));
     }
   Stmt compute = seq(updates);
   if (s.k % t.bk) compute = if_then(k < int_imm(s.k), compute);
@@ -359,15 +364,7 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
   for (int64_t i = 0; i < t.tm; ++i)
     for (int64_t j = 0; j < t.tn; ++j) {
       Expr r = int_imm(i * t.tn + j);
-      Stmt e = map_exprs(g.epilogue, [&](const Expr &x) {
-        std::map<const ExprNode *, Expr> to;
-        std::function<void(const Expr &)> accs = [&](const Expr &y) {
-          if (y->kind == ExprKind::kLoad && y->buffer.get() == g.acc.get()) to[y.get()] = load(tacc, r);
-          for (const Expr &a : y->args) accs(a);
-        };
-        accs(x);
-        return replace_nodes(x, to);
-      });
+      Stmt e = map_exprs(g.epilogue, [&](const Expr &x) { return with_loads(x, g.acc.get(), load(tacc, r)); });
       for (const auto &[v, x] : at(m_of(i), n_of(j), nullptr)) e = substitute(e, v, x);
       Expr cond;
       if (s.m % t.bm) cond = m_of(i) < int_imm(s.m);
@@ -406,6 +403,29 @@ Expected<Combine> combine_of(const Reduction &r) {
 
 Expr combine(const std::string &op, const Expr &a, const Expr &b) { return op == "add" ? a + b : op == "max" ? max(a, b) : min(a, b); }
 
+/**
+ * Appends to `body` the lanes of each row combining `term` (written in gpu_j and the lane: term
+ * kf = gpu_j * lanes + lane, those with kf < len) into private partials, then the partials halved
+ * in `red` (one per thread) between barriers: in each step a thread reads a partial that nobody
+ * writes in it. red[row * lanes] ends with the row's total.
+ */
+void combine_across_lanes(std::vector<Stmt> &body, const std::string &op, const Expr &term, const Expr &kf, int64_t len, int64_t lanes,
+                          const Buffer &red) {
+  Expr th = var("gpu_thread"), lane = th % int_imm(lanes);
+  Buffer part = make_buffer("partial", Type::kF32, 1, BufferScope::kLocal);
+  Expr identity = op == "add" ? float_imm(0) : float_imm(op == "max" ? -INFINITY : INFINITY);
+  Stmt update = store(part, int_imm(0), combine(op, load(part, int_imm(0)), term));
+  if (len % lanes) update = if_then(kf < int_imm(len), update);
+  body.push_back(allocate(part, seq({store(part, int_imm(0), identity),
+                                     for_loop("gpu_j", int_imm(0), int_imm(ceil_div(len, lanes)), ForKind::kSerial, update),
+                                     store(red, th, load(part, int_imm(0)))})));
+  body.push_back(barrier());
+  for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+    body.push_back(if_then(lane < int_imm(half), store(red, th, combine(op, load(red, th), load(red, th + int_imm(half))))));
+    body.push_back(barrier());
+  }
+}
+
 /** The reduction stage `r` as a row reduction `g` (GpuReduce's comment). */
 Expected<KernelStage> row_reduce_stage(const KernelStage &st, const Reduction &r, const GpuReduce &g, const GpuTarget &gpu) {
   AT_TRY(check_gpu_reduce(g, gpu));
@@ -419,32 +439,12 @@ Expected<KernelStage> row_reduce_stage(const KernelStage &st, const Reduction &r
   Expr kf = var("gpu_j") * g.lanes + lane;
   std::map<std::string, Expr> at_k = at;
   unflatten(r.reds, kf, at_k);
-  Expr identity = c.op == "add" ? float_imm(0) : float_imm(c.op == "max" ? -INFINITY : INFINITY);
-  Buffer part = make_buffer("partial", Type::kF32, 1, BufferScope::kLocal);
   Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
-  // Each thread's partial over every lanes-th term.
-  Stmt update = store(part, int_imm(0), combine(c.op, load(part, int_imm(0)), substitute_all(c.term, at_k)));
-  if (k % g.lanes) update = if_then(kf < int_imm(k), update);
-  std::vector<Stmt> body = {allocate(part, seq({store(part, int_imm(0), identity),
-                                                for_loop("gpu_j", int_imm(0), int_imm(ceil_div(k, g.lanes)), ForKind::kSerial, update),
-                                                store(red, th, load(part, int_imm(0)))})),
-                            barrier()};
-  // The partials halved between barriers: in each step a thread reads one that nobody writes in it.
-  for (int64_t half = g.lanes / 2; half >= 1; half /= 2) {
-    body.push_back(if_then(lane < int_imm(half), store(red, th, combine(c.op, load(red, th), load(red, th + int_imm(half))))));
-    body.push_back(barrier());
-  }
+  std::vector<Stmt> body;
+  combine_across_lanes(body, c.op, substitute_all(c.term, at_k), kf, k, g.lanes, red);
   // The output's first thread: acc = init combined with the row's total, then the epilogue.
   Expr total = combine(c.op, substitute_all(r.init, at), load(red, th));
-  Stmt epi = map_exprs(r.epilogue, [&](const Expr &x) {
-    std::map<const ExprNode *, Expr> to;
-    std::function<void(const Expr &)> accs = [&](const Expr &y) {
-      if (y->kind == ExprKind::kLoad && y->buffer.get() == r.acc.get()) to[y.get()] = total;
-      for (const Expr &a : y->args) accs(a);
-    };
-    accs(x);
-    return replace_nodes(x, to);
-  });
+  Stmt epi = map_exprs(r.epilogue, [&](const Expr &x) { return with_loads(x, r.acc.get(), total); });
   for (const auto &[v, x] : at) epi = substitute(epi, v, x);
   Expr cond = lane == int_imm(0);
   if (outputs % rows) cond = both(cond, o < int_imm(outputs));
@@ -521,7 +521,6 @@ Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram 
     return x;
   };
   Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
-  Buffer part = make_buffer("partial", Type::kF32, 1, BufferScope::kLocal);
   std::vector<Stmt> body;
   auto is_scalar = [&](const Buffer &b) { return std::find(p.scalars.begin(), p.scalars.end(), b) != p.scalars.end(); };
   for (const Stmt &x : p.passes) {
@@ -540,17 +539,7 @@ Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram 
       Reduction r;
       r.acc = b->buffer, r.update = b->value;
       Combine c = *combine_of(r);
-      Expr identity = c.op == "add" ? float_imm(0) : float_imm(c.op == "max" ? -INFINITY : INFINITY);
-      Stmt update = store(part, int_imm(0), combine(c.op, load(part, int_imm(0)), loop::substitute(c.term, x->var, j)));
-      if (in_row) update = if_then(in_row, update);
-      body.push_back(allocate(part, seq({store(part, int_imm(0), identity),
-                                         for_loop("gpu_j", int_imm(0), int_imm(ceil_div(len, g.lanes)), ForKind::kSerial, place(update)),
-                                         store(red, th, load(part, int_imm(0)))})));
-      body.push_back(barrier());
-      for (int64_t half = g.lanes / 2; half >= 1; half /= 2) {
-        body.push_back(if_then(lane < int_imm(half), store(red, th, combine(c.op, load(red, th), load(red, th + int_imm(half))))));
-        body.push_back(barrier());
-      }
+      combine_across_lanes(body, c.op, substitute_all(loop::substitute(c.term, x->var, j), at), j, len, g.lanes, red);
       body.push_back(store(b->buffer, int_imm(0), combine(c.op, load(b->buffer, int_imm(0)), load(red, row * g.lanes))));
       body.push_back(barrier());  // every lane has read the total before the next combine overwrites the partials
       continue;
