@@ -259,11 +259,17 @@ TEST_F(CliRobustness, CompileWritesEveryGroupsPtxAndGpuTargetsAreOneLineElsewher
     expect_one_line_error(cli("--model " + model_path("resnet18") + " --trials 5 --target sm_80 --db " + path("gpu.db")), "--target sm_80", "no CUDA driver");
     EXPECT_FALSE(std::filesystem::exists(path("gpu.db")));
   }
-  for (const auto &g : j["groups"])
+  int tiled = 0, by_rows = 0;
+  for (const auto &g : j["groups"]) {
+    tiled += g["schedule"].get<std::string>().find(" tiled {") != std::string::npos;
+    by_rows += g["schedule"].get<std::string>().find(" row-reduced {") != std::string::npos;
     for (const auto &l : g["launches"]) {
       EXPECT_GT(l["occupancy"].get<double>(), 0.0) << l.dump();
       EXPECT_EQ(l["registers_from"], check ? "ptxas" : "estimate");
     }
+  }
+  EXPECT_EQ(tiled, 20);   // ResNet-18's convs
+  EXPECT_EQ(by_rows, 2);  // its global pool and its classifier
   expect_one_line_error(cli("compile --model " + model_path("resnet18") + " --target avx2 --out " + path("x")), "target avx2",
                         "not a GPU description");
 }
