@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <set>
@@ -58,6 +59,31 @@ double run_serialized(const Graph &body, const LoweredKernel &k, Jit &jit, Threa
   bound.run(pool);
   auto d = compare(bound.output(), (*want)[0]);
   return d ? d->relative() : 1e30;
+}
+
+/** Calls fn(model, group index, group body, stage) for every stage of the naive nests of every float group of `models`. */
+void for_each_naive_stage(std::initializer_list<const char *> models,
+                          const std::function<void(const std::string &, size_t, const Graph &, const KernelStage &)> &fn) {
+  for (const char *model : models) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
+      auto naive = lower_naive(body, "n", KernelSchedule{});
+      ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
+      for (const KernelStage &st : naive->stages) fn(model, i, body, st);
+    }
+  }
+}
+
+/** Where ptxas is installed: it accepts `k`'s PTX for `gpu`. */
+void expect_ptxas_accepts(const LoweredKernel &k, const GpuTarget &gpu, const std::string &ptxas) {
+  auto p = emit_ptx(k, gpu);
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  if (ptxas.empty()) return;
+  auto ok = ptxas_check(p->ptx, gpu, ptxas);
+  EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
 }
 
 TEST(Gpu, TargetsResolveAndCpuCommandsRefuseThem) {
@@ -213,44 +239,35 @@ TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
   std::string ptxas = find_ptxas();
   std::mt19937 rng(7);
   int checked = 0, edges = 0, spilled = 0;
-  for (const char *model : {"mlp", "transformer", "tiny_cnn", "resnet18"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      auto naive = lower_naive(body, "n", KernelSchedule{});
-      ASSERT_TRUE(static_cast<bool>(naive));
-      for (const KernelStage &st : naive->stages) {
-        auto shape = gemm_shape(st);
-        if (!shape || shape->m < 16 || shape->n < 16) continue;
-        auto space = gpu_tile_space(*shape, *gpu);
-        ASSERT_GT(space.size(), 20u);
-        for (int draw = 0; draw < 2; ++draw) {
-          GpuTile t = space[rng() % space.size()];
-          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " tile " + t.to_json());
-          auto k = lower_gpu(body, "t" + std::to_string(i), *gpu, GpuSchedule{t, std::nullopt});
-          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-          edges += shape->m % t.bm || shape->n % t.bn || shape->k % t.bk;
-          EXPECT_LE(run_serialized(body, *k, **jit, pool, 3 + i), 1e-5);
-          auto p = emit_ptx(*k, *gpu);
-          ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
-          EXPECT_NE(p->ptx.find("bar.sync"), std::string::npos);
-          EXPECT_NE(p->ptx.find(".shared"), std::string::npos);
-          if (!ptxas.empty()) {
-            auto r = ptxas_resources(p->ptx, *gpu, ptxas);
-            ASSERT_TRUE(static_cast<bool>(r)) << r.error().message;
-            for (const PtxasEntry &e : *r) {
-              size_t stage = std::find_if(p->launches.begin(), p->launches.end(), [&](const GpuLaunch &l) { return l.entry == e.entry; }) - p->launches.begin();
-              ASSERT_LT(stage, k->stages.size()) << e.entry;
-              EXPECT_EQ(e.shared_bytes, gpu_occupancy(k->stages[stage], *gpu).shared_bytes) << e.entry;
-              spilled += e.spill_store_bytes > 0;
-            }
-          }
-          ++checked;
+  for_each_naive_stage({"mlp", "transformer", "tiny_cnn", "resnet18"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
+    auto shape = gemm_shape(st);
+    if (!shape || shape->m < 16 || shape->n < 16) return;
+    auto space = gpu_tile_space(*shape, *gpu);
+    ASSERT_GT(space.size(), 20u);
+    for (int draw = 0; draw < 2; ++draw) {
+      GpuTile t = space[rng() % space.size()];
+      SCOPED_TRACE(model + " group %" + std::to_string(i) + " tile " + t.to_json());
+      auto k = lower_gpu(body, "t" + std::to_string(i), *gpu, GpuSchedule{t, std::nullopt});
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      edges += shape->m % t.bm || shape->n % t.bn || shape->k % t.bk;
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 3 + i), 1e-5);
+      auto p = emit_ptx(*k, *gpu);
+      ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+      EXPECT_NE(p->ptx.find("bar.sync"), std::string::npos);
+      EXPECT_NE(p->ptx.find(".shared"), std::string::npos);
+      if (!ptxas.empty()) {
+        auto r = ptxas_resources(p->ptx, *gpu, ptxas);
+        ASSERT_TRUE(static_cast<bool>(r)) << r.error().message;
+        for (const PtxasEntry &e : *r) {
+          size_t stage = std::find_if(p->launches.begin(), p->launches.end(), [&](const GpuLaunch &l) { return l.entry == e.entry; }) - p->launches.begin();
+          ASSERT_LT(stage, k->stages.size()) << e.entry;
+          EXPECT_EQ(e.shared_bytes, gpu_occupancy(k->stages[stage], *gpu).shared_bytes) << e.entry;
+          spilled += e.spill_store_bytes > 0;
         }
       }
+      ++checked;
     }
-  }
+  });
   std::printf("%d sampled tiles matched the reference, %d with edges or k chunks that do not divide, %d spilling registers (ptxas)\n", checked,
               edges, spilled);
   EXPECT_GE(checked, 20);
@@ -268,38 +285,23 @@ TEST(Gpu, RowReductionsRunSerializedOnTheCpuAndMatchTheReference) {
   std::string ptxas = find_ptxas();
   int checked = 0;
   std::set<std::string> combines;
-  for (const char *model : {"mlp", "resnet18", "mobilenet_v2", "transformer", "tiny_cnn"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
-      auto naive = lower_naive(body, "n", KernelSchedule{});
-      ASSERT_TRUE(static_cast<bool>(naive));
-      for (const KernelStage &st : naive->stages) {
-        auto gemm = gemm_shape(st);
-        auto rows = row_reduce_shape(st);
-        if ((gemm && gemm->m >= 16 && gemm->n >= 16) || !rows || rows->k < 32) continue;
-        combines.insert(rows->combine);
-        auto space = gpu_reduce_space(*rows, *gpu);
-        ASSERT_FALSE(space.empty());
-        for (const GpuReduce &r : space) {
-          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " " + r.to_json() + " k " + std::to_string(rows->k));
-          auto k = lower_gpu(body, "r" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
-          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-          ASSERT_NE(k->schedule.find("row-reduced " + r.to_json()), std::string::npos) << k->schedule;
-          EXPECT_LE(run_serialized(body, *k, **jit, pool, 5 + i), 1e-5);
-          auto p = emit_ptx(*k, *gpu);
-          ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
-          if (!ptxas.empty()) {
-            auto ok = ptxas_check(p->ptx, *gpu, ptxas);
-            EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
-          }
-          ++checked;
-        }
-      }
+  for_each_naive_stage({"mlp", "resnet18", "mobilenet_v2", "transformer", "tiny_cnn"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
+    auto gemm = gemm_shape(st);
+    auto rows = row_reduce_shape(st);
+    if ((gemm && gemm->m >= 16 && gemm->n >= 16) || !rows || rows->k < 32) return;
+    combines.insert(rows->combine);
+    auto space = gpu_reduce_space(*rows, *gpu);
+    ASSERT_FALSE(space.empty());
+    for (const GpuReduce &r : space) {
+      SCOPED_TRACE(model + " group %" + std::to_string(i) + " " + r.to_json() + " k " + std::to_string(rows->k));
+      auto k = lower_gpu(body, "r" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      ASSERT_NE(k->schedule.find("row-reduced " + r.to_json()), std::string::npos) << k->schedule;
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 5 + i), 1e-5);
+      expect_ptxas_accepts(*k, *gpu, ptxas);
+      ++checked;
     }
-  }
+  });
   // A max: tiny_cnn's 3x3 max pools (9 terms, so only when asked for), with most lanes idle.
   Graph tiny = fused_model("tiny_cnn");
   for (size_t i = 0; i < tiny.nodes.size(); ++i) {
@@ -333,33 +335,19 @@ TEST(Gpu, SoftmaxAndLayerNormRunByRowsSerializedOnTheCpuAndMatchTheReference) {
   ThreadPool pool(2);
   std::string ptxas = find_ptxas();
   std::map<std::string, int> checked;
-  for (const char *model : {"transformer", "vit_tiny"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      auto naive = lower_naive(body, "n", KernelSchedule{});
-      ASSERT_TRUE(static_cast<bool>(naive));
-      for (const KernelStage &st : naive->stages) {
-        auto rows = row_program_shape(st);
-        if (!rows || row_reduce_shape(st) || gemm_shape(st)) continue;
-        for (const GpuReduce &r : gpu_reduce_space(RowReduceShape{rows->outputs, std::max<int64_t>(rows->k, 32), ""}, *gpu)) {
-          SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i) + " " + st.name + " " + r.to_json() + " row " + std::to_string(rows->k));
-          auto k = lower_gpu(body, "w" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
-          ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-          ASSERT_NE(k->schedule.find("by rows " + r.to_json()), std::string::npos) << k->schedule;
-          EXPECT_LE(run_serialized(body, *k, **jit, pool, 11 + i), 1e-5) << k->to_string().substr(0, 3000);
-          if (!ptxas.empty()) {
-            auto p = emit_ptx(*k, *gpu);
-            ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
-            auto ok = ptxas_check(p->ptx, *gpu, ptxas);
-            EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
-          }
-          ++checked[st.name];
-        }
-      }
+  for_each_naive_stage({"transformer", "vit_tiny"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
+    auto rows = row_program_shape(st);
+    if (!rows || row_reduce_shape(st) || gemm_shape(st)) return;
+    for (const GpuReduce &r : gpu_reduce_space(RowReduceShape{rows->outputs, std::max<int64_t>(rows->k, 32), ""}, *gpu)) {
+      SCOPED_TRACE(model + " group %" + std::to_string(i) + " " + st.name + " " + r.to_json() + " row " + std::to_string(rows->k));
+      auto k = lower_gpu(body, "w" + std::to_string(i), *gpu, GpuSchedule{std::nullopt, r});
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      ASSERT_NE(k->schedule.find("by rows " + r.to_json()), std::string::npos) << k->schedule;
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 11 + i), 1e-5) << k->to_string().substr(0, 3000);
+      expect_ptxas_accepts(*k, *gpu, ptxas);
+      ++checked[st.name];
     }
-  }
+  });
   for (const auto &[stage, n] : checked) std::printf("%d %s kernels by rows matched the reference\n", n, stage.c_str());
   EXPECT_GE(checked["softmax"], 6);
   EXPECT_GE(checked["layer_norm"], 6);
