@@ -190,15 +190,22 @@ TEST(Gpu, PtxasRefusalsAreReported) {
   EXPECT_EQ(st.error().message.rfind("ptxas -arch=sm_80 refused the PTX: ", 0), 0u) << st.error().message;
 }
 
+/** What the tests that run GPU kernels serialized on the CPU share: a GPU description, the CPU JIT, a pool, ptxas (or ""). */
+struct CpuCheck {
+  Expected<GpuTarget> gpu;
+  decltype(Jit::create({""})) jit;
+  ThreadPool pool{2};
+  std::string ptxas;
+  explicit CpuCheck(const char *sm) : gpu(resolve_gpu_target(sm)), jit(Jit::create({""})), ptxas(find_ptxas()) {}
+};
+
 TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   // Every group of the small models, the transformer pieces, the ResNets and MobileNetV2, as blocks x threads
   // with a guard on the last block; 224 threads per block, so that blocks rarely divide the work.
-  auto gpu = resolve_gpu_target("sm_80");
-  ASSERT_TRUE(static_cast<bool>(gpu));
+  CpuCheck check("sm_80");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
   gpu->threads_per_block = 224;
-  auto jit = Jit::create({""});
-  ASSERT_TRUE(static_cast<bool>(jit));
-  ThreadPool pool(2);
   int checked = 0, guarded = 0, tiled = 0, packed = 0;
   for (const char *model : {"tiny_cnn", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn", "resnet18", "resnet50", "mobilenet_v2"}) {
     Graph g = fused_model(model);
@@ -231,12 +238,9 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
 TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
   // Tiles from each GEMM stage's space (seeded), edges and k chunks that do not divide included, as PTX (ptxas
   // where installed) and serialized on the CPU against the reference.
-  auto gpu = resolve_gpu_target("sm_90");
-  ASSERT_TRUE(static_cast<bool>(gpu));
-  auto jit = Jit::create({""});
-  ASSERT_TRUE(static_cast<bool>(jit));
-  ThreadPool pool(2);
-  std::string ptxas = find_ptxas();
+  CpuCheck check("sm_90");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
   std::mt19937 rng(7);
   int checked = 0, edges = 0, spilled = 0;
   for_each_naive_stage({"mlp", "transformer", "tiny_cnn", "resnet18"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
@@ -277,12 +281,9 @@ TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
 TEST(Gpu, RowReductionsRunSerializedOnTheCpuAndMatchTheReference) {
   // Every point of each long reduction's space (GEMVs, global pools, means): partials over strided
   // terms, halved in shared memory between barriers, as PTX through ptxas and serialized on the CPU.
-  auto gpu = resolve_gpu_target("sm_80");
-  ASSERT_TRUE(static_cast<bool>(gpu));
-  auto jit = Jit::create({""});
-  ASSERT_TRUE(static_cast<bool>(jit));
-  ThreadPool pool(2);
-  std::string ptxas = find_ptxas();
+  CpuCheck check("sm_80");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
   int checked = 0;
   std::set<std::string> combines;
   for_each_naive_stage({"mlp", "resnet18", "mobilenet_v2", "transformer", "tiny_cnn"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
@@ -328,12 +329,9 @@ TEST(Gpu, RowReductionsRunSerializedOnTheCpuAndMatchTheReference) {
 TEST(Gpu, SoftmaxAndLayerNormRunByRowsSerializedOnTheCpuAndMatchTheReference) {
   // Every point of each row program's space (softmax, LayerNorm: passes strided over a row's
   // lanes, combines halved in shared memory), serialized on the CPU and through ptxas.
-  auto gpu = resolve_gpu_target("sm_90");
-  ASSERT_TRUE(static_cast<bool>(gpu));
-  auto jit = Jit::create({""});
-  ASSERT_TRUE(static_cast<bool>(jit));
-  ThreadPool pool(2);
-  std::string ptxas = find_ptxas();
+  CpuCheck check("sm_90");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
   std::map<std::string, int> checked;
   for_each_naive_stage({"transformer", "vit_tiny"}, [&](const std::string &model, size_t i, const Graph &body, const KernelStage &st) {
     auto rows = row_program_shape(st);
