@@ -177,17 +177,19 @@ bool walks_along(const Expr &op, const std::string &v, const std::string &k) {
   return any && along;
 }
 
+/** The perfect nest of loops from 0 with constant extents at the top of `cur`, appended to `out`; the statement inside them. */
+Stmt leading_loops(Stmt cur, Loops &out) {
+  for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
+    auto mn = as_int(cur->min), ex = as_int(cur->extent);
+    if (!mn || *mn != 0 || !ex || *ex < 1) break;
+    out.push_back({cur->var, *ex});
+  }
+  return cur;
+}
+
 Expected<Reduction> read_reduction(const KernelStage &st) {
   Reduction g;
-  auto loops = [](Stmt cur, Loops &out) {
-    for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
-      auto mn = as_int(cur->min), ex = as_int(cur->extent);
-      if (!mn || *mn != 0 || !ex || *ex < 1) break;
-      out.push_back({cur->var, *ex});
-    }
-    return cur;
-  };
-  Stmt cur = loops(st.body, g.outs);
+  Stmt cur = leading_loops(st.body, g.outs);
   if (g.outs.empty() || cur->kind != StmtKind::kAllocate || cur->buffer->scope != BufferScope::kLocal || cur->buffer->size != 1)
     return make_error("stage " + st.name + " has no accumulator inside its output loops");
   g.acc = cur->buffer;
@@ -196,7 +198,7 @@ Expected<Reduction> read_reduction(const KernelStage &st) {
   auto is_acc_store = [&](const Stmt &x) { return x && x->kind == StmtKind::kStore && x->buffer.get() == g.acc.get() && as_int(x->index) == 0; };
   if (!is_acc_store(b->body[0])) return make_error("stage " + st.name + ": no accumulator initialization");
   g.init = b->body[0]->value;
-  Stmt upd = loops(b->body[1], g.reds);
+  Stmt upd = leading_loops(b->body[1], g.reds);
   if (g.reds.empty() || !is_acc_store(upd)) return make_error("stage " + st.name + ": the reduction is not one update inside its loops");
   g.update = upd->value;
   g.epilogue = b->body[2];
@@ -265,6 +267,37 @@ Expr substitute_all(Expr e, const std::map<std::string, Expr> &vals) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/**
+ * `st` as `blocks` blocks of `threads` threads running `body` (the loop over gpu_thread around it),
+ * with the divisions and modulos that the block's and thread's ranges resolve ((t % 16) / 16 is 0).
+ */
+KernelStage gpu_block_stage(const KernelStage &st, int64_t blocks, int64_t threads, const Stmt &body) {
+  KernelStage out = st;
+  out.parallel_var = "gpu_block";
+  out.parallel_extent = blocks;
+  Stmt b = simplify_div_mod(body, {{"gpu_block", {0, blocks - 1}}, {"gpu_thread", {0, threads - 1}}});
+  out.body = for_loop("gpu_thread", int_imm(0), int_imm(threads), ForKind::kSerial, b);
+  return out;
+}
+
+/** A block of threads / lanes rows of `outs`, lanes threads each (GpuReduce): a thread's coordinates. */
+struct Rows {
+  int64_t outputs = 1, blocks = 1;
+  Expr th, row, lane, o;
+  Expr inside;                     // o < outputs, or null where the blocks cover the outputs exactly
+  std::map<std::string, Expr> at;  // the output loops at the thread's row (the last row past the tensor)
+};
+Rows rows_of(const Loops &outs, const GpuReduce &g) {
+  Rows r;
+  const int64_t rows = g.threads / g.lanes;
+  r.outputs = product(outs), r.blocks = ceil_div(r.outputs, rows);
+  r.th = var("gpu_thread"), r.row = r.th / int_imm(g.lanes), r.lane = r.th % int_imm(g.lanes);
+  r.o = var("gpu_block") * rows + r.row;
+  if (r.outputs % rows) r.inside = r.o < int_imm(r.outputs);
+  unflatten(outs, r.inside ? min(r.o, int_imm(r.outputs - 1)) : r.o, r.at);
+  return r;
+}
 
 int64_t shared_bytes(const GpuTile &t, size_t a_ops, size_t b_ops) {
   return static_cast<int64_t>(a_ops * t.bm + b_ops * t.bn) * (t.bk + (t.pad ? 1 : 0)) * 4;
@@ -375,13 +408,7 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
   Stmt body = allocate(tacc, seq({seq(init), for_loop("gpu_kc", int_imm(0), int_imm(ceil_div(s.k, t.bk)), ForKind::kSerial, chunk), seq(stores)}));
   for (size_t i = sh_b.size(); i-- > 0;) body = allocate(sh_b[i], body);
   for (size_t i = sh_a.size(); i-- > 0;) body = allocate(sh_a[i], body);
-  KernelStage out = st;
-  out.parallel_var = "gpu_block";
-  out.parallel_extent = s.batch * mt * nt;
-  // The divisions and modulos that the block's and thread's ranges resolve ((t % 16) / 16 is 0).
-  body = simplify_div_mod(body, {{"gpu_block", {0, out.parallel_extent - 1}}, {"gpu_thread", {0, threads - 1}}});
-  out.body = for_loop("gpu_thread", int_imm(0), int_imm(threads), ForKind::kSerial, body);
-  return out;
+  return gpu_block_stage(st, s.batch * mt * nt, threads, body);
 }
 
 /** A reduction's update as combine(acc, term): the combine and the term, or why it is not one. */
@@ -430,31 +457,23 @@ void combine_across_lanes(std::vector<Stmt> &body, const std::string &op, const 
 Expected<KernelStage> row_reduce_stage(const KernelStage &st, const Reduction &r, const GpuReduce &g, const GpuTarget &gpu) {
   AT_TRY(check_gpu_reduce(g, gpu));
   AT_ASSIGN(c, combine_of(r));
-  const int64_t outputs = product(r.outs), k = product(r.reds), rows = g.threads / g.lanes;
-  const int64_t blocks = ceil_div(outputs, rows);
-  Expr th = var("gpu_thread"), row = th / int_imm(g.lanes), lane = th % int_imm(g.lanes);
-  Expr o = var("gpu_block") * rows + row, oc = outputs % rows ? min(o, int_imm(outputs - 1)) : o;
-  std::map<std::string, Expr> at;
-  unflatten(r.outs, oc, at);
-  Expr kf = var("gpu_j") * g.lanes + lane;
+  const int64_t k = product(r.reds);
+  Rows rw = rows_of(r.outs, g);
+  const auto &at = rw.at;
+  Expr kf = var("gpu_j") * g.lanes + rw.lane;
   std::map<std::string, Expr> at_k = at;
   unflatten(r.reds, kf, at_k);
   Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
   std::vector<Stmt> body;
   combine_across_lanes(body, c.op, substitute_all(c.term, at_k), kf, k, g.lanes, red);
   // The output's first thread: acc = init combined with the row's total, then the epilogue.
-  Expr total = combine(c.op, substitute_all(r.init, at), load(red, th));
+  Expr total = combine(c.op, substitute_all(r.init, at), load(red, rw.th));
   Stmt epi = map_exprs(r.epilogue, [&](const Expr &x) { return with_loads(x, r.acc.get(), total); });
   for (const auto &[v, x] : at) epi = substitute(epi, v, x);
-  Expr cond = lane == int_imm(0);
-  if (outputs % rows) cond = both(cond, o < int_imm(outputs));
+  Expr cond = rw.lane == int_imm(0);
+  if (rw.inside) cond = both(cond, rw.inside);
   body.push_back(if_then(cond, epi));
-  KernelStage out = st;
-  out.parallel_var = "gpu_block";
-  out.parallel_extent = blocks;
-  Stmt b = simplify_div_mod(allocate(red, seq(body)), {{"gpu_block", {0, blocks - 1}}, {"gpu_thread", {0, g.threads - 1}}});
-  out.body = for_loop("gpu_thread", int_imm(0), int_imm(g.threads), ForKind::kSerial, b);
-  return out;
+  return gpu_block_stage(st, rw.blocks, g.threads, allocate(red, seq(body)));
 }
 
 /**
@@ -472,12 +491,7 @@ struct RowProgram {
 
 Expected<RowProgram> read_row_program(const KernelStage &st) {
   RowProgram p;
-  Stmt cur = st.body;
-  for (; cur && cur->kind == StmtKind::kFor; cur = cur->body[0]) {
-    auto mn = as_int(cur->min), ex = as_int(cur->extent);
-    if (!mn || *mn != 0 || !ex || *ex < 1) break;
-    p.outs.push_back({cur->var, *ex});
-  }
+  Stmt cur = leading_loops(st.body, p.outs);
   for (; cur && cur->kind == StmtKind::kAllocate && cur->buffer->scope == BufferScope::kLocal && cur->buffer->size == 1; cur = cur->body[0])
     p.scalars.push_back(cur->buffer);
   if (p.outs.empty() || p.scalars.empty() || !cur) return make_error("stage " + st.name + " is no row program (output loops around scalars)");
@@ -510,12 +524,9 @@ Expected<RowProgram> read_row_program(const KernelStage &st) {
 /** The row program `p` with `g.lanes` threads per row (GpuReduce's comment; each pass strided over the lanes). */
 Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram &p, const GpuReduce &g, const GpuTarget &gpu) {
   AT_TRY(check_gpu_reduce(g, gpu));
-  const int64_t outputs = product(p.outs), rows = g.threads / g.lanes, blocks = ceil_div(outputs, rows);
-  Expr th = var("gpu_thread"), row = th / int_imm(g.lanes), lane = th % int_imm(g.lanes);
-  Expr o = var("gpu_block") * rows + row, oc = outputs % rows ? min(o, int_imm(outputs - 1)) : o;
-  Expr inside = outputs % rows ? o < int_imm(outputs) : nullptr;  // a row past the tensor computes (clamped) and stores nothing
-  std::map<std::string, Expr> at;
-  unflatten(p.outs, oc, at);
+  Rows rw = rows_of(p.outs, g);
+  const auto &at = rw.at;
+  const Expr &row = rw.row, &lane = rw.lane, &inside = rw.inside;  // a row past the tensor computes (clamped) and stores nothing
   auto place = [&](Stmt x) {
     for (const auto &[v, e] : at) x = substitute(x, v, e);
     return x;
@@ -555,12 +566,7 @@ Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram 
   }
   Stmt all = seq(body);
   for (size_t i = p.scalars.size(); i-- > 0;) all = allocate(p.scalars[i], all);
-  KernelStage out = st;
-  out.parallel_var = "gpu_block";
-  out.parallel_extent = blocks;
-  all = simplify_div_mod(allocate(red, all), {{"gpu_block", {0, blocks - 1}}, {"gpu_thread", {0, g.threads - 1}}});
-  out.body = for_loop("gpu_thread", int_imm(0), int_imm(g.threads), ForKind::kSerial, all);
-  return out;
+  return gpu_block_stage(st, rw.blocks, g.threads, allocate(red, all));
 }
 
 bool has_barrier(const Stmt &s) {
