@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 
 #include "codegen/Jit.h"
@@ -177,6 +178,57 @@ int slot(const Graph &g, ValueId v) {
   }
   return static_cast<int>(g.inputs.size() + g.constants.size()) + v.index;
 }
+
+/** Loads `ptx` as `module` (set as soon as it loads: the caller unloads it) and looks up each launch's entry. */
+Status load_module(const CudaDriver &d, const PtxKernel &ptx, const std::string &what, CUmodule &module, std::vector<CUfunction> &functions) {
+  const auto &a = d.api();
+  if (CUresult r = a.cuModuleLoadData(&module, ptx.ptx.c_str())) return d.error(("cuModuleLoadData (" + what + ")").c_str(), r);
+  for (const GpuLaunch &l : ptx.launches) {
+    CUfunction f = nullptr;
+    if (CUresult r = a.cuModuleGetFunction(&f, module, l.entry.c_str())) return d.error("cuModuleGetFunction", r);
+    functions.push_back(f);
+  }
+  return Status::ok();
+}
+
+/** Launches each stage in order on the default stream: grid = its blocks, block = its threads, `params` its arguments. */
+Status launch_stages(const CudaDriver &d, const std::vector<CUfunction> &functions, const std::vector<GpuLaunch> &launches, std::vector<void *> &params) {
+  for (size_t k = 0; k < functions.size(); ++k) {
+    const GpuLaunch &l = launches[k];
+    if (CUresult r = d.api().cuLaunchKernel(functions[k], static_cast<unsigned>(l.blocks), 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, nullptr,
+                                            params.data(), nullptr))
+      return d.error(("cuLaunchKernel (" + l.entry + ")").c_str(), r);
+  }
+  return Status::ok();
+}
+
+/** `launch` timed with CUDA events around it, runs + 1 times (the first warms up): the times of the others in ms, sorted. */
+Expected<std::vector<double>> event_times_ms(const CudaDriver &d, int runs, const std::function<Status()> &launch) {
+  const auto &a = d.api();
+  CUevent start = nullptr, stop = nullptr;
+  struct Destroy {
+    const CudaDriver::Api &a;
+    CUevent &start, &stop;
+    ~Destroy() {
+      if (start) a.cuEventDestroy(start);
+      if (stop) a.cuEventDestroy(stop);
+    }
+  } destroy{a, start, stop};
+  if (CUresult r = a.cuEventCreate(&start, 0)) return d.error("cuEventCreate", r);
+  if (CUresult r = a.cuEventCreate(&stop, 0)) return d.error("cuEventCreate", r);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(runs, 1) + 1; ++i) {
+    if (CUresult r = a.cuEventRecord(start, nullptr)) return d.error("cuEventRecord", r);
+    AT_TRY(launch());
+    float t = 0;
+    if (CUresult r = a.cuEventRecord(stop, nullptr)) return d.error("cuEventRecord", r);
+    if (CUresult r = a.cuEventSynchronize(stop)) return d.error("cuEventSynchronize (a kernel failed)", r);
+    if (CUresult r = a.cuEventElapsedTime(&t, start, stop)) return d.error("cuEventElapsedTime", r);
+    if (i > 0) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
 }  // namespace
 
 Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::shared_ptr<CudaDriver> driver, int ordinal, TuningDb *db) {
@@ -263,12 +315,7 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
       continue;
     }
     AT_ASSIGN(ptx, emit_ptx(*k, m->target_, default_kernel_cache_dir()));
-    if (CUresult r = a.cuModuleLoadData(&grp.module, ptx.ptx.c_str())) return driver->error(("cuModuleLoadData (group %" + std::to_string(i) + ")").c_str(), r);
-    for (const GpuLaunch &l : ptx.launches) {
-      CUfunction f = nullptr;
-      if (CUresult r = a.cuModuleGetFunction(&f, grp.module, l.entry.c_str())) return driver->error("cuModuleGetFunction", r);
-      grp.functions.push_back(f);
-    }
+    AT_TRY(load_module(*driver, ptx, "group %" + std::to_string(i), grp.module, grp.functions));
     grp.launches = ptx.launches;
     for (size_t b = static_cast<size_t>(k->num_params) + 1; b < k->buffers.size(); ++b) {
       bytes.push_back(k->buffers[b]->bytes());
@@ -334,12 +381,7 @@ Status GpuModel::launch_all() {
     for (CUdeviceptr p : grp.temps) ptrs.push_back(p);
     std::vector<void *> params;
     for (CUdeviceptr &p : ptrs) params.push_back(&p);
-    for (size_t k = 0; k < grp.functions.size(); ++k) {
-      const GpuLaunch &l = grp.launches[k];
-      if (CUresult r = a.cuLaunchKernel(grp.functions[k], static_cast<unsigned>(l.blocks), 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, nullptr,
-                                        params.data(), nullptr))
-        return driver_->error(("cuLaunchKernel (" + l.entry + ")").c_str(), r);
-    }
+    AT_TRY(launch_stages(*driver_, grp.functions, grp.launches, params));
   }
   return Status::ok();
 }
@@ -363,25 +405,7 @@ Expected<double> GpuModel::median_ms(const std::vector<Tensor> &inputs, int runs
   const auto &a = driver_->api();
   if (CUresult r = a.cuCtxSetCurrent(context_)) return driver_->error("cuCtxSetCurrent", r);
   AT_TRY(upload_inputs(inputs));
-  CUevent start = nullptr, stop = nullptr;
-  if (CUresult r = a.cuEventCreate(&start, 0)) return driver_->error("cuEventCreate", r);
-  if (CUresult r = a.cuEventCreate(&stop, 0)) return driver_->error("cuEventCreate", r);
-  std::vector<double> ms;
-  Status st = Status::ok();
-  for (int i = 0; i < std::max(runs, 1) + 1 && st; ++i) {  // the first run warms up
-    float t = 0;
-    CUresult r = a.cuEventRecord(start, nullptr);
-    if (!r) st = launch_all();
-    if (!r && st) r = a.cuEventRecord(stop, nullptr);
-    if (!r && st) r = a.cuEventSynchronize(stop);
-    if (!r && st) r = a.cuEventElapsedTime(&t, start, stop);
-    if (r) st = driver_->error("timing with events", r);
-    if (i > 0) ms.push_back(t);
-  }
-  a.cuEventDestroy(start);
-  a.cuEventDestroy(stop);
-  if (!st) return st.error();
-  std::sort(ms.begin(), ms.end());
+  AT_ASSIGN(ms, event_times_ms(*driver_, runs, [&] { return launch_all(); }));
   return ms[ms.size() / 2];
 }
 
@@ -408,32 +432,23 @@ Expected<DeviceKernelRun> run_kernel_on_device(CudaDriver &driver, int ordinal, 
   // Everything taken below is given back on every path out.
   CUmodule module = nullptr;
   std::vector<CUdeviceptr> bufs(k.buffers.size(), 0);
-  CUevent start = nullptr, stop = nullptr;
   struct Release {
     const CudaDriver::Api &a;
     CUdevice dev;
     CUmodule &module;
     std::vector<CUdeviceptr> &bufs;
-    CUevent &start, &stop;
     ~Release() {
-      if (start) a.cuEventDestroy(start);
-      if (stop) a.cuEventDestroy(stop);
       for (CUdeviceptr p : bufs)
         if (p) a.cuMemFree(p);
       if (module) a.cuModuleUnload(module);
       a.cuDevicePrimaryCtxRelease(dev);
     }
-  } release{a, dev, module, bufs, start, stop};
+  } release{a, dev, module, bufs};
   if (CUresult r = a.cuCtxSetCurrent(ctx)) return driver.error("cuCtxSetCurrent", r);
   auto t0 = std::chrono::steady_clock::now();
   AT_ASSIGN(ptx, emit_ptx(k, target, default_kernel_cache_dir()));
-  if (CUresult r = a.cuModuleLoadData(&module, ptx.ptx.c_str())) return driver.error("cuModuleLoadData", r);
   std::vector<CUfunction> fns;
-  for (const GpuLaunch &l : ptx.launches) {
-    CUfunction f = nullptr;
-    if (CUresult r = a.cuModuleGetFunction(&f, module, l.entry.c_str())) return driver.error("cuModuleGetFunction", r);
-    fns.push_back(f);
-  }
+  AT_TRY(load_module(driver, ptx, k.name, module, fns));
   DeviceKernelRun run;
   run.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<Tensor> in = args;
@@ -447,23 +462,7 @@ Expected<DeviceKernelRun> run_kernel_on_device(CudaDriver &driver, int ordinal, 
   }
   std::vector<void *> params;
   for (CUdeviceptr &p : bufs) params.push_back(&p);
-  if (CUresult r = a.cuEventCreate(&start, 0)) return driver.error("cuEventCreate", r);
-  if (CUresult r = a.cuEventCreate(&stop, 0)) return driver.error("cuEventCreate", r);
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(runs, 1) + 1; ++i) {  // the first run warms up
-    if (CUresult r = a.cuEventRecord(start, nullptr)) return driver.error("cuEventRecord", r);
-    for (size_t s = 0; s < fns.size(); ++s) {
-      const GpuLaunch &l = ptx.launches[s];
-      if (CUresult r = a.cuLaunchKernel(fns[s], static_cast<unsigned>(l.blocks), 1, 1, static_cast<unsigned>(l.threads), 1, 1, 0, nullptr, params.data(), nullptr))
-        return driver.error(("cuLaunchKernel (" + l.entry + ")").c_str(), r);
-    }
-    float t = 0;
-    if (CUresult r = a.cuEventRecord(stop, nullptr)) return driver.error("cuEventRecord", r);
-    if (CUresult r = a.cuEventSynchronize(stop)) return driver.error("cuEventSynchronize (a kernel failed)", r);
-    if (CUresult r = a.cuEventElapsedTime(&t, start, stop)) return driver.error("cuEventElapsedTime", r);
-    if (i > 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  AT_ASSIGN(ms, event_times_ms(driver, runs, [&] { return launch_stages(driver, fns, ptx.launches, params); }));
   run.median_s = ms[ms.size() / 2] / 1e3;
   run.min_s = ms[0] / 1e3;
   run.output = Tensor(out);
