@@ -761,7 +761,7 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
     auto g = read_gemm(k.stages[i]);
     if (g && g->shape.m >= 16 && g->shape.n >= 16) {
       GpuTile t = schedule.tile ? *schedule.tile : default_gpu_tile(g->shape, gpu);
-      if (t.pack) {
+      if (t.pack && schedule.pack_weights) {
         k = pack_b_weights(k, i, *g, body);
         g = read_gemm(k.stages[i]);
         if (!g) return make_error(name + " stage " + k.stages[i].name + " after packing its weights: " + g.error().message);

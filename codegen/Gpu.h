@@ -82,6 +82,9 @@ struct GpuReduce {
 struct GpuSchedule {
   std::optional<GpuTile> tile;
   std::optional<GpuReduce> reduce;
+  // Off: no tile packs its weights, whatever its `pack` says (a runtime's choice where a weight is
+  // computed by the graph, not a constant packed once; not part of the schedule's JSON).
+  bool pack_weights = true;
 };
 
 /** A reduction stage's shape as a row reduction: its outputs, the terms each combines, the combine ("add", "max", "min"). */

@@ -288,14 +288,8 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
       return std::any_of(lk.packings.begin(), lk.packings.end(), [&](const WeightPacking &p) { return node.inputs[p.param].kind != ValueId::Kind::kConstant; });
     };
     if (k && computed_weight(*k)) {
-      GpuSchedule unpacked = schedule;
-      if (!unpacked.tile) {
-        AT_ASSIGN(naive, lower_naive(*node.body, "n", KernelSchedule{}));
-        for (const KernelStage &st : naive.stages)
-          if (auto shape = gemm_shape(st)) unpacked.tile = default_gpu_tile(*shape, m->target_);
-      }
-      if (unpacked.tile) unpacked.tile->pack = false;
-      k = lower_gpu(*node.body, "g" + std::to_string(i), m->target_, unpacked);
+      schedule.pack_weights = false;
+      k = lower_gpu(*node.body, "g" + std::to_string(i), m->target_, schedule);
     }
     if (k)
       for (const WeightPacking &p : k->packings) {

@@ -419,6 +419,13 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   auto k0 = lower_gpu(body, "k", *gpu, GpuSchedule{unpacked, std::nullopt});
   ASSERT_TRUE(static_cast<bool>(k0));
   EXPECT_TRUE(k0->packings.empty());
+  // A runtime whose weight is computed by the graph turns packing off for the default tile too.
+  GpuSchedule no_packing;
+  no_packing.pack_weights = false;
+  auto kd = lower_gpu(body, "k", *gpu, no_packing);
+  ASSERT_TRUE(static_cast<bool>(kd));
+  EXPECT_TRUE(kd->packings.empty());
+  EXPECT_NE(kd->schedule.find(" tiled {"), std::string::npos) << kd->schedule;
   // 256 threads, 2 x 64 x 17 floats of shared memory, 16 accumulators + 8 operands + 24: 48 registers,
   // so registers bound it: 65536 / (48 x 256) = 5 blocks per SM, 1280 of 2048 threads.
   GpuOccupancy o = gpu_occupancy(k->stages.back(), *gpu);
