@@ -262,6 +262,25 @@ bool fold_pairs(Linear &l) {
   return false;
 }
 
+/** Marks whether the terms of sum `t` (as linearize splits it) hold a division or a remainder by a positive constant. */
+void div_mod_terms(const Expr &t, bool &div, bool &mod) {
+  if (t->kind != ExprKind::kBinary) return;
+  if (t->op == BinOp::kAdd || t->op == BinOp::kSub) return div_mod_terms(t->args[0], div, mod), div_mod_terms(t->args[1], div, mod);
+  if (t->op == BinOp::kMul) {
+    if (as_int(t->args[1])) return div_mod_terms(t->args[0], div, mod);
+    if (as_int(t->args[0])) return div_mod_terms(t->args[1], div, mod);
+    return;
+  }
+  if (t->op == BinOp::kDiv || t->op == BinOp::kMod)
+    if (auto b = as_int(t->args[1]); b && *b > 0) (t->op == BinOp::kDiv ? div : mod) = true;
+}
+
+bool has_div_and_mod_terms(const Expr &e) {
+  bool div = false, mod = false;
+  div_mod_terms(e, div, mod);
+  return div && mod;
+}
+
 }  // namespace
 
 Expr with_args(const Expr &e, std::vector<Expr> args) {
@@ -275,20 +294,28 @@ Expr with_args(const Expr &e, std::vector<Expr> args) {
   }
 }
 
-Expr fold_div_mod(const Expr &e) {
+Expr fold_div_mod(const Expr &e, ExprMemo *memo) {
   if (!e || e->args.empty()) return e;
+  if (memo)
+    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
   std::vector<Expr> args;
   bool changed = false;
-  for (const Expr &a : e->args) args.push_back(fold_div_mod(a)), changed |= args.back().get() != a.get();
-  Expr x = changed ? with_args(e, std::move(args)) : e;
-  if (x->type != Type::kI64 || x->kind != ExprKind::kBinary || (x->op != BinOp::kAdd && x->op != BinOp::kSub)) return x;
-  Linear l;
-  linearize(x, 1, l);
-  bool folded = false;
-  while (fold_pairs(l)) folded = true;
-  if (!folded) return x;
-  Expr out = int_imm(l.constant);
-  for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
+  for (const Expr &a : e->args) args.push_back(fold_div_mod(a, memo)), changed |= args.back().get() != a.get();
+  Expr out = changed ? with_args(e, std::move(args)) : e;
+  // Every sum inside a sum is folded on its own first, so the whole sum is linearized (each term
+  // printed for its key) only where a pair can fold: a term x / B beside a term y % B.
+  if (out->type == Type::kI64 && out->kind == ExprKind::kBinary && (out->op == BinOp::kAdd || out->op == BinOp::kSub) &&
+      has_div_and_mod_terms(out)) {
+    Linear l;
+    linearize(out, 1, l);
+    bool folded = false;
+    while (fold_pairs(l)) folded = true;
+    if (folded) {
+      out = int_imm(l.constant);
+      for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
+    }
+  }
+  if (memo) memo->emplace(e.get(), out);
   return out;
 }
 
@@ -496,12 +523,25 @@ std::optional<int64_t> evaluate(const Expr &e, const std::map<std::string, int64
   return std::nullopt;
 }
 
-Expr substitute(const Expr &e, const std::string &v, const Expr &value) {
-  if (!uses_var(e, v)) return e;
-  if (e->kind == ExprKind::kVar) return value;
-  std::vector<Expr> args;
-  for (const Expr &a : e->args) args.push_back(substitute(a, v, value));
-  return with_args(e, std::move(args));
+Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo) {
+  // One walk: a node is rebuilt only when one of its arguments changed (asking uses_var at every
+  // level made deep indices quadratic).
+  if (e->kind == ExprKind::kVar) return e->name == v ? value : e;
+  if (e->args.empty()) return e;
+  if (memo)
+    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
+  Expr out = e;
+  for (size_t i = 0; i < e->args.size(); ++i) {
+    Expr a = substitute(e->args[i], v, value, memo);
+    if (a.get() == e->args[i].get()) continue;
+    std::vector<Expr> args(e->args.begin(), e->args.begin() + static_cast<std::ptrdiff_t>(i));
+    args.push_back(std::move(a));
+    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute(e->args[j], v, value, memo));
+    out = with_args(e, std::move(args));
+    break;
+  }
+  if (memo) memo->emplace(e.get(), out);
+  return out;
 }
 
 const char *for_kind_name(ForKind k) {

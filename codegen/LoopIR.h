@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace autotune::loop {
@@ -98,8 +99,16 @@ bool uses_var(const Expr &e, const std::string &v);
 std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
 /** `e` with arguments `args` (same kind, operator, buffer, function and type), rebuilt by the builders above (constants re-folded). */
 Expr with_args(const Expr &e, std::vector<Expr> args);
+/**
+ * One rewrite's results by node. An inlined producer makes an expression a DAG (a Winograd
+ * transform's 2.5 K nodes stand for 40 K as a tree): with a memo shared over a whole statement,
+ * each shared node is rewritten once and stays shared. A memo serves one rewrite only (one
+ * variable and value), and the expressions it was filled from must outlive it.
+ */
+using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
+
 /** `e` with variable `v` replaced by `value`, re-folded. */
-Expr substitute(const Expr &e, const std::string &v, const Expr &value);
+Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo = nullptr);
 
 /**
  * `e` with every sum that holds c * B * (x / B) + c * (x % B) rewritten to c * x (floor division
@@ -108,7 +117,7 @@ Expr substitute(const Expr &e, const std::string &v, const Expr &value);
  * substitutes i = f / B and j = f % B, and an access i * B + j then reads f again: stride 1 in f,
  * so vectorizing f reads contiguous lanes instead of gathering.
  */
-Expr fold_div_mod(const Expr &e);
+Expr fold_div_mod(const Expr &e, ExprMemo *memo = nullptr);
 
 
 /** An integer expression as sum(coeff[v] * v) + constant; no zero coefficients are kept. */

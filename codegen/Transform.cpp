@@ -75,35 +75,43 @@ Expected<int64_t> constant(const Expr &e, const std::string &loop, const char *w
 
 struct Access {
   Buffer buffer;
-  std::string index;
+  Expr index;
 };
 
-void collect_expr(const Expr &e, std::vector<Access> &loads) {
-  if (e->kind == ExprKind::kLoad) loads.push_back({e->buffer, to_string(e->args[0])});
-  for (const Expr &a : e->args) collect_expr(a, loads);
+/** The loads in `e`; a node shared by several parents (an inlined producer's value) is walked once. */
+void collect_expr(const Expr &e, std::vector<Access> &loads, std::unordered_set<const ExprNode *> &seen) {
+  if (e->args.empty() || !seen.insert(e.get()).second) return;
+  if (e->kind == ExprKind::kLoad) loads.push_back({e->buffer, e->args[0]});
+  for (const Expr &a : e->args) collect_expr(a, loads, seen);
 }
 
-/** Every store and load in `s`, and the buffers allocated inside it (private to an iteration). */
-void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Access> &loads, std::set<const BufferNode *> &inner) {
+/** Every store and load in `s` (a load at one node once), and the buffers allocated inside it (private to an iteration). */
+void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Access> &loads, std::set<const BufferNode *> &inner,
+                      std::unordered_set<const ExprNode *> &seen) {
   if (!s) return;
   switch (s->kind) {
     case StmtKind::kStore:
-      stores.push_back({s->buffer, to_string(s->index)});
-      collect_expr(s->index, loads);
-      collect_expr(s->value, loads);
+      stores.push_back({s->buffer, s->index});
+      collect_expr(s->index, loads, seen);
+      collect_expr(s->value, loads, seen);
       return;
     case StmtKind::kPrefetch:  // a hint: reads nothing
     case StmtKind::kBarrier: return;
     case StmtKind::kFor:
-      collect_expr(s->min, loads);
-      collect_expr(s->extent, loads);
+      collect_expr(s->min, loads, seen);
+      collect_expr(s->extent, loads, seen);
       break;
-    case StmtKind::kIf: collect_expr(s->index, loads); break;
-    case StmtKind::kLet: collect_expr(s->value, loads); break;
+    case StmtKind::kIf: collect_expr(s->index, loads, seen); break;
+    case StmtKind::kLet: collect_expr(s->value, loads, seen); break;
     case StmtKind::kAllocate: inner.insert(s->buffer.get()); break;
     case StmtKind::kSeq: break;
   }
-  for (const Stmt &b : s->body) collect_accesses(b, stores, loads, inner);
+  for (const Stmt &b : s->body) collect_accesses(b, stores, loads, inner, seen);
+}
+
+void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Access> &loads, std::set<const BufferNode *> &inner) {
+  std::unordered_set<const ExprNode *> seen;
+  collect_accesses(s, stores, loads, inner, seen);
 }
 
 /** The iterations of a loop `var` from lo to hi, whose body is being checked. */
@@ -124,18 +132,21 @@ std::string carried_dependence(const Stmt &body, const Iterations &loop = {}) {
   std::vector<Access> stores, loads;
   std::set<const BufferNode *> inner;
   collect_accesses(body, stores, loads, inner);
+  // Indices compare by their text, printed only for the buffers written here.
   std::map<const BufferNode *, std::set<std::string>> written;
   for (const Access &a : stores)
-    if (!inner.count(a.buffer.get())) written[a.buffer.get()].insert(a.index);
+    if (!inner.count(a.buffer.get())) written[a.buffer.get()].insert(to_string(a.index));
   std::set<const BufferNode *> apart;
   for (const Access &a : loads) {
     auto it = written.find(a.buffer.get());
-    if (it == written.end() || it->second.count(a.index) || apart.count(a.buffer.get())) continue;
+    if (it == written.end() || apart.count(a.buffer.get())) continue;
+    std::string index = to_string(a.index);
+    if (it->second.count(index)) continue;
     if (!loop.var.empty() && iterations_apart(body, a.buffer.get(), loop)) {
       apart.insert(a.buffer.get());
       continue;
     }
-    return a.buffer->name + " is written and read at another index (" + a.buffer->name + "[" + a.index + "])";
+    return a.buffer->name + " is written and read at another index (" + a.buffer->name + "[" + index + "])";
   }
   return "";
 }
@@ -204,7 +215,8 @@ Stmt map_exprs(const Stmt &s, const std::function<Expr(const Expr &)> &fn, const
 }
 
 Stmt substitute(const Stmt &s, const std::string &v, const Expr &value) {
-  return map_exprs(s, [&](const Expr &e) { return loop::substitute(e, v, value); }, v);
+  loop::ExprMemo memo;
+  return map_exprs(s, [&](const Expr &e) { return loop::substitute(e, v, value, &memo); }, v);
 }
 
 namespace {
@@ -324,7 +336,8 @@ Expected<Stmt> fuse(const Stmt &s, const std::string &outer, const std::string &
   return map_loop(s, outer, [&](const Stmt &) -> Expected<Stmt> {
     Stmt body = substitute(i->body[0], inner, int_imm(imin) + var(fused) % int_imm(iext));
     body = substitute(body, outer, int_imm(omin) + var(fused) / int_imm(iext));
-    body = map_exprs(body, fold_div_mod);  // outer * iext + inner reads the fused loop again
+    loop::ExprMemo memo;
+    body = map_exprs(body, [&](const Expr &e) { return fold_div_mod(e, &memo); });  // outer * iext + inner reads the fused loop again
     return for_loop(fused, int_imm(0), int_imm(oext * iext), ForKind::kSerial, body);
   });
 }
