@@ -46,6 +46,7 @@ TEST(Npy, BoolsReadAsInt64ZeroAndOne) {
   ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
   EXPECT_EQ(type_str(t->type()), "Tensor[(2, 2), int64]");
   EXPECT_EQ(std::vector<int64_t>(t->i64(), t->i64() + 4), (std::vector<int64_t>{0, 1, 1, 0}));
+  fs::remove(p);
 }
 
 TEST(Npy, RejectsOtherDtypesFortranOrderAndTruncation) {
@@ -59,6 +60,7 @@ TEST(Npy, RejectsOtherDtypesFortranOrderAndTruncation) {
             tmp("b1.npy") + ": expected 6 bytes of data for bool(2, 3), found 5");
   std::ofstream(tmp("junk.npy")) << "junk";
   EXPECT_EQ(testing::error_of(read_npy(tmp("junk.npy"))), tmp("junk.npy") + ": not a .npy file (bad magic)");
+  for (const char *name : {"f8.npy", "fo.npy", "tr.npy", "b1.npy", "junk.npy"}) fs::remove(tmp(name));
 }
 
 }  // namespace

@@ -221,7 +221,7 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   auto plain = CompiledModel::compile(*f, o);
   ASSERT_TRUE(static_cast<bool>(plain)) << plain.error().message;
   EXPECT_EQ((*plain)->groups().size(), f->nodes.size());
-  std::filesystem::remove(db_path);
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path + suffix);
 }
 
 // Chains: a group of one anchor run in the kernel of the group that reads it (codegen's
