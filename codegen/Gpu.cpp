@@ -796,6 +796,18 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
   return k;
 }
 
+Expected<LoweredKernel> lower_gpu_or_default(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &chosen,
+                                             std::string &note) {
+  note.clear();
+  auto k = lower_gpu(body, name, gpu, chosen);
+  if (k || (!chosen.tile && !chosen.reduce)) return k;
+  GpuSchedule defaults;
+  defaults.pack_weights = chosen.pack_weights;
+  auto d = lower_gpu(body, name, gpu, defaults);
+  if (d) note = "its tuned schedule " + gpu_schedule_to_json(chosen) + " does not lower on " + gpu.sm + " (" + k.error().message + "); the default runs";
+  return d;
+}
+
 std::pair<int64_t, int64_t> warp_sectors(const Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at) {
   std::set<int64_t> sectors, addresses;
   std::map<std::string, int64_t> vars = at;

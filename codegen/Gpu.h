@@ -149,6 +149,15 @@ std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu);
  * block index, its body a loop over the threads with the old body under `if (b * T + t < E)`.
  */
 Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &schedule = {});
+/**
+ * lower_gpu under `chosen` (a tuning database's record), or under the defaults when `chosen` does
+ * not lower on this device: a tile tuned for another GPU whose block needs more shared memory or
+ * threads than this one has, or a record whose stage reads differently. Deploy then runs the
+ * default kernel instead of failing; `note` says which record was set aside and why ("" when
+ * `chosen` lowered). `chosen.pack_weights` holds for the defaults too.
+ */
+Expected<LoweredKernel> lower_gpu_or_default(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &chosen,
+                                             std::string &note);
 
 /**
  * A GPU-scheduled kernel as CPU code, as CPU implementations of CUDA run it: each stage's thread

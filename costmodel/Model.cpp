@@ -25,8 +25,7 @@ struct Matrix {
   ~Matrix() {
     if (h) XGDMatrixFree(h);
   }
-  static Expected<std::unique_ptr<Matrix>> of(const std::vector<std::vector<float>> &x) {
-    size_t cols = feature_names().size();
+  static Expected<std::unique_ptr<Matrix>> of(const std::vector<std::vector<float>> &x, size_t cols) {
     std::vector<float> flat;
     flat.reserve(x.size() * cols);
     for (const auto &row : x) {
@@ -51,7 +50,8 @@ CostModel::~CostModel() {
 Expected<std::unique_ptr<CostModel>> CostModel::train(const std::vector<std::vector<float>> &x, const std::vector<float> &y,
                                                       const CostModelOptions &o, const std::vector<unsigned> &groups) {
   if (x.empty() || x.size() != y.size()) return make_error("training needs as many targets as rows, and at least one");
-  AT_ASSIGN(m, Matrix::of(x));
+  size_t columns = o.columns ? o.columns : feature_names().size();
+  AT_ASSIGN(m, Matrix::of(x, columns));
   AT_TRY(xgb(XGDMatrixSetFloatInfo(m->h, "label", y.data(), y.size()), "setting labels"));
   if (!groups.empty()) AT_TRY(xgb(XGDMatrixSetUIntInfo(m->h, "group", groups.data(), groups.size()), "setting groups"));
   std::unique_ptr<CostModel> model(new CostModel());
@@ -65,12 +65,13 @@ Expected<std::unique_ptr<CostModel>> CostModel::train(const std::vector<std::vec
   AT_TRY(set("verbosity", "0"));
   for (int i = 0; i < o.rounds; ++i) AT_TRY(xgb(XGBoosterUpdateOneIter(model->booster_, i, m->h), "training"));
   model->rows_ = static_cast<int64_t>(x.size());
+  model->columns_ = columns;
   return model;
 }
 
 Expected<std::vector<float>> CostModel::predict(const std::vector<std::vector<float>> &x) const {
   if (x.empty()) return std::vector<float>{};
-  AT_ASSIGN(m, Matrix::of(x));
+  AT_ASSIGN(m, Matrix::of(x, columns_));
   bst_ulong n = 0;
   const float *out = nullptr;
   AT_TRY(xgb(XGBoosterPredict(booster_, m->h, 0, 0, 0, &n, &out), "predicting"));
@@ -81,6 +82,7 @@ Expected<std::vector<float>> CostModel::predict(const std::vector<std::vector<fl
 Expected<std::string> CostModel::save() const {
   bst_ulong n = 0;
   const char *data = nullptr;
+  if (columns_ != feature_names().size()) return make_error("only a model of the CPU kernels' features is saved");
   AT_TRY(xgb(XGBoosterSaveModelToBuffer(booster_, R"({"format": "ubj"})", &n, &data), "saving"));
   std::string header = kMagic + std::to_string(kFeatureVersion) + " rows " + std::to_string(rows_) + "\n";
   return header + std::string(data, n);
@@ -99,6 +101,7 @@ Expected<std::unique_ptr<CostModel>> CostModel::load(const std::string &bytes) {
   AT_TRY(xgb(XGBoosterCreate(nullptr, 0, &model->booster_), "creating a booster"));
   AT_TRY(xgb(XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + eol + 1, bytes.size() - eol - 1), "loading"));
   model->rows_ = rows;
+  model->columns_ = feature_names().size();
   return model;
 }
 

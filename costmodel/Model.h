@@ -21,11 +21,14 @@ struct CostModelOptions {
   // ("rank:pairwise", "rank:ndcg"): then the rows come with their tasks' group sizes.
   std::string objective = "reg:squarederror";
   uint64_t seed = 0;
+  // Values per row: 0 for the CPU kernels' features (costmodel/Features: feature_names()); a GPU
+  // tuner's model takes costmodel/GpuFeatures' rows (gpu_feature_names()).
+  size_t columns = 0;
 };
 
 class CostModel {
  public:
-  /** Trains on rows `x` (each feature_names().size() long) with targets `y`; an error for no rows or XGBoost's message. */
+  /** Trains on rows `x` (each o.columns long) with targets `y`; an error for no rows or XGBoost's message. */
   static Expected<std::unique_ptr<CostModel>> train(const std::vector<std::vector<float>> &x, const std::vector<float> &y,
                                                     const CostModelOptions &o = {}, const std::vector<unsigned> &groups = {});
   /** A model saved by save(), checked against the feature version it was trained with. */
@@ -36,7 +39,7 @@ class CostModel {
 
   /** Predicted log2 speedups over the task's default, one per row. */
   Expected<std::vector<float>> predict(const std::vector<std::vector<float>> &x) const;
-  /** The model as bytes (XGBoost's UBJSON, behind a header naming the feature version). */
+  /** The model as bytes (XGBoost's UBJSON, behind a header naming the feature version); a model of the CPU features only. */
   Expected<std::string> save() const;
   int64_t rows_trained() const { return rows_; }
 
@@ -44,6 +47,7 @@ class CostModel {
   CostModel() = default;
   void *booster_ = nullptr;
   int64_t rows_ = 0;
+  size_t columns_ = 0;
 };
 
 }  // namespace autotune

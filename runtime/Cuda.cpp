@@ -281,7 +281,8 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
       AT_ASSIGN(best, best_gpu_schedule(*db, *node.body, gpu_target_key(*driver, m->target_, ordinal)));
       schedule = best;
     }
-    auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu(*node.body, "g" + std::to_string(i), m->target_, schedule)
+    std::string group = "group %" + std::to_string(i) + (node.is_function() ? " " + group_ops(*node.body) : ""), note;
+    auto k = node.is_function() && node.type.dtype == DType::kFloat32 ? lower_gpu_or_default(*node.body, "g" + std::to_string(i), m->target_, schedule, note)
                                                                         : Expected<LoweredKernel>(make_error("not a float group"));
     // A packed weight is packed once here, from its constant; a weight the graph computes keeps its layout (the tile unpacked).
     auto computed_weight = [&](const LoweredKernel &lk) {
@@ -289,8 +290,10 @@ Expected<std::unique_ptr<GpuModel>> GpuModel::compile(const Graph &fused, std::s
     };
     if (k && computed_weight(*k)) {
       schedule.pack_weights = false;
-      k = lower_gpu(*node.body, "g" + std::to_string(i), m->target_, schedule);
+      k = lower_gpu_or_default(*node.body, "g" + std::to_string(i), m->target_, schedule, note);
     }
+    if (!note.empty()) m->notes_.push_back(group + ": " + note);
+    if (!k && node.is_function()) m->notes_.push_back(group + " runs on the host: " + k.error().message);
     if (k)
       for (const WeightPacking &p : k->packings) {
         if (node.inputs[p.param].kind != ValueId::Kind::kConstant) return make_error("group %" + std::to_string(i) + ": a packed weight that is not a constant");

@@ -72,6 +72,8 @@ class GpuModel {
   /** The median over `runs` of the device time of one inference (events around the launches; inputs copied once). */
   Expected<double> median_ms(const std::vector<Tensor> &inputs, int runs);
   const GpuTarget &target() const { return target_; }
+  /** One line per group that does not run as tuned: a database record set aside for the default (lower_gpu_or_default), or a group run on the host. */
+  const std::vector<std::string> &notes() const { return notes_; }
 
   struct Group;
  private:
@@ -88,6 +90,7 @@ class GpuModel {
   std::vector<size_t> bytes_;
   std::vector<unsigned long long> packed_;  // device copies of packed weights (their slots follow the graph's values)
   std::vector<Group> groups_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace autotune

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "codegen/Lower.h"
+#include "costmodel/Dataset.h"
 #include "costmodel/GpuFeatures.h"
 #include "ir/Printer.h"
 #include "ir/Reference.h"
@@ -29,6 +30,8 @@ struct GpuTask {
   double default_s = 0, best_s = std::numeric_limits<double>::infinity();
   std::string best_tile;
 
+  std::map<std::string, std::vector<float>> features;  // of the points ranked so far, by schedule (empty: does not lower)
+
   /** The next schedule not measured before, or nullopt when the space is spent. */
   std::optional<GpuSchedule> take(int &skipped) {
     while (next < queue.size()) {
@@ -38,7 +41,40 @@ struct GpuTask {
     }
     return std::nullopt;
   }
+
+  /** The best-predicted of the next `window` unmeasured points, or nullopt when none lowers. */
+  Expected<std::optional<GpuSchedule>> best_predicted(const CostModel &model, const GpuTarget &gpu, int window) {
+    std::vector<const GpuSchedule *> pool;
+    std::vector<std::vector<float>> x;
+    for (size_t i = next; i < queue.size() && static_cast<int>(pool.size()) < window; ++i) {
+      std::string j = gpu_schedule_to_json(queue[i]);
+      if (known.count(j)) continue;
+      auto [it, fresh] = features.try_emplace(j);
+      if (fresh)
+        if (auto k = lower_gpu(task->body, "rank", gpu, queue[i])) it->second = gpu_kernel_features(*k, gpu);
+      if (it->second.empty()) continue;  // measured as it comes in order: its record says why it does not lower
+      pool.push_back(&queue[i]), x.push_back(it->second);
+    }
+    if (pool.empty()) return std::optional<GpuSchedule>();
+    AT_ASSIGN(pred, model.predict(x));
+    size_t best = static_cast<size_t>(std::max_element(pred.begin(), pred.end()) - pred.begin());
+    known.insert(gpu_schedule_to_json(*pool[best]));
+    return std::optional<GpuSchedule>(*pool[best]);
+  }
 };
+
+/** An ok GPU record as a training sample: its features and log2 of its speed over the default. */
+std::optional<Sample> sample_of(const TuningRecord &r) {
+  if (r.status != "ok" || r.feature_version != kGpuFeatureVersion || !(r.baseline_s > 0) || !(r.median_s > 0)) return std::nullopt;
+  auto j = nlohmann::json::parse(r.features, nullptr, false);
+  if (!j.is_array() || j.size() != gpu_feature_names().size()) return std::nullopt;
+  Sample s{r.workload_hash, r.schedule, j.get<std::vector<float>>(), static_cast<float>(std::log2(r.baseline_s / r.median_s))};
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -51,6 +87,9 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
   const GpuTarget &gpu = timer.target();
   std::vector<Task> tasks = extract_tasks(fused);
   std::vector<GpuTask> work;
+  std::vector<Sample> samples;  // every ok record of this target with features: the database's, then this run's
+  std::unique_ptr<CostModel> model;
+  size_t trained_upto = 0;
   for (const Task &t : tasks) {
     if (t.body.type_of(t.body.outputs[0]).dtype != DType::kFloat32) continue;
     auto naive = lower_naive(t.body, "naive", KernelSchedule{});
@@ -81,6 +120,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
     AT_ASSIGN(old, db.records(t.hash, target_key));
     for (const TuningRecord &r : old) {
       w.known.insert(r.schedule);
+      if (auto smp = sample_of(r)) samples.push_back(std::move(*smp));
       if (r.status != "ok") continue;
       if (r.schedule == gpu_schedule_to_json(w.queue[0])) w.default_s = r.median_s;
       if (r.median_s < w.best_s) w.best_s = r.median_s, w.best_tile = r.schedule;
@@ -90,6 +130,28 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
   }
   GpuTuneReport rep;
   rep.tasks = static_cast<int>(work.size());
+  // Trains once min_records are in, then again when a quarter more (at least 8) have arrived; the
+  // model being replaced is first scored on the records it never saw.
+  auto maybe_retrain = [&]() -> Status {
+    size_t fresh = samples.size() - trained_upto;
+    if (!o.model || static_cast<int>(samples.size()) < o.min_records || (model && fresh < std::max<size_t>(8, trained_upto / 4))) return Status::ok();
+    auto t0 = std::chrono::steady_clock::now();
+    if (model && fresh > 0) {
+      AT_ASSIGN(ev, evaluate(*model, std::vector<Sample>(samples.begin() + static_cast<std::ptrdiff_t>(trained_upto), samples.end())));
+      if (ev.pairs > 0) rep.model_heldout_accuracy = ev.pairwise_accuracy;
+    }
+    CostModelOptions mo;
+    mo.columns = gpu_feature_names().size();
+    mo.seed = o.seed;
+    AT_ASSIGN(m, train_on(samples, mo));
+    model = std::move(m);
+    trained_upto = samples.size();
+    rep.model_rows = static_cast<int64_t>(trained_upto);
+    ++rep.model_trainings;
+    rep.model_s += seconds_since(t0);
+    return Status::ok();
+  };
+  std::mt19937_64 explore(o.seed + 7);
   int left = o.trials;
   for (bool any = true; left > 0 && any;) {
     any = false;
@@ -98,7 +160,19 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
         left = 0;
         break;
       }
-      auto sched = w.take(rep.skipped_known);
+      AT_TRY(maybe_retrain());
+      std::optional<GpuSchedule> sched;
+      bool by_model = false;
+      // The default first; then the model's pick, but for an epsilon share of picks in order.
+      if (model && w.default_s > 0 && std::uniform_real_distribution<double>(0, 1)(explore) >= o.epsilon) {
+        auto t0 = std::chrono::steady_clock::now();
+        AT_ASSIGN(p, w.best_predicted(*model, gpu, o.window));
+        rep.model_s += seconds_since(t0);
+        sched = p;
+        by_model = sched.has_value();
+        rep.model_picks += by_model;
+      }
+      if (!sched) sched = w.take(rep.skipped_known);
       if (!sched) continue;
       any = true;
       --left;
@@ -133,6 +207,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
             rec.status = "ok", rec.median_s = r->median_s, rec.min_s = r->min_s, rec.runs = o.runs;
             if (w.default_s == 0) w.default_s = r->median_s, rec.baseline_s = r->median_s;
             if (r->median_s < w.best_s) w.best_s = r->median_s, w.best_tile = rec.schedule;
+            if (auto smp = sample_of(rec)) samples.push_back(std::move(*smp));
           }
         }
       }
@@ -141,7 +216,8 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
       rep.failed += rec.status != "ok";
       if (o.progress) {
         char line[512];
-        std::snprintf(line, sizeof line, "trial %d of %d: %s %s %s: %s", o.trials - left, o.trials, t.hash.c_str(), t.ops.c_str(), rec.schedule.c_str(),
+        std::snprintf(line, sizeof line, "trial %d of %d: %s %s %s%s: %s", o.trials - left, o.trials, t.hash.c_str(), t.ops.c_str(), rec.schedule.c_str(),
+                      by_model ? " (the cost model's pick)" : "",
                       rec.status == "ok" ? (std::to_string(rec.median_s * 1e3) + " ms").c_str() : (rec.status + ": " + rec.error).c_str());
         o.progress(line);
       }

@@ -1,9 +1,12 @@
 #pragma once
 // Tuning GPU schedules (issue 13): the tasks of a fused model whose kernels have a GEMM-shaped
 // stage (codegen/Gpu: gemm_shape; its tiles) or a long reduction (row_reduce_shape; its lanes and
-// threads), each measured at its default first and then at the points of its space (seeded
-// order, none measured twice across runs), one trial per task in
-// turn until the budget or every space is spent. Each candidate's output is checked against the
+// threads), each measured at its default first and then at the points of its space, one trial
+// per task in turn until the budget or every space is spent, none measured twice across runs.
+// The points come in a seeded order until the cost model is trained: XGBoost on the GPU
+// features (costmodel/GpuFeatures), on every measured record of this target (the database's
+// included), retrained as records arrive. Then each trial is the best-predicted of the next
+// `window` unmeasured points in that order, but for an epsilon share taken in order (exploration). Each candidate's output is checked against the
 // reference executor on seeded data before its time counts; every measurement is a record in the
 // tuning database at once (schedule {"gpu_tile": ...} or {"gpu_reduce": ...}, the GPU features), so
 // an interrupted run loses nothing. Deploy reads the best tile back (runtime/Cuda:
@@ -53,10 +56,18 @@ struct GpuTuneOptions {
   double tolerance = 1e-4;  // relative error against the reference above which a candidate is wrong_result
   std::function<void(const std::string &)> progress;  // one line per measurement
   std::function<bool()> stop;                         // asked before each measurement: true ends the run (Ctrl-C)
+  bool model = true;       // the cost model picks (false: the seeded order throughout)
+  int min_records = 16;    // ok records before the first training
+  int window = 128;        // unmeasured points the model ranks for each pick
+  double epsilon = 0.125;  // share of picks taken in the seeded order
 };
 
 struct GpuTuneReport {
   int tasks = 0, measured = 0, failed = 0, skipped_known = 0;
+  int model_trainings = 0, model_picks = 0;  // trainings, and trials the model chose
+  int64_t model_rows = 0;                    // records the last model was trained on
+  double model_heldout_accuracy = -1;        // pairwise accuracy of the last model but one on the records it had not seen (-1: none yet)
+  double model_s = 0;                        // training, lowering for features and prediction
   struct Best {
     std::string hash, ops, tile;
     double default_s = 0, best_s = 0;

@@ -340,6 +340,7 @@ int gpu_command(const Args &args, bool bench) {
   }
   auto m = GpuModel::compile(*g, *driver, 0, db.get());
   if (!m) return fail(make_error(args.get("model") + ": " + m.error().message));
+  for (const std::string &note : (*m)->notes()) std::fprintf(stderr, "note: %s\n", note.c_str());
   double prepare_ms = ms_since(start);
   auto inputs = read_inputs(args, *g);
   if (!inputs) return fail(inputs.error());
@@ -526,7 +527,8 @@ Options:
                     JSON file (see 'autotune target --json'); records are keyed by it. A GPU
                     (sm_80, sm_90) tunes the tiles of the conv, dense and matmul kernels on
                     device 0 through the CUDA driver, keyed by the device's sm and name (only
-                    --trials, --db and --seed apply); without a driver it stops in one line
+                    --trials, --db, --seed and --search apply: a cost model on the GPU features
+                    picks tiles once 16 are measured); without a driver it stops in one line
   --timeout S       per-candidate limit in seconds (default 10): a hang is recorded and killed
   --compile-timeout S  per-candidate compile limit in seconds (default 120; 0: none): each
                     candidate is compiled in a child process, and one LLVM stalls on is killed
@@ -599,6 +601,9 @@ int gpu_tune(const Args &args) {
   GpuTuneOptions o;
   o.trials = static_cast<int>(std::clamp<int64_t>(*trials, 0, INT32_MAX));
   o.seed = static_cast<uint64_t>(*seed);
+  std::string search = args.get("search", "evolutionary");
+  if (search != "evolutionary" && search != "random") return fail(make_error("--search must be evolutionary or random, not '" + search + "'"));
+  o.model = search == "evolutionary";
   o.progress = [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   o.stop = [] { return g_stop.load(); };
   std::signal(SIGINT, on_stop_signal);
@@ -607,6 +612,11 @@ int gpu_tune(const Args &args) {
   if (!rep) return fail(make_error(args.get("model") + ": " + rep.error().message));
   std::printf("tuned %d tasks on %s: %d measured (%d failed), %d already in %s\n", rep->tasks, key.c_str(), rep->measured, rep->failed,
               rep->skipped_known, (*db)->path().c_str());
+  if (o.model)
+    std::printf("cost model: trained %d times, last on %lld records, held-out pairwise accuracy %s; %d trials its picks; %.1f s\n",
+                rep->model_trainings, static_cast<long long>(rep->model_rows),
+                rep->model_heldout_accuracy >= 0 ? std::to_string(rep->model_heldout_accuracy).substr(0, 5).c_str() : "-", rep->model_picks,
+                rep->model_s);
   std::printf("%-18s %-30s %12s %12s %8s  %s\n", "task", "ops", "default ms", "best ms", "speedup", "best tile");
   for (const auto &b : rep->best)
     std::printf("%-18s %-30s %12.4f %12.4f %8.2f  %s\n", b.hash.c_str(), b.ops.substr(0, 30).c_str(), b.default_s * 1e3, b.best_s * 1e3,

@@ -588,7 +588,109 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
   // A task without a record deploys at its default; a CPU record is no GPU schedule.
   EXPECT_FALSE(best_gpu_schedule(**db, tasks[0].body, "another key")->tile.has_value());
   EXPECT_NE(gpu_schedule_from_json(R"({"version": 1, "vector_width": 8})").error().message.find("not a GPU schedule"), std::string::npos);
-  std::filesystem::remove(path);
+  db->reset();  // closed first, so that SQLite's -wal and -shm files go with it
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabasesRecords) {
+  // The model's machinery on real records (CPU times of serialized kernels: they train and rank as
+  // a device's would, but say nothing of a GPU's speed).
+  auto gpu = resolve_gpu_target("sm_90");
+  ASSERT_TRUE(static_cast<bool>(gpu));
+  std::string path = (std::filesystem::temp_directory_path() / ("autotune_gpu_model_" + std::to_string(getpid()) + ".db")).string();
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  auto db = TuningDb::open(path);
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  Graph g = fused_model("tiny_cnn");
+  SerializedCpuTimer timer(*gpu);
+  const std::string key = "sm_90 serialized on the CPU";
+  GpuTuneOptions o;
+  o.trials = 30;
+  o.runs = 1;
+  o.min_records = 10;
+  o.window = 24;
+  int picks_said = 0;
+  o.progress = [&](const std::string &line) { picks_said += line.find("(the cost model's pick)") != std::string::npos; };
+  auto rep = tune_gpu(g, timer, **db, key, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_EQ(rep->measured, 30);
+  EXPECT_EQ(rep->failed, 0);
+  EXPECT_GE(rep->model_trainings, 2);  // at 10 records, and again as records arrive
+  EXPECT_GT(rep->model_picks, 10);  // of the 20 trials after the first training, all but the epsilon share
+  EXPECT_LE(rep->model_picks, 30 - rep->tasks);  // each task's default comes first
+  EXPECT_EQ(picks_said, rep->model_picks);
+  EXPECT_GE(rep->model_heldout_accuracy, 0.0);  // the replaced model scored on the records it had not seen
+  std::printf("%d tasks; %d of 30 trials picked by the cost model, trained %d times, held-out pairwise accuracy %.3f (CPU-serialized times)\n",
+              rep->tasks, rep->model_picks, rep->model_trainings, rep->model_heldout_accuracy);
+  auto distinct = [&] {
+    std::set<std::string> seen;
+    int records = 0;
+    for (const Task &t : extract_tasks(g)) {
+      auto recs = (*db)->records(t.hash, key);
+      EXPECT_TRUE(static_cast<bool>(recs));
+      for (const TuningRecord &r : *recs) {
+        EXPECT_TRUE(seen.insert(t.hash + r.schedule).second) << "measured twice: " << r.schedule;
+        ++records;
+      }
+    }
+    return records;
+  };
+  EXPECT_EQ(distinct(), 30);
+  // A second run trains on the database's records before its first trial, so the model picks at once.
+  o.trials = 4;
+  auto again = tune_gpu(g, timer, **db, key, o);
+  ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
+  EXPECT_EQ(again->measured, 4);
+  EXPECT_GE(again->model_trainings, 1);
+  EXPECT_EQ(again->model_rows, 30);
+  EXPECT_GE(again->model_picks, 1);  // trained before its first trial (the epsilon share of picks aside)
+  EXPECT_EQ(distinct(), 34);
+  // Without the model the order is the seeded one: nothing trained, nothing picked.
+  o.model = false;
+  auto plain = tune_gpu(g, timer, **db, key, o);
+  ASSERT_TRUE(static_cast<bool>(plain)) << plain.error().message;
+  EXPECT_EQ(plain->model_trainings, 0);
+  EXPECT_EQ(plain->model_picks, 0);
+  EXPECT_EQ(distinct(), 38);
+  db->reset();
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+TEST(Gpu, ADatabaseTileThatDoesNotLowerOnTheDeviceFallsBackToTheDefault) {
+  // A tile tuned on an sm_90 with 48 KiB of shared memory per block, deployed on a GPU with 16 KiB:
+  // the default runs, and the note names the record and the reason.
+  auto sm90 = resolve_gpu_target("sm_90");
+  ASSERT_TRUE(static_cast<bool>(sm90));
+  GpuTarget small = *sm90;
+  small.shared_bytes_per_block = 16 << 10;
+  int checked = 0;
+  for_each_naive_stage({"resnet18"}, [&](const std::string &, size_t i, const Graph &body, const KernelStage &st) {
+    auto shape = gemm_shape(st);
+    if (!shape || shape->m < 16 || shape->n < 16 || checked >= 3) return;
+    auto space = gpu_tile_space(*shape, *sm90);
+    GpuTile big = *std::max_element(space.begin(), space.end(), [](const GpuTile &a, const GpuTile &b) {
+      return a.bk * (a.bm + a.bn) < b.bk * (b.bm + b.bn);
+    });
+    SCOPED_TRACE("group %" + std::to_string(i) + " tile " + big.to_json());
+    GpuSchedule tuned{big, std::nullopt};
+    std::string note;
+    // Where it fits, the record is what runs.
+    auto as_tuned = lower_gpu_or_default(body, "g", *sm90, tuned, note);
+    ASSERT_TRUE(static_cast<bool>(as_tuned)) << as_tuned.error().message;
+    EXPECT_EQ(note, "");
+    EXPECT_EQ(as_tuned->to_string(), lower_gpu(body, "g", *sm90, tuned)->to_string());
+    // Where it does not, lower_gpu refuses it and the default runs instead.
+    auto refused = lower_gpu(body, "g", small, tuned);
+    ASSERT_FALSE(static_cast<bool>(refused));
+    auto fallback = lower_gpu_or_default(body, "g", small, tuned, note);
+    ASSERT_TRUE(static_cast<bool>(fallback)) << fallback.error().message;
+    EXPECT_EQ(fallback->to_string(), lower_gpu(body, "g", small)->to_string());
+    EXPECT_NE(note.find(big.to_json()), std::string::npos) << note;
+    EXPECT_NE(note.find(refused.error().message), std::string::npos) << note;
+    EXPECT_NE(note.find("the default runs"), std::string::npos) << note;
+    ++checked;
+  });
+  EXPECT_EQ(checked, 3);
 }
 
 /** Sets an environment variable for one scope. */
