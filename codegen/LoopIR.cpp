@@ -294,28 +294,44 @@ Expr with_args(const Expr &e, std::vector<Expr> args) {
   }
 }
 
-Expr fold_div_mod(const Expr &e, ExprMemo *memo) {
-  if (!e || e->args.empty()) return e;
-  if (memo)
-    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr &a : e->args) args.push_back(fold_div_mod(a, memo)), changed |= args.back().get() != a.get();
-  Expr out = changed ? with_args(e, std::move(args)) : e;
+namespace {
+
+/** `x` (its arguments folded already) with its own sum folded: c * B * (y / B) + c * (y % B) -> c * y. */
+Expr fold_sum(Expr x) {
   // Every sum inside a sum is folded on its own first, so the whole sum is linearized (each term
-  // printed for its key) only where a pair can fold: a term x / B beside a term y % B.
-  if (out->type == Type::kI64 && out->kind == ExprKind::kBinary && (out->op == BinOp::kAdd || out->op == BinOp::kSub) &&
-      has_div_and_mod_terms(out)) {
-    Linear l;
-    linearize(out, 1, l);
-    bool folded = false;
-    while (fold_pairs(l)) folded = true;
-    if (folded) {
-      out = int_imm(l.constant);
-      for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
-    }
+  // printed for its key) only where a pair can fold: a term y / B beside a term z % B.
+  if (x->type != Type::kI64 || x->kind != ExprKind::kBinary || (x->op != BinOp::kAdd && x->op != BinOp::kSub) || !has_div_and_mod_terms(x))
+    return x;
+  Linear l;
+  linearize(x, 1, l);
+  bool folded = false;
+  while (fold_pairs(l)) folded = true;
+  if (!folded) return x;
+  Expr out = int_imm(l.constant);
+  for (const auto &[key, t] : l.terms) out = (t.second == 1 ? t.first : t.first * t.second) + out;
+  return out;
+}
+
+}  // namespace
+
+Expr substitute_and_fold(const Expr &e, const std::map<std::string, Expr> &values, ExprMemo &memo) {
+  if (e->kind == ExprKind::kVar) {
+    auto it = values.find(e->name);
+    return it == values.end() ? e : it->second;
   }
-  if (memo) memo->emplace(e.get(), out);
+  if (e->args.empty()) return e;
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  Expr out = e;
+  for (size_t i = 0; i < e->args.size(); ++i) {
+    Expr a = substitute_and_fold(e->args[i], values, memo);
+    if (a.get() == e->args[i].get()) continue;
+    std::vector<Expr> args(e->args.begin(), e->args.begin() + static_cast<std::ptrdiff_t>(i));
+    args.push_back(std::move(a));
+    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute_and_fold(e->args[j], values, memo));
+    out = fold_sum(with_args(e, std::move(args)));
+    break;
+  }
+  memo.emplace(e.get(), out);
   return out;
 }
 

@@ -111,13 +111,14 @@ using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
 Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo = nullptr);
 
 /**
- * `e` with every sum that holds c * B * (x / B) + c * (x % B) rewritten to c * x (floor division
- * and modulo: the identity holds for every x), in index expressions at any depth; `e` itself
- * (the same node) when there is nothing to fold. Fusing loops i (extent A) and j (extent B) into f
- * substitutes i = f / B and j = f % B, and an access i * B + j then reads f again: stride 1 in f,
- * so vectorizing f reads contiguous lanes instead of gathering.
+ * `e` with each variable of `values` replaced by its value, and every sum among the nodes that
+ * changed that holds c * B * (x / B) + c * (x % B) rewritten to c * x (floor division and modulo:
+ * the identity holds for every x); `e` itself (the same node) where nothing changed. Fusing loops
+ * i (extent A) and j (extent B) into f substitutes i = f / B and j = f % B in one walk, and an
+ * access i * B + j then reads f again: stride 1 in f, so vectorizing f reads contiguous lanes
+ * instead of gathering.
  */
-Expr fold_div_mod(const Expr &e, ExprMemo *memo = nullptr);
+Expr substitute_and_fold(const Expr &e, const std::map<std::string, Expr> &values, ExprMemo &memo);
 
 
 /** An integer expression as sum(coeff[v] * v) + constant; no zero coefficients are kept. */

@@ -334,10 +334,10 @@ Expected<Stmt> fuse(const Stmt &s, const std::string &outer, const std::string &
   if (o->for_kind != ForKind::kSerial || i->for_kind != ForKind::kSerial) return make_error("fuse: only serial loops are fused");
   AT_TRY(fresh_names(s, {fused}));
   return map_loop(s, outer, [&](const Stmt &) -> Expected<Stmt> {
-    Stmt body = substitute(i->body[0], inner, int_imm(imin) + var(fused) % int_imm(iext));
-    body = substitute(body, outer, int_imm(omin) + var(fused) / int_imm(iext));
+    // Both loops' variables in one walk, each rewritten sum folded: outer * iext + inner reads the fused loop again.
+    std::map<std::string, Expr> values = {{inner, int_imm(imin) + var(fused) % int_imm(iext)}, {outer, int_imm(omin) + var(fused) / int_imm(iext)}};
     loop::ExprMemo memo;
-    body = map_exprs(body, [&](const Expr &e) { return fold_div_mod(e, &memo); });  // outer * iext + inner reads the fused loop again
+    Stmt body = map_exprs(i->body[0], [&](const Expr &e) { return substitute_and_fold(e, values, memo); });
     return for_loop(fused, int_imm(0), int_imm(oext * iext), ForKind::kSerial, body);
   });
 }

@@ -28,28 +28,41 @@ TEST(LoopIR, SubstituteRefolds) {
   EXPECT_EQ(to_string(substitute(var("x") * 4 + var("y"), "x", int_imm(2))), "(8 + y)");
 }
 
-TEST(LoopIR, FoldsDivisionAndModuloPairsBackIntoTheirDividend) {
+TEST(LoopIR, FusingSubstitutesBothLoopsAndFoldsDivisionAndModuloPairsBackIntoTheirDividend) {
   // Fusing y (extent 4) and x (extent 56) into f: y = f / 56, x = f % 56.
-  Expr f = var("f"), k = var("k"), y = f / int_imm(56), x = f % int_imm(56);
+  Expr f = var("f"), k = var("k"), y = var("y"), x = var("x");
+  const std::map<std::string, Expr> fused = {{"y", f / int_imm(56)}, {"x", f % int_imm(56)}};
   Expr index = (y + k) * 56 + x;
-  EXPECT_EQ(stride_of(index, "f"), std::nullopt);
-  Expr folded = fold_div_mod(index);
+  EXPECT_EQ(stride_of(substitute(substitute(index, "y", f / int_imm(56)), "x", f % int_imm(56)), "f"), std::nullopt);  // a gather, unfolded
+  ExprMemo memo;
+  Expr folded = substitute_and_fold(index, fused, memo);
   EXPECT_EQ(stride_of(folded, "f"), 1);
   EXPECT_EQ(stride_of(folded, "k"), 56);
   // Scaled pairs (a channel plane of 3136 above the pixel), inside a load, and a dividend that is a sum.
   Buffer in = make_buffer("in", Type::kF32, 1 << 20, BufferScope::kParam);
   Expr g = var("c") * 7 + var("p");
-  Expr read = load(in, (g / int_imm(7)) * 3136 * 7 + (g % int_imm(7)) * 3136 + var("q"));
-  Expr back = fold_div_mod(read);
+  ExprMemo memo2;
+  Expr back = substitute_and_fold(load(in, var("a") * 3136 * 7 + var("b") * 3136 + var("q")), {{"a", g / int_imm(7)}, {"b", g % int_imm(7)}}, memo2);
   ASSERT_EQ(back->kind, ExprKind::kLoad);
   EXPECT_EQ(affine_form(back->args[0]), affine_form(var("c") * 21952 + var("p") * 3136 + var("q"))) << to_string(back);
-  // Nothing to fold: coefficients that do not pair, different dividends, a modulo alone. The same node comes back.
-  for (Expr e : {y * 55 + x, (f + int_imm(1)) / int_imm(56) * 56 + x, x * 2 + k, y * 56 - x}) {
-    EXPECT_EQ(fold_div_mod(e).get(), e.get()) << to_string(e);
+  // Nothing to fold: coefficients that do not pair, different dividends, a modulo alone.
+  for (Expr e : {y * 55 + x, var("z") * 56 + x, x * 2 + k, y * 56 - x}) {
+    ExprMemo m;
+    Expr r = substitute_and_fold(e, {{"y", f / int_imm(56)}, {"x", f % int_imm(56)}, {"z", (f + int_imm(1)) / int_imm(56)}}, m);
+    EXPECT_EQ(stride_of(r, "f"), std::nullopt) << to_string(r);
   }
+  // Where neither variable occurs, the same node comes back; a node shared by two parents is rewritten once and stays shared.
+  Expr other = k * 3 + int_imm(1);
+  EXPECT_EQ(substitute_and_fold(other, fused, memo).get(), other.get());
+  Expr shared = y * 56 + x;
+  ExprMemo memo3;
+  Expr both = substitute_and_fold(load(in, shared) + load(in, shared + int_imm(1)), fused, memo3);
+  ASSERT_EQ(both->args.size(), 2u);
+  EXPECT_EQ(both->args[0]->args[0].get(), both->args[1]->args[0]->args[0].get()) << to_string(both);
   // The identity holds for every value, negative ones included (floor division and modulo).
   for (int64_t v = -200; v <= 200; v += 7) {
-    Expr e = fold_div_mod(substitute((f / int_imm(9)) * 18 + (f % int_imm(9)) * 2 + int_imm(3), "f", var("v")));
+    ExprMemo m;
+    Expr e = substitute_and_fold(y * 18 + x * 2 + int_imm(3), {{"y", var("v") / int_imm(9)}, {"x", var("v") % int_imm(9)}}, m);
     EXPECT_EQ(as_int(substitute(e, "v", int_imm(v))), 2 * v + 3) << v;
   }
 }
