@@ -511,22 +511,49 @@ class SerializedCpuTimer : public GpuKernelTimer {
   ThreadPool pool_{1};
 };
 
+/** A tuning database in the temporary directory; closed and removed (its -wal and -shm too) when the test ends, however it ends. */
+struct ScratchDb {
+  std::string path;
+  std::unique_ptr<TuningDb> db;
+  explicit ScratchDb(const std::string &name)
+      : path((std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db")).string()) {
+    remove();
+    auto opened = TuningDb::open(path);
+    EXPECT_TRUE(static_cast<bool>(opened)) << opened.error().message;
+    if (opened) db = opened.take();
+  }
+  ~ScratchDb() {
+    db.reset();
+    remove();
+  }
+  void remove() const {
+    for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  }
+};
+
+/** What a GPU tuner test drives: sm_90, a scratch database, a fused model and the serialized CPU timer. */
+struct TunerRig {
+  Expected<GpuTarget> gpu = resolve_gpu_target("sm_90");
+  ScratchDb scratch;
+  Graph g;
+  std::unique_ptr<SerializedCpuTimer> timer;
+  std::string key = "sm_90 serialized on the CPU";
+  TunerRig(const char *db_name, const char *model) : scratch(db_name), g(fused_model(model)) {
+    if (gpu) timer = std::make_unique<SerializedCpuTimer>(*gpu);
+  }
+};
+
 TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
-  auto gpu = resolve_gpu_target("sm_90");
-  ASSERT_TRUE(static_cast<bool>(gpu));
-  std::string path = (std::filesystem::temp_directory_path() / ("autotune_gpu_tune_" + std::to_string(getpid()) + ".db")).string();
-  std::filesystem::remove(path);
-  auto db = TuningDb::open(path);
-  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
-  Graph g = fused_model("transformer");
-  SerializedCpuTimer timer(*gpu);
-  const std::string key = "sm_90 serialized on the CPU";
+  TunerRig rig("autotune_gpu_tune", "transformer");
+  auto &[gpu, scratch, g, timer, key] = rig;
+  ASSERT_TRUE(gpu && scratch.db);
+  TuningDb &db = *scratch.db;
   GpuTuneOptions o;
   o.trials = 9;
   o.runs = 2;
   int lines = 0;
   o.progress = [&](const std::string &) { ++lines; };
-  auto rep = tune_gpu(g, timer, **db, key, o);
+  auto rep = tune_gpu(g, *timer, db, key, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
   ASSERT_GE(rep->tasks, 2);  // the projections, the MLP and attention's matmuls
   EXPECT_EQ(rep->measured, 9);
@@ -537,7 +564,7 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
   int records = 0, reductions = 0;
   std::set<std::string> schedules;
   for (const auto &b : rep->best) {
-    auto recs = (*db)->records(b.hash, key);
+    auto recs = db.records(b.hash, key);
     ASSERT_TRUE(static_cast<bool>(recs));
     ASSERT_FALSE(recs->empty());
     const Task &t = *std::find_if(tasks.begin(), tasks.end(), [&](const Task &x) { return x.hash == b.hash; });
@@ -556,9 +583,9 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
       ++records;
     }
     // Deploy reads back the record best() ranks first.
-    auto best = (*db)->best(b.hash, key);
+    auto best = db.best(b.hash, key);
     ASSERT_TRUE(best && *best);
-    auto s = best_gpu_schedule(**db, t.body, key);
+    auto s = best_gpu_schedule(db, t.body, key);
     ASSERT_TRUE(static_cast<bool>(s)) << s.error().message;
     ASSERT_TRUE(s->tile.has_value() || s->reduce.has_value());
     EXPECT_EQ(gpu_schedule_to_json(*s), (*best)->schedule);
@@ -566,15 +593,15 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
   EXPECT_EQ(records, 9);
   EXPECT_GE(reductions, 1);  // the LayerNorms: rows, not tiles
   // A second run measures only tiles not measured before; a wrong kernel is recorded as such, never as a time.
-  timer.corrupt = true;
+  timer->corrupt = true;
   o.trials = 3;
-  auto again = tune_gpu(g, timer, **db, key, o);
+  auto again = tune_gpu(g, *timer, db, key, o);
   ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
   EXPECT_EQ(again->measured, 3);
   EXPECT_EQ(again->failed, 3);
   int wrong = 0;
   for (const auto &b : again->best) {
-    auto recs = (*db)->records(b.hash, key);
+    auto recs = db.records(b.hash, key);
     ASSERT_TRUE(static_cast<bool>(recs));
     for (const TuningRecord &r : *recs) {
       EXPECT_TRUE(schedules.insert(b.hash + r.schedule).second || r.status == "ok") << "measured twice: " << r.schedule;
@@ -586,24 +613,17 @@ TEST(Gpu, TheTunerRecordsEveryTileOnceChecksEachAndDeployReadsTheBest) {
   }
   EXPECT_EQ(wrong, 3);
   // A task without a record deploys at its default; a CPU record is no GPU schedule.
-  EXPECT_FALSE(best_gpu_schedule(**db, tasks[0].body, "another key")->tile.has_value());
+  EXPECT_FALSE(best_gpu_schedule(db, tasks[0].body, "another key")->tile.has_value());
   EXPECT_NE(gpu_schedule_from_json(R"({"version": 1, "vector_width": 8})").error().message.find("not a GPU schedule"), std::string::npos);
-  db->reset();  // closed first, so that SQLite's -wal and -shm files go with it
-  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
 TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabasesRecords) {
   // The model's machinery on real records (CPU times of serialized kernels: they train and rank as
   // a device's would, but say nothing of a GPU's speed).
-  auto gpu = resolve_gpu_target("sm_90");
-  ASSERT_TRUE(static_cast<bool>(gpu));
-  std::string path = (std::filesystem::temp_directory_path() / ("autotune_gpu_model_" + std::to_string(getpid()) + ".db")).string();
-  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  auto db = TuningDb::open(path);
-  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
-  Graph g = fused_model("tiny_cnn");
-  SerializedCpuTimer timer(*gpu);
-  const std::string key = "sm_90 serialized on the CPU";
+  TunerRig rig("autotune_gpu_model", "tiny_cnn");
+  auto &[gpu, scratch, g, timer, key] = rig;
+  ASSERT_TRUE(gpu && scratch.db);
+  TuningDb &db = *scratch.db;
   GpuTuneOptions o;
   o.trials = 30;
   o.runs = 1;
@@ -611,7 +631,7 @@ TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabas
   o.window = 24;
   int picks_said = 0;
   o.progress = [&](const std::string &line) { picks_said += line.find("(the cost model's pick)") != std::string::npos; };
-  auto rep = tune_gpu(g, timer, **db, key, o);
+  auto rep = tune_gpu(g, *timer, db, key, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
   EXPECT_EQ(rep->measured, 30);
   EXPECT_EQ(rep->failed, 0);
@@ -626,7 +646,7 @@ TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabas
     std::set<std::string> seen;
     int records = 0;
     for (const Task &t : extract_tasks(g)) {
-      auto recs = (*db)->records(t.hash, key);
+      auto recs = db.records(t.hash, key);
       EXPECT_TRUE(static_cast<bool>(recs));
       for (const TuningRecord &r : *recs) {
         EXPECT_TRUE(seen.insert(t.hash + r.schedule).second) << "measured twice: " << r.schedule;
@@ -638,7 +658,7 @@ TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabas
   EXPECT_EQ(distinct(), 30);
   // A second run trains on the database's records before its first trial, so the model picks at once.
   o.trials = 4;
-  auto again = tune_gpu(g, timer, **db, key, o);
+  auto again = tune_gpu(g, *timer, db, key, o);
   ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
   EXPECT_EQ(again->measured, 4);
   EXPECT_GE(again->model_trainings, 1);
@@ -647,13 +667,11 @@ TEST(Gpu, OnceTrainedTheCostModelPicksTheTilesAndAResumedRunStartsFromTheDatabas
   EXPECT_EQ(distinct(), 34);
   // Without the model the order is the seeded one: nothing trained, nothing picked.
   o.model = false;
-  auto plain = tune_gpu(g, timer, **db, key, o);
+  auto plain = tune_gpu(g, *timer, db, key, o);
   ASSERT_TRUE(static_cast<bool>(plain)) << plain.error().message;
   EXPECT_EQ(plain->model_trainings, 0);
   EXPECT_EQ(plain->model_picks, 0);
   EXPECT_EQ(distinct(), 38);
-  db->reset();
-  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
 TEST(Gpu, ADatabaseTileThatDoesNotLowerOnTheDeviceFallsBackToTheDefault) {
