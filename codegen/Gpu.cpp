@@ -486,7 +486,10 @@ struct RowProgram {
   Loops outs;
   std::vector<Buffer> scalars;
   std::vector<Stmt> passes;
+  std::vector<std::optional<Combine>> combines;  // per pass: the combine of a pass that reduces into a scalar
   int64_t longest = 0;  // the longest pass over the row
+  bool is_scalar(const Buffer &b) const { return std::find(scalars.begin(), scalars.end(), b) != scalars.end(); }
+  RowReduceShape shape() const { return RowReduceShape{product(outs), longest, ""}; }
 };
 
 Expected<RowProgram> read_row_program(const KernelStage &st) {
@@ -496,21 +499,23 @@ Expected<RowProgram> read_row_program(const KernelStage &st) {
     p.scalars.push_back(cur->buffer);
   if (p.outs.empty() || p.scalars.empty() || !cur) return make_error("stage " + st.name + " is no row program (output loops around scalars)");
   p.passes = cur->kind == StmtKind::kSeq ? cur->body : std::vector<Stmt>{cur};
-  auto is_scalar = [&](const Buffer &b) { return std::find(p.scalars.begin(), p.scalars.end(), b) != p.scalars.end(); };
-  for (const Stmt &x : p.passes) {
+  p.combines.resize(p.passes.size());
+  for (size_t i = 0; i < p.passes.size(); ++i) {
+    const Stmt &x = p.passes[i];
     if (x->kind == StmtKind::kStore) continue;  // a scalar from scalars, or one store per row
     auto mn = as_int(x->min), ex = as_int(x->extent);
     if (x->kind != StmtKind::kFor || !mn || *mn != 0 || !ex) return make_error("stage " + st.name + ": a pass that is no loop over the row");
     p.longest = std::max(p.longest, *ex);
     const Stmt &b = x->body[0];
-    if (b->kind == StmtKind::kStore && is_scalar(b->buffer)) {
+    if (b->kind == StmtKind::kStore && p.is_scalar(b->buffer)) {
       Reduction r;
       r.acc = b->buffer, r.update = b->value;
-      AT_TRY(combine_of(r));
+      AT_ASSIGN(c, combine_of(r));
+      p.combines[i] = c;
       continue;
     }
     for (const Stmt &y : stores_of(b))
-      if (is_scalar(y->buffer)) return make_error("stage " + st.name + ": a pass stores a scalar among other stores");
+      if (p.is_scalar(y->buffer)) return make_error("stage " + st.name + ": a pass stores a scalar among other stores");
     std::function<bool(const Stmt &)> flat = [&](const Stmt &y) {
       if (!y) return true;
       if (y->kind == StmtKind::kFor || y->kind == StmtKind::kAllocate || y->kind == StmtKind::kBarrier) return false;
@@ -533,11 +538,11 @@ Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram 
   };
   Buffer red = make_buffer("shared_partials", Type::kF32, g.threads, BufferScope::kShared);
   std::vector<Stmt> body;
-  auto is_scalar = [&](const Buffer &b) { return std::find(p.scalars.begin(), p.scalars.end(), b) != p.scalars.end(); };
-  for (const Stmt &x : p.passes) {
+  for (size_t i = 0; i < p.passes.size(); ++i) {
+    const Stmt &x = p.passes[i];
     if (x->kind == StmtKind::kStore) {
       // A scalar: every lane computes its own copy. A row's store: its first lane.
-      if (is_scalar(x->buffer)) body.push_back(place(x));
+      if (p.is_scalar(x->buffer)) body.push_back(place(x));
       else body.push_back(if_then(inside ? both(lane == int_imm(0), inside) : lane == int_imm(0), place(x)));
       continue;
     }
@@ -545,13 +550,10 @@ Expected<KernelStage> row_program_stage(const KernelStage &st, const RowProgram 
     Expr j = var("gpu_j") * g.lanes + lane;
     Expr in_row = len % g.lanes ? j < int_imm(len) : nullptr;
     const Stmt &b = x->body[0];
-    if (b->kind == StmtKind::kStore && is_scalar(b->buffer)) {
+    if (const std::optional<Combine> &c = p.combines[i]) {
       // A combine: strided partials, halved in shared memory, the total combined into every lane's scalar.
-      Reduction r;
-      r.acc = b->buffer, r.update = b->value;
-      Combine c = *combine_of(r);
-      combine_across_lanes(body, c.op, substitute_all(loop::substitute(c.term, x->var, j), at), j, len, g.lanes, red);
-      body.push_back(store(b->buffer, int_imm(0), combine(c.op, load(b->buffer, int_imm(0)), load(red, row * g.lanes))));
+      combine_across_lanes(body, c->op, substitute_all(loop::substitute(c->term, x->var, j), at), j, len, g.lanes, red);
+      body.push_back(store(b->buffer, int_imm(0), combine(c->op, load(b->buffer, int_imm(0)), load(red, row * g.lanes))));
       body.push_back(barrier());  // every lane has read the total before the next combine overwrites the partials
       continue;
     }
@@ -781,7 +783,7 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       continue;
     }
     if (auto rp = read_row_program(k.stages[i]); rp && (rp->longest >= 32 || schedule.reduce)) {
-      GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(RowReduceShape{product(rp->outs), rp->longest, ""}, gpu);
+      GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(rp->shape(), gpu);
       auto s = row_program_stage(k.stages[i], *rp, rd, gpu);
       if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
       k.stages[i] = s.take();
@@ -905,7 +907,7 @@ Expected<RowReduceShape> row_reduce_shape(const KernelStage &st) {
 
 Expected<RowReduceShape> row_program_shape(const KernelStage &st) {
   AT_ASSIGN(p, read_row_program(st));
-  return RowReduceShape{product(p.outs), p.longest, ""};
+  return p.shape();
 }
 
 GpuReduce default_gpu_reduce(const RowReduceShape &r, const GpuTarget &gpu) {
