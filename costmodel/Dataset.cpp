@@ -117,4 +117,23 @@ Expected<EvalReport> evaluate(const CostModel &model, const std::vector<Sample> 
   return rep;
 }
 
+Expected<bool> OnlineModel::maybe_retrain() {
+  size_t fresh = samples_.size() - trained_upto_;
+  if (samples_.size() < min_samples_) return false;
+  if (model_ && fresh < std::max(min_fresh_, trained_upto_ / 4)) return false;
+  if (model_ && fresh > 0) {
+    // The samples the current model has not seen are its held-out set.
+    std::vector<Sample> unseen(samples_.begin() + static_cast<std::ptrdiff_t>(trained_upto_), samples_.end());
+    AT_ASSIGN(rep, evaluate(*model_, unseen));
+    if (rep.pairs > 0) heldout_accuracy_ = rep.pairwise_accuracy;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  AT_ASSIGN(m, train_on(samples_, o_));
+  model_ = std::move(m);
+  trained_upto_ = samples_.size();
+  train_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++trainings_;
+  return true;
+}
+
 }  // namespace autotune

@@ -46,4 +46,34 @@ Expected<EvalReport> evaluate(const CostModel &model, const std::vector<Sample> 
 /** Trains a model on samples (their x and y). */
 Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, const CostModelOptions &o = {});
 
+/**
+ * The cost model of a tuning run: samples as they arrive (the database's first), a model trained
+ * on them once `min_samples` are in and retrained when a quarter of what it knows (at least
+ * `min_fresh`) is new. The model being replaced is first scored on the samples it never saw: its
+ * held-out pairwise accuracy. The CPU search (search/ModelSearch) and the GPU tuner share it.
+ */
+class OnlineModel {
+ public:
+  OnlineModel(CostModelOptions o, size_t min_samples, size_t min_fresh) : o_(std::move(o)), min_samples_(min_samples), min_fresh_(min_fresh) {}
+  void add(Sample s) { samples_.push_back(std::move(s)); }
+  /** Retrains when enough is new (above); true if it trained. */
+  Expected<bool> maybe_retrain();
+  /** The current model (null before the first training). */
+  const CostModel *model() const { return model_.get(); }
+  int64_t trained_rows() const { return model_ ? model_->rows_trained() : 0; }
+  /** Pairwise accuracy of the last model but one on the samples that arrived after it was trained (-1: none yet). */
+  double heldout_accuracy() const { return heldout_accuracy_; }
+  double train_seconds() const { return train_s_; }
+  int trainings() const { return trainings_; }
+
+ private:
+  CostModelOptions o_;
+  size_t min_samples_, min_fresh_;
+  std::vector<Sample> samples_;
+  size_t trained_upto_ = 0;  // samples_[0, trained_upto_) trained the current model
+  std::unique_ptr<CostModel> model_;
+  double heldout_accuracy_ = -1, train_s_ = 0;
+  int trainings_ = 0;
+};
+
 }  // namespace autotune

@@ -87,9 +87,11 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
   const GpuTarget &gpu = timer.target();
   std::vector<Task> tasks = extract_tasks(fused);
   std::vector<GpuTask> work;
-  std::vector<Sample> samples;  // every ok record of this target with features: the database's, then this run's
-  std::unique_ptr<CostModel> model;
-  size_t trained_upto = 0;
+  // Trained on every ok record of this target with features: the database's, then this run's.
+  CostModelOptions mo;
+  mo.columns = gpu_feature_names().size();
+  mo.seed = o.seed;
+  OnlineModel online(mo, static_cast<size_t>(std::max(o.min_records, 0)), 8);
   for (const Task &t : tasks) {
     if (t.body.type_of(t.body.outputs[0]).dtype != DType::kFloat32) continue;
     auto naive = lower_naive(t.body, "naive", KernelSchedule{});
@@ -120,7 +122,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
     AT_ASSIGN(old, db.records(t.hash, target_key));
     for (const TuningRecord &r : old) {
       w.known.insert(r.schedule);
-      if (auto smp = sample_of(r)) samples.push_back(std::move(*smp));
+      if (auto smp = sample_of(r)) online.add(std::move(*smp));
       if (r.status != "ok") continue;
       if (r.schedule == gpu_schedule_to_json(w.queue[0])) w.default_s = r.median_s;
       if (r.median_s < w.best_s) w.best_s = r.median_s, w.best_tile = r.schedule;
@@ -130,25 +132,14 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
   }
   GpuTuneReport rep;
   rep.tasks = static_cast<int>(work.size());
-  // Trains once min_records are in, then again when a quarter more (at least 8) have arrived; the
-  // model being replaced is first scored on the records it never saw.
+  // Trains once min_records are in, then again when a quarter more (at least 8) have arrived.
   auto maybe_retrain = [&]() -> Status {
-    size_t fresh = samples.size() - trained_upto;
-    if (!o.model || static_cast<int>(samples.size()) < o.min_records || (model && fresh < std::max<size_t>(8, trained_upto / 4))) return Status::ok();
+    if (!o.model) return Status::ok();
     auto t0 = std::chrono::steady_clock::now();
-    if (model && fresh > 0) {
-      AT_ASSIGN(ev, evaluate(*model, std::vector<Sample>(samples.begin() + static_cast<std::ptrdiff_t>(trained_upto), samples.end())));
-      if (ev.pairs > 0) rep.model_heldout_accuracy = ev.pairwise_accuracy;
-    }
-    CostModelOptions mo;
-    mo.columns = gpu_feature_names().size();
-    mo.seed = o.seed;
-    AT_ASSIGN(m, train_on(samples, mo));
-    model = std::move(m);
-    trained_upto = samples.size();
-    rep.model_rows = static_cast<int64_t>(trained_upto);
-    ++rep.model_trainings;
+    AT_ASSIGN(trained, online.maybe_retrain());
+    if (!trained) return Status::ok();
     rep.model_s += seconds_since(t0);
+    rep.model_rows = online.trained_rows(), rep.model_trainings = online.trainings(), rep.model_heldout_accuracy = online.heldout_accuracy();
     return Status::ok();
   };
   std::mt19937_64 explore(o.seed + 7);
@@ -164,6 +155,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
       std::optional<GpuSchedule> sched;
       bool by_model = false;
       // The default first; then the model's pick, but for an epsilon share of picks in order.
+      const CostModel *model = online.model();
       if (model && w.default_s > 0 && std::uniform_real_distribution<double>(0, 1)(explore) >= o.epsilon) {
         auto t0 = std::chrono::steady_clock::now();
         AT_ASSIGN(p, w.best_predicted(*model, gpu, o.window));
@@ -207,7 +199,7 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
             rec.status = "ok", rec.median_s = r->median_s, rec.min_s = r->min_s, rec.runs = o.runs;
             if (w.default_s == 0) w.default_s = r->median_s, rec.baseline_s = r->median_s;
             if (r->median_s < w.best_s) w.best_s = r->median_s, w.best_tile = rec.schedule;
-            if (auto smp = sample_of(rec)) samples.push_back(std::move(*smp));
+            if (auto smp = sample_of(rec)) online.add(std::move(*smp));
           }
         }
       }

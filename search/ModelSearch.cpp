@@ -17,10 +17,19 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-ModelSearch::ModelSearch(const Target &target, ModelSearchOptions o, uint64_t seed) : target_(target), o_(o), seed_(seed) {}
+namespace {
+CostModelOptions options_of(const ModelSearchOptions &o, uint64_t seed) {
+  CostModelOptions mo;
+  mo.threads = o.threads, mo.seed = seed;
+  return mo;
+}
+}  // namespace
+
+ModelSearch::ModelSearch(const Target &target, ModelSearchOptions o, uint64_t seed)
+    : target_(target), o_(o), online_(options_of(o, seed), static_cast<size_t>(std::max<int64_t>(o.min_samples, 0)), 16) {}
 
 void ModelSearch::add_samples(std::vector<Sample> samples) {
-  for (Sample &s : samples) samples_.push_back(std::move(s));
+  for (Sample &s : samples) online_.add(std::move(s));
 }
 
 ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule &s) const {
@@ -61,28 +70,7 @@ void ModelSearch::add_result(const Task &task, const Point &p, double ratio) {
   if (!(ratio > 0)) return;
   const std::vector<float> &x = features(task, p);
   if (x.empty()) return;
-  samples_.push_back({task.hash, p.json, x, static_cast<float>(-std::log2(ratio))});
-}
-
-Expected<bool> ModelSearch::maybe_retrain() {
-  size_t fresh = samples_.size() - trained_upto_;
-  if (static_cast<int64_t>(samples_.size()) < o_.min_samples) return false;
-  if (model_ && fresh < std::max<size_t>(16, trained_upto_ / 4)) return false;
-  if (model_ && fresh > 0) {
-    // The records the current model has not seen are its held-out set.
-    std::vector<Sample> unseen(samples_.begin() + static_cast<std::ptrdiff_t>(trained_upto_), samples_.end());
-    AT_ASSIGN(rep, evaluate(*model_, unseen));
-    if (rep.pairs > 0) heldout_accuracy_ = rep.pairwise_accuracy;
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  CostModelOptions mo;
-  mo.threads = o_.threads, mo.seed = seed_;
-  AT_ASSIGN(m, train_on(samples_, mo));
-  model_ = std::move(m);
-  trained_upto_ = samples_.size();
-  train_s_ += seconds_since(t0);
-  ++trainings_;
-  return true;
+  online_.add({task.hash, p.json, x, static_cast<float>(-std::log2(ratio))});
 }
 
 std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
@@ -115,8 +103,8 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     out.push_back(p.schedule);
     return true;
   };
-  int randoms = model_ ? static_cast<int>(std::ceil(o_.epsilon * want)) : want;
-  if (model_) {
+  int randoms = online_.model() ? static_cast<int>(std::ceil(o_.epsilon * want)) : want;
+  if (const CostModel *model = online_.model()) {
     auto t0 = std::chrono::steady_clock::now();
     // Population: the seeds, then random points.
     std::map<std::string, std::pair<const Point *, float>> scored;  // every point scored so far, by its JSON
@@ -134,7 +122,7 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
         x.push_back(f), kept.push_back(&points.back());
         scored[kept.back()->json] = {kept.back(), 0.0f};
       }
-      if (auto pr = model_->predict(x))
+      if (auto pr = model->predict(x))
         for (size_t i = 0; i < kept.size(); ++i) scored[kept[i]->json].second = (*pr)[i];
     };
     // Everything scored so far, best prediction first.

@@ -46,7 +46,7 @@ class ModelSearch {
    * scores the current model on the records it has not seen (its held-out accuracy). True if it
    * trained.
    */
-  Expected<bool> maybe_retrain();
+  Expected<bool> maybe_retrain() { return online_.maybe_retrain(); }
 
   /**
    * Up to `want` unmeasured, legal schedules of `task` for the next batch, no two of one kernel and
@@ -64,14 +64,14 @@ class ModelSearch {
   /** The identity of `p`'s kernel on `task` (LoweredKernel::identity, lowered once with its features); empty if it does not lower. */
   const std::string &kernel(const Task &task, const Point &p);
   /** The current model (null before the first training). */
-  const CostModel *model() const { return model_.get(); }
-  bool has_model() const { return model_ != nullptr; }
-  int64_t trained_rows() const { return model_ ? model_->rows_trained() : 0; }
+  const CostModel *model() const { return online_.model(); }
+  bool has_model() const { return online_.model() != nullptr; }
+  int64_t trained_rows() const { return online_.trained_rows(); }
   /** Pairwise accuracy of the model on records that arrived after it was trained (-1: none yet). */
-  double heldout_accuracy() const { return heldout_accuracy_; }
-  double train_seconds() const { return train_s_; }
+  double heldout_accuracy() const { return online_.heldout_accuracy(); }
+  double train_seconds() const { return online_.train_seconds(); }
   double predict_seconds() const { return predict_s_; }
-  int trainings() const { return trainings_; }
+  int trainings() const { return online_.trainings(); }
 
  private:
   /** A point lowered: its kernel's features and identity (both empty if it does not lower). */
@@ -84,12 +84,8 @@ class ModelSearch {
 
   Target target_;
   ModelSearchOptions o_;
-  uint64_t seed_;
-  std::unique_ptr<CostModel> model_;
-  std::vector<Sample> samples_;
-  size_t trained_upto_ = 0;  // samples_[0, trained_upto_) trained the current model
-  double heldout_accuracy_ = -1, train_s_ = 0, predict_s_ = 0;
-  int trainings_ = 0;
+  OnlineModel online_;
+  double predict_s_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
 };
 
