@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <set>
 #include <unordered_map>
 
 #include "ir/Error.h"
+#include "ir/Hash.h"
 
 namespace autotune::loop {
 namespace {
@@ -711,6 +713,47 @@ std::string to_string(const Expr &e) {
   }
   return "?";
 }
+
+namespace {
+struct StructuralHasher {
+  std::unordered_map<const void *, uint64_t> memo;
+  static uint64_t mix(uint64_t h, uint64_t v) {
+    uint64_t state = h ^ (v * 0xff51afd7ed558ccdULL);
+    return splitmix64(state);
+  }
+  uint64_t buffer(const Buffer &b) {
+    if (!b) return 0;
+    uint64_t h = mix(fnv1a(b->name), static_cast<uint64_t>(b->size));
+    return mix(mix(h, static_cast<uint64_t>(b->type)), static_cast<uint64_t>(b->scope));
+  }
+  uint64_t expr(const Expr &e) {
+    if (!e) return 0x51ed2701ULL;
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    uint64_t bits;
+    std::memcpy(&bits, &e->float_value, sizeof bits);
+    uint64_t h = mix(static_cast<uint64_t>(e->kind), static_cast<uint64_t>(e->type));
+    h = mix(mix(mix(h, static_cast<uint64_t>(e->int_value)), bits), static_cast<uint64_t>(e->op));
+    h = mix(mix(h, e->name.empty() ? 0 : fnv1a(e->name)), buffer(e->buffer));
+    for (const Expr &a : e->args) h = mix(h, expr(a));
+    h = mix(h, e->args.size());
+    memo.emplace(e.get(), h);
+    return h;
+  }
+  uint64_t stmt(const Stmt &s) {
+    if (!s) return 0x2545f491ULL;
+    if (auto it = memo.find(s.get()); it != memo.end()) return it->second;
+    uint64_t h = mix(static_cast<uint64_t>(s->kind) + 0x100, s->var.empty() ? 0 : fnv1a(s->var));
+    h = mix(mix(mix(h, expr(s->min)), expr(s->extent)), static_cast<uint64_t>(s->for_kind));
+    h = mix(mix(mix(h, buffer(s->buffer)), expr(s->index)), expr(s->value));
+    for (const Stmt &b : s->body) h = mix(h, stmt(b));
+    h = mix(h, s->body.size());
+    memo.emplace(s.get(), h);
+    return h;
+  }
+};
+}  // namespace
+
+uint64_t structural_hash(const Stmt &s) { return StructuralHasher{}.stmt(s); }
 
 std::string to_string(const Stmt &s, int indent) {
   std::string pad(indent, ' ');

@@ -64,6 +64,10 @@ Expected<std::unique_ptr<CostModel>> CostModel::train(const std::vector<std::vec
   AT_TRY(set("seed", std::to_string(o.seed)));
   AT_TRY(set("verbosity", "0"));
   for (int i = 0; i < o.rounds; ++i) AT_TRY(xgb(XGBoosterUpdateOneIter(model->booster_, i, m->h), "training"));
+  // Predictions are a few hundred rows at a time, between the search's lowering on every thread:
+  // OpenMP's team for them cost more than it saved, its idle threads spinning against the
+  // lowering (8% of the search's samples in libgomp).
+  AT_TRY(set("nthread", "1"));
   model->rows_ = static_cast<int64_t>(x.size());
   model->columns_ = columns;
   return model;
@@ -100,6 +104,7 @@ Expected<std::unique_ptr<CostModel>> CostModel::load(const std::string &bytes) {
   std::unique_ptr<CostModel> model(new CostModel());
   AT_TRY(xgb(XGBoosterCreate(nullptr, 0, &model->booster_), "creating a booster"));
   AT_TRY(xgb(XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + eol + 1, bytes.size() - eol - 1), "loading"));
+  AT_TRY(xgb(XGBoosterSetParam(model->booster_, "nthread", "1"), "nthread"));  // as after training
   model->rows_ = rows;
   model->columns_ = feature_names().size();
   return model;

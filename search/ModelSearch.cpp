@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <set>
 
 #include "costmodel/Features.h"
@@ -35,7 +34,10 @@ void ModelSearch::add_samples(std::vector<Sample> samples) {
 ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule &s) const {
   auto k = lower_group(task.body, "k", s);
   if (!k) return {};
-  return {kernel_features(*k, target_), k->identity()};
+  // A step list is valid exactly where it replays (validate_schedule lowers it): asked again, it
+  // lowered every candidate a second time, as many lowerings as the batch's whole search.
+  bool valid = (!s.steps.empty() && s.segments.empty() && !is_chain(task.body)) || static_cast<bool>(validate_schedule(task.body, s));
+  return {kernel_features(*k, target_), k->identity(), valid};
 }
 
 const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p) {
@@ -64,6 +66,24 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
   std::vector<Lowered> out(todo.size());
   for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered(task, *todo[i]); });
   for (size_t i = 0; i < todo.size(); ++i) cache_.emplace(std::move(keys[i]), std::move(out[i]));
+}
+
+void ModelSearch::grow(const Task &task, Pool &pool, std::vector<Point> pts) {
+  compute_features(task, pts);
+  for (Point &p : pts) {
+    // Lowering refuses an illegal schedule (its knobs validated, its steps replayed): no features, not in the pool.
+    if (pool.jsons.count(p.json) || features(task, p).empty()) continue;
+    pool.jsons.insert(p.json);
+    pool.points.push_back(std::move(p));
+  }
+  // A retrained model scores the whole pool again; otherwise only the points that are new.
+  if (pool.scored_by != online_.trainings()) pool.score.clear(), pool.scored_by = online_.trainings();
+  std::vector<std::vector<float>> x;
+  for (size_t i = pool.score.size(); i < pool.points.size(); ++i) x.push_back(features(task, pool.points[i]));
+  if (x.empty()) return;
+  auto pr = online_.model()->predict(x);
+  if (pr) pool.score.insert(pool.score.end(), pr->begin(), pr->end());
+  else pool.score.resize(pool.points.size(), 0.0f);  // unscored: ranked in the order they came
 }
 
 void ModelSearch::add_result(const Task &task, const Point &p, double ratio) {
@@ -96,54 +116,34 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
   std::set<std::string> chosen;
   std::vector<KernelSchedule> out;
   auto take = [&](const Point &p) {
-    if (measured.count(p.json) || chosen.count(p.json) || !validate_schedule(task.body, p.schedule)) return false;
-    const std::string &k = kernel(task, p);
-    if (!k.empty() && !kernels.insert(k).second) return false;
+    if (measured.count(p.json) || chosen.count(p.json)) return false;
+    const Lowered &l = cached(task, p);
+    if (!l.valid || (!l.kernel.empty() && !kernels.insert(l.kernel).second)) return false;
     chosen.insert(p.json);
     out.push_back(p.schedule);
     return true;
   };
   int randoms = online_.model() ? static_cast<int>(std::ceil(o_.epsilon * want)) : want;
-  if (const CostModel *model = online_.model()) {
+  if (online_.model()) {
     auto t0 = std::chrono::steady_clock::now();
-    // Population: the seeds, then random points.
-    std::map<std::string, std::pair<const Point *, float>> scored;  // every point scored so far, by its JSON
-    std::deque<Point> points;                                         // their storage (stable addresses)
-    auto score = [&](std::vector<Point> pts) {
-      compute_features(task, pts);
-      std::vector<std::vector<float>> x;
-      std::vector<const Point *> kept;
-      for (Point &p : pts) {
-        if (scored.count(p.json)) continue;
-        // Lowering refuses an illegal schedule (its knobs validated, its steps replayed): no features, not scored.
-        const std::vector<float> &f = features(task, p);
-        if (f.empty()) continue;
-        points.push_back(std::move(p));
-        x.push_back(f), kept.push_back(&points.back());
-        scored[kept.back()->json] = {kept.back(), 0.0f};
-      }
-      if (auto pr = model->predict(x))
-        for (size_t i = 0; i < kept.size(); ++i) scored[kept[i]->json].second = (*pr)[i];
+    Pool &pool = pools_[task.hash];
+    // Everything in the pool, best prediction first (ties in the order the points came).
+    auto ranked = [&] {
+      std::vector<size_t> order(pool.points.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pool.score[a] > pool.score[b]; });
+      return order;
     };
-    // Everything scored so far, best prediction first.
-    auto ranked_points = [&] {
-      std::vector<std::pair<float, const Point *>> ranked;
-      for (const auto &[j, sp] : scored) ranked.emplace_back(sp.second, sp.first);
-      std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
-      return ranked;
-    };
-    std::vector<Point> pop;
-    for (const KernelSchedule &s : elite) pop.push_back(point(s));
-    for (int i = 0; i < o_.population; ++i) pop.push_back(point(space.sample(rng)));  // seeds do not crowd out the random points
-    score(std::move(pop));
-    for (int g = 0; g < o_.generations; ++g) {
-      // Survivors: the best-predicted half of everything scored; children by mutation and crossover.
-      std::vector<std::pair<float, const Point *>> ranked = ranked_points();
-      size_t parents = std::max<size_t>(2, std::min(ranked.size(), static_cast<size_t>(o_.population / 2)));
-      if (ranked.empty()) break;
-      auto parent = [&]() -> const KernelSchedule & {
-        return ranked[static_cast<size_t>(rng.uniform(static_cast<int>(std::min(parents, ranked.size()))))].second->schedule;
-      };
+    // This batch's new points: the seeds, random points, then generations of children whose
+    // parents are the best-predicted points of the whole pool (earlier batches' included).
+    std::vector<Point> fresh;
+    for (const KernelSchedule &s : elite) fresh.push_back(point(s));
+    for (int i = 0; i < o_.population; ++i) fresh.push_back(point(space.sample(rng)));  // seeds do not crowd out the random points
+    grow(task, pool, std::move(fresh));
+    for (int g = 0; g < o_.generations && !pool.points.empty(); ++g) {
+      std::vector<size_t> order = ranked();
+      int parents = static_cast<int>(std::min(order.size(), static_cast<size_t>(std::max(2, o_.population / 2))));
+      auto parent = [&]() -> const KernelSchedule & { return pool.points[order[static_cast<size_t>(rng.uniform(parents))]].schedule; };
       std::vector<Point> children;
       for (int i = 0; i < o_.population; ++i) {
         const KernelSchedule &a = parent();
@@ -154,11 +154,11 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
           children.push_back(point(space.mutate(a, rng)));
         }
       }
-      score(std::move(children));
+      grow(task, pool, std::move(children));
     }
-    for (const auto &[pr, p] : ranked_points()) {
+    for (size_t i : ranked()) {
       if (static_cast<int>(out.size()) >= want - randoms) break;
-      take(*p);
+      take(pool.points[i]);
     }
     predict_s_ += seconds_since(t0);
   }

@@ -1,16 +1,20 @@
 #pragma once
 // Model-guided search (issue 9): an XGBoost cost model (costmodel/) ranks candidate schedules so
 // that only the promising ones are measured. Each batch of a task comes from an evolutionary
-// search in the style of MetaSchedule's: a population of random points of the task's space plus
-// its best measured schedules, then generations of mutation and crossover, each generation's
-// survivors chosen by predicted speed; the batch is the best unmeasured predictions plus an
-// epsilon share of random unmeasured points (exploration, and data where the model is unsure).
+// search in the style of MetaSchedule's: random points of the task's space plus its best measured
+// schedules, then generations of mutation and crossover, the parents chosen by predicted speed;
+// the batch is the best unmeasured predictions plus an epsilon share of random unmeasured points
+// (exploration, and data where the model is unsure). Every point a task's searches have lowered
+// stays in its pool: a batch ranks the whole pool, so the evolution goes on across batches and
+// each batch lowers only its own new points (lowering is the search's cost).
 // The model starts from whatever the database already holds for the target (other models'
 // records included) and is retrained as records arrive.
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "costmodel/Dataset.h"
@@ -21,8 +25,8 @@
 namespace autotune {
 
 struct ModelSearchOptions {
-  int population = 64;        // points per generation
-  int generations = 3;
+  int population = 32;        // new random points per batch, and children per generation
+  int generations = 2;
   double epsilon = 0.125;     // share of each batch picked at random among unmeasured points
   int threads = 1;            // XGBoost's threads while training, and the threads lowering points for their features
   int64_t min_samples = 16;   // records before the first model is trained (random search until then)
@@ -74,19 +78,31 @@ class ModelSearch {
   int trainings() const { return online_.trainings(); }
 
  private:
-  /** A point lowered: its kernel's features and identity (both empty if it does not lower). */
+  /** A point lowered: its kernel's features and identity (both empty if it does not lower), and whether validate_schedule accepts it. */
   struct Lowered {
     std::vector<float> features;
     std::string kernel;
+    bool valid = false;
   };
   Lowered lowered(const Task &task, const KernelSchedule &s) const;
   const Lowered &cached(const Task &task, const Point &p);
+
+  /** Every legal point lowered for a task, with its prediction by the current model. */
+  struct Pool {
+    std::deque<Point> points;            // stable addresses
+    std::unordered_set<std::string> jsons;
+    std::vector<float> score;            // score[i] predicts points[i]; shorter while new points await scoring
+    int scored_by = -1;                  // the model (its training count) that made score
+  };
+  /** Adds the legal points of `pts` not in `pool` yet (lowered first, on every thread), then scores what the current model has not. */
+  void grow(const Task &task, Pool &pool, std::vector<Point> pts);
 
   Target target_;
   ModelSearchOptions o_;
   OnlineModel online_;
   double predict_s_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
+  std::map<std::string, Pool> pools_;     // by task hash
 };
 
 }  // namespace autotune

@@ -24,6 +24,26 @@ TEST(LoopIR, StrideOfAffineIndices) {
   EXPECT_EQ(stride_of(min(x, int_imm(3)), "x"), std::nullopt);
 }
 
+TEST(LoopIR, StructuralHashIsTheStructureNotTheNodes) {
+  Buffer a = make_buffer("a", Type::kF32, 64, BufferScope::kParam), b = make_buffer("b", Type::kF32, 64, BufferScope::kParam);
+  auto body = [&](int64_t k, const Buffer &to) {
+    Expr x = var("x");
+    Expr shared = load(a, x) * float_imm(2.0);  // one node used twice: a DAG
+    return for_loop("x", int_imm(0), int_imm(64), ForKind::kSerial, store(to, x, shared + shared * float_imm(static_cast<double>(k))));
+  };
+  // Built twice, node by node: the same hash; as a tree (the shared node copied), the same again.
+  EXPECT_EQ(structural_hash(body(3, b)), structural_hash(body(3, b)));
+  Expr x = var("x");
+  Stmt tree = for_loop("x", int_imm(0), int_imm(64), ForKind::kSerial,
+                       store(b, x, load(a, x) * float_imm(2.0) + (load(a, x) * float_imm(2.0)) * float_imm(3.0)));
+  EXPECT_EQ(structural_hash(tree), structural_hash(body(3, b)));
+  // Any field that differs: a constant, the buffer stored, the loop's kind.
+  EXPECT_NE(structural_hash(body(4, b)), structural_hash(body(3, b)));
+  EXPECT_NE(structural_hash(body(3, a)), structural_hash(body(3, b)));
+  Stmt parallel = for_loop("x", int_imm(0), int_imm(64), ForKind::kParallel, body(3, b)->body[0]);
+  EXPECT_NE(structural_hash(parallel), structural_hash(body(3, b)));
+}
+
 TEST(LoopIR, SubstituteRefolds) {
   EXPECT_EQ(to_string(substitute(var("x") * 4 + var("y"), "x", int_imm(2))), "(8 + y)");
 }
