@@ -71,6 +71,13 @@ Expected<GpuTarget> parse_gpu(const std::string &text, const std::string &label)
   return g;
 }
 
+/** Whether `s` holds a loop. */
+bool has_loop(const Stmt &s) {
+  if (!s) return false;
+  if (s->kind == StmtKind::kFor) return true;
+  return std::any_of(s->body.begin(), s->body.end(), [](const Stmt &b) { return has_loop(b); });
+}
+
 /** The stage under the GPU schedule (lower_gpu). */
 Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
   // The output loops: the perfect nest at the top, each from 0 with a constant extent, each moving every store below it.
@@ -90,11 +97,22 @@ Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
     body = next;
     f = fused;
   }
-  int64_t warp = gpu.warp_size, threads = std::min<int64_t>(gpu.threads_per_block, (extent + warp - 1) / warp * warp);
-  int64_t blocks = (extent + threads - 1) / threads;
+  // An elementwise stage (no loop inside the output loops) whose extent is a multiple of 4: each
+  // thread takes 4 consecutive outputs as a vector, so that an input read in the output's order is
+  // one 16-byte load (`ld.global.v4.f32`, the emitter's alignment from the index) and the store one
+  // `st.global.v4.f32`; reads in another order are 4 loads, as they were. Reductions (pools,
+  // depthwise convs) keep one output per thread: their window loops would run per lane.
+  const int64_t lanes = !f.empty() && extent % 4 == 0 && !has_loop(body->body[0]) ? 4 : 1;
+  const int64_t items = extent / lanes;
+  int64_t warp = gpu.warp_size, threads = std::min<int64_t>(gpu.threads_per_block, (items + warp - 1) / warp * warp);
+  int64_t blocks = (items + threads - 1) / threads;
   Expr id = var("gpu_block") * threads + var("gpu_thread");
-  Stmt inside = f.empty() ? body : substitute(body->body[0], f, id);
-  if (blocks * threads != extent) inside = if_then(id < int_imm(extent), inside);
+  Stmt inside = f.empty() ? body
+                : lanes == 1 ? substitute(body->body[0], f, id)
+                             : for_loop("gpu_lane", int_imm(0), int_imm(lanes), ForKind::kVectorized,
+                                        substitute(body->body[0], f, id * lanes + var("gpu_lane")));
+  if (lanes > 1) inside = simplify_div_mod(inside, {{"gpu_lane", {0, lanes - 1}}});  // (4 t + l) / 3136 is t / 784: one load for the 4 lanes
+  if (blocks * threads != items) inside = if_then(id < int_imm(items), inside);
   KernelStage out = st;
   out.parallel_var = "gpu_block";
   out.parallel_extent = blocks;
@@ -344,7 +362,7 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
   std::vector<Stmt> loads;
   auto stage_loads = [&](const std::vector<Expr> &ops, const std::vector<Buffer> &sh, const std::vector<bool> &side_major, int64_t side,
                          const Expr &base, int64_t extent, bool is_m) {
-    const int64_t total = side * t.bk, rounds = ceil_div(total, threads);
+    const int64_t total = side * t.bk;
     for (size_t o = 0; o < ops.size(); ++o) {
       Expr e = var("gpu_l") * threads + th;
       // The order in which a warp's loads touch fewer 32-byte sectors of global memory (block 0,
@@ -362,16 +380,48 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
       };
       int64_t along = sectors(true), across = sectors(false);
       bool major = along == across ? side_major[o] : along < across;
-      Expr pos = major ? e % int_imm(side) : e / int_imm(t.bk), kpos = major ? e / int_imm(side) : e % int_imm(t.bk);
-      Expr x = base + pos, kf = kc * t.bk + kpos;
-      Expr cond;
-      auto also = [&](Expr c) { cond = cond ? both(cond, c) : c; };
-      if (total % threads) also(e < int_imm(total));
-      if (extent % side) also(x < int_imm(extent));
-      if (s.k % t.bk) also(kf < int_imm(s.k));
-      Expr value = substitute_all(ops[o], is_m ? at(x, nullptr, kf) : at(nullptr, x, kf));
-      Stmt st = store(sh[o], pos * row + kpos, value);
-      loads.push_back(for_loop("gpu_l", int_imm(0), int_imm(rounds), ForKind::kSerial, cond ? if_then(cond, st) : st));
+      // The loads with `lanes` consecutive elements per thread and round (a vectorized loop over
+      // gpu_lane), or nothing where that would not be one aligned vector load: the lanes must
+      // share every guard (the chunk's position along the side or along k, whichever they walk,
+      // a multiple of 4 with the edge too), and each load must read the lanes contiguously from
+      // an index the emitter proves a multiple of 4 floats, or read one element for all of them.
+      // A padded input (a select) stays scalar.
+      auto loads_of = [&](int64_t lanes) -> std::optional<Stmt> {
+        if (lanes > 1 && (major ? side % lanes || (extent % side && extent % lanes) : t.bk % lanes || (s.k % t.bk && s.k % lanes)))
+          return std::nullopt;
+        Expr item = var("gpu_l") * threads + th;
+        Expr e = lanes == 1 ? item : item * lanes + var("gpu_lane"), e0 = lanes == 1 ? item : item * lanes;
+        auto pos_of = [&](const Expr &x) { return major ? x % int_imm(side) : x / int_imm(t.bk); };
+        auto kpos_of = [&](const Expr &x) { return major ? x / int_imm(side) : x % int_imm(t.bk); };
+        Expr pos = pos_of(e), kpos = kpos_of(e);
+        Expr cond;  // the first lane's: the same for every lane (above)
+        auto also = [&](Expr c) { cond = cond ? both(cond, c) : c; };
+        if (total % (threads * lanes)) also(e0 < int_imm(total));
+        if (extent % side) also(base + pos_of(e0) < int_imm(extent));
+        if (s.k % t.bk) also(kc * t.bk + kpos_of(e0) < int_imm(s.k));
+        Expr value = substitute_all(ops[o], is_m ? at(base + pos, nullptr, kc * t.bk + kpos) : at(nullptr, base + pos, kc * t.bk + kpos));
+        Stmt st = store(sh[o], pos * row + kpos, value);
+        if (lanes > 1) {
+          st = simplify_div_mod(st, {{"gpu_lane", {0, lanes - 1}}});
+          bool ok = true, contiguous = false;
+          std::function<void(const Expr &)> walk = [&](const Expr &x) {
+            if (x->kind == ExprKind::kSelect) ok = false;
+            if (x->kind == ExprKind::kLoad) {
+              auto sv = stride_of(x->args[0], "gpu_lane");
+              bool aligned = sv && *sv == 1 && known_multiple(substitute(x->args[0], "gpu_lane", int_imm(0))) % lanes == 0;
+              ok &= sv && (*sv == 0 || aligned);
+              contiguous |= aligned;
+            }
+            for (const Expr &a : x->args) walk(a);
+          };
+          walk(st->value);
+          if (!ok || !contiguous) return std::nullopt;
+          st = for_loop("gpu_lane", int_imm(0), int_imm(lanes), ForKind::kVectorized, st);
+        }
+        return for_loop("gpu_l", int_imm(0), int_imm(ceil_div(total, threads * lanes)), ForKind::kSerial, cond ? if_then(cond, st) : st);
+      };
+      auto vector = loads_of(4);
+      loads.push_back(vector ? *vector : *loads_of(1));
     }
   };
   stage_loads(g.a_ops, sh_a, g.a_m_major, t.bm, m0, s.m, true);
@@ -810,15 +860,20 @@ Expected<LoweredKernel> lower_gpu_or_default(const Graph &body, const std::strin
   return d;
 }
 
-std::pair<int64_t, int64_t> warp_sectors(const Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at) {
+std::pair<int64_t, int64_t> warp_sectors(const Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at,
+                                         const std::string &vector_var, int64_t vector_lanes) {
   std::set<int64_t> sectors, addresses;
   std::map<std::string, int64_t> vars = at;
+  const bool vector = !vector_var.empty() && vector_lanes > 1;
   for (int64_t lane = 0; lane < 32; ++lane) {
     vars[thread_var] = lane;
-    auto i = evaluate(index, vars);
-    if (!i) return {32, 128};  // an index read from memory (a gather): one sector per thread
-    addresses.insert(*i);
-    sectors.insert(floor_div(*i * 4, 32));
+    for (int64_t v = 0; v < (vector ? vector_lanes : 1); ++v) {
+      if (vector) vars[vector_var] = v;
+      auto i = evaluate(index, vars);
+      if (!i) return {32 * (vector ? vector_lanes : 1), 128 * (vector ? vector_lanes : 1)};  // an index read from memory (a gather): one sector per element
+      addresses.insert(*i);
+      sectors.insert(floor_div(*i * 4, 32));
+    }
   }
   return {static_cast<int64_t>(sectors.size()), static_cast<int64_t>(addresses.size()) * 4};
 }

@@ -110,8 +110,11 @@ std::vector<GpuReduce> gpu_reduce_space(const RowReduceShape &r, const GpuTarget
  * The sectors and the useful bytes of one access `index` into 4-byte elements, by the 32 threads
  * of the first warp with every other variable at its loop's start: (32-byte sectors touched,
  * bytes the warp asks for). A contiguous access is 4 sectors for 128 bytes, a broadcast 1 for 4.
+ * With `vector_var`, each thread's access is a vector over that variable's `vector_lanes` values:
+ * their elements together (a warp's ld.global.v4.f32 of consecutive floats: 16 sectors, 512 bytes).
  */
-std::pair<int64_t, int64_t> warp_sectors(const loop::Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at);
+std::pair<int64_t, int64_t> warp_sectors(const loop::Expr &index, const std::string &thread_var, const std::map<std::string, int64_t> &at,
+                                         const std::string &vector_var = "", int64_t vector_lanes = 1);
 
 /** A GPU schedule as a tuning record's JSON: {"version": 1, "gpu_tile": {...}} or {"version": 1, "gpu_reduce": {...}}. */
 std::string gpu_schedule_to_json(const GpuSchedule &s);

@@ -179,6 +179,26 @@ std::optional<int64_t> stride_of(const Expr &e, const std::string &v) {
   return stride_walk(e, v).second;
 }
 
+int64_t known_multiple(const Expr &e, const std::map<std::string, int64_t> &vars) {
+  constexpr int64_t kAny = int64_t{1} << 30;  // what 0 is a multiple of (capped: products stay in range)
+  if (e->type != Type::kI64) return 1;
+  switch (e->kind) {
+    case ExprKind::kInt: return e->int_value == 0 ? kAny : std::min(kAny, e->int_value < 0 ? -e->int_value : e->int_value);
+    case ExprKind::kVar: {
+      auto it = vars.find(e->name);
+      return it == vars.end() ? 1 : std::max<int64_t>(1, it->second);
+    }
+    case ExprKind::kBinary: {
+      if (e->op == BinOp::kMul) return std::min(kAny, known_multiple(e->args[0], vars) * known_multiple(e->args[1], vars));
+      if (e->op == BinOp::kAdd || e->op == BinOp::kSub || e->op == BinOp::kMin || e->op == BinOp::kMax)
+        return std::gcd(known_multiple(e->args[0], vars), known_multiple(e->args[1], vars));
+      return 1;
+    }
+    case ExprKind::kSelect: return std::gcd(known_multiple(e->args[1], vars), known_multiple(e->args[2], vars));
+    default: return 1;
+  }
+}
+
 std::optional<Affine> affine_form(const Expr &e) {
   if (e->type != Type::kI64) return std::nullopt;
   switch (e->kind) {

@@ -97,6 +97,14 @@ bool uses_var(const Expr &e, const std::string &v);
  * depend on v); nullopt otherwise. Decides how a vectorized access is emitted.
  */
 std::optional<int64_t> stride_of(const Expr &e, const std::string &v);
+/**
+ * A positive k that provably divides every value of the integer expression `e` (1 when nothing is
+ * known), where each variable of `vars` is a multiple of its entry and the others of 1: sums take
+ * the gcd, products multiply, constants are themselves (0 divides by anything: a large power of
+ * two). The emitter's alignment of a vector access: its first lane's index a multiple of 4 floats
+ * in a 64-byte aligned buffer is a 16-byte aligned load (one `ld.global.v4.f32` on the GPU).
+ */
+int64_t known_multiple(const Expr &e, const std::map<std::string, int64_t> &vars = {});
 /** `e` with arguments `args` (same kind, operator, buffer, function and type), rebuilt by the builders above (constants re-folded). */
 Expr with_args(const Expr &e, std::vector<Expr> args);
 /**

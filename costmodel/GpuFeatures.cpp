@@ -76,7 +76,11 @@ class Walker {
       case StmtKind::kFor: {
         auto mn = evaluate(subst(s->min), at_), ex = as_int(s->extent);
         at_[s->var] = mn ? *mn : 0;
+        // A vectorized loop's lanes are one access each: their sectors together, counted once.
+        bool vector = s->for_kind == ForKind::kVectorized && ex && *ex > 1 && vec_var_.empty();
+        if (vector) vec_var_ = s->var, vec_lanes_ = *ex;
         walk(s->body[0], mult * (ex ? static_cast<double>(*ex) : 1.0));
+        if (vector) vec_var_.clear(), vec_lanes_ = 1;
         at_.erase(s->var);
         return;
       }
@@ -112,9 +116,12 @@ class Walker {
       (is_store ? counts.shared_stores : counts.shared_loads) += mult;
       return;
     }
-    auto [sectors, bytes] = warp_sectors(subst(index), t_, at_);
-    counts.sectors += mult * static_cast<double>(sectors) / 32.0;  // per thread: a warp's sectors over its 32 threads
-    counts.bytes += mult * static_cast<double>(bytes) / 32.0;
+    Expr i = subst(index);
+    bool vector = !vec_var_.empty() && loop::uses_var(i, vec_var_);
+    auto [sectors, bytes] = vector ? warp_sectors(i, t_, at_, vec_var_, vec_lanes_) : warp_sectors(i, t_, at_);
+    double times = vector ? mult / static_cast<double>(vec_lanes_) : mult;  // mult counts the lanes
+    counts.sectors += times * static_cast<double>(sectors) / 32.0;  // per thread: a warp's sectors over its 32 threads
+    counts.bytes += times * static_cast<double>(bytes) / 32.0;
   }
 
   void expr(const Expr &e, double mult) {
@@ -125,6 +132,8 @@ class Walker {
   }
 
   std::string t_;
+  std::string vec_var_;  // the vectorized loop around the statement, if any, and its lanes
+  int64_t vec_lanes_ = 1;
   std::map<std::string, int64_t> at_;
   std::vector<std::pair<std::string, Expr>> lets_;
 };

@@ -24,6 +24,24 @@ TEST(LoopIR, StrideOfAffineIndices) {
   EXPECT_EQ(stride_of(min(x, int_imm(3)), "x"), std::nullopt);
 }
 
+TEST(LoopIR, KnownMultipleIsWhatEveryValueOfAnIndexIsDivisibleBy) {
+  Expr x = var("x"), y = var("y"), t = var("t");
+  EXPECT_EQ(known_multiple(x * 4 + y * 8), 4);
+  EXPECT_EQ(known_multiple(x * 4 + y * 8 + int_imm(2)), 2);
+  EXPECT_EQ(known_multiple((x * 3) * (y * 4)), 12);
+  EXPECT_EQ(known_multiple(x * 4 + y), 1);
+  EXPECT_EQ(known_multiple(x * 4 + y, {{"y", 8}}), 4);  // y a multiple of 8
+  EXPECT_EQ(known_multiple((t * 16) / int_imm(2)), 1);  // a division proves nothing
+  EXPECT_EQ(known_multiple(select(t < int_imm(3), x * 8, y * 12)), 4);
+  EXPECT_EQ(known_multiple(int_imm(0) + x * 64), 64);
+  // Checked against values: every value of the index at random points is a multiple of it.
+  Expr index = (x * 12 + y * 18) * 2 + t * 36;
+  int64_t m = known_multiple(index);
+  EXPECT_EQ(m, 12);
+  for (int64_t a = -3; a < 4; ++a)
+    for (int64_t b = 0; b < 5; ++b) EXPECT_EQ(*evaluate(index, {{"x", a}, {"y", b}, {"t", a * b}}) % m, 0);
+}
+
 TEST(LoopIR, StructuralHashIsTheStructureNotTheNodes) {
   Buffer a = make_buffer("a", Type::kF32, 64, BufferScope::kParam), b = make_buffer("b", Type::kF32, 64, BufferScope::kParam);
   auto body = [&](int64_t k, const Buffer &to) {

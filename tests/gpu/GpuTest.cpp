@@ -18,6 +18,7 @@
 
 #include "codegen/Gpu.h"
 #include "codegen/Jit.h"
+#include "codegen/LLVMEmitter.h"
 #include "codegen/Lower.h"
 #include "search/Task.h"
 #include "codegen/Target.h"
@@ -235,6 +236,66 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   EXPECT_GT(packed, 30);  // their weights, where they are arguments
 }
 
+TEST(Gpu, AlignedContiguousAccessesAreVectorLoadsAndStores) {
+  // An elementwise stage with a multiple of 4 outputs stores 4 consecutive outputs per thread, and
+  // what it reads in the output's order is one aligned 16-byte load; a tiled GEMM's cooperative
+  // loads take 4 consecutive elements per thread where an operand is read contiguously from an
+  // aligned index (a 1x1 conv's input, a packed weight). The PTX says so (ld/st.global.v4.f32),
+  // ptxas accepts it, and serialized on the CPU it matches the reference.
+  CpuCheck check("sm_90");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
+  int elementwise = 0, tiled = 0, vector_loads = 0, tiled_vector_loads = 0;
+  auto count = [](const std::string &text, const std::string &what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const char *model : {"resnet18", "resnet50", "mobilenet_v2", "transformer", "shape_ops", "modern_cnn", "mlp"}) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
+      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
+      auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      // Each stage's PTX entry: the elementwise ones with 4 outputs a thread, the tiled ones whose cooperative loads take 4.
+      auto p = emit_ptx(*k, *gpu);
+      ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+      bool vectored = false;
+      for (size_t si = 0; si < k->stages.size(); ++si) {
+        std::string text = loop::to_string(k->stages[si].body);
+        if (text.find("gpu_lane") == std::string::npos) continue;
+        vectored = true;
+        size_t from = p->ptx.find(".entry " + stage_symbol(*k, si)), to = p->ptx.find(".entry ", from + 1);
+        ASSERT_NE(from, std::string::npos) << stage_symbol(*k, si);
+        std::string entry = p->ptx.substr(from, to == std::string::npos ? std::string::npos : to - from);
+        int loads = count(entry, "ld.global.nc.v4.f32") + count(entry, "ld.global.v4.f32");
+        if (text.find("shared_a") != std::string::npos || text.find("shared_b") != std::string::npos) {
+          ++tiled, tiled_vector_loads += loads;
+          EXPECT_GE(loads, 1) << "a cooperative load of 4 aligned, contiguous elements\n" << text.substr(0, 3000);
+        } else {
+          ++elementwise, vector_loads += loads;
+          EXPECT_EQ(text.find("barrier"), std::string::npos);
+          EXPECT_GE(count(entry, "st.global.v4.f32"), 1) << "4 consecutive outputs from an aligned start\n" << text.substr(0, 3000);
+        }
+      }
+      if (!vectored) continue;
+      if (!ptxas.empty()) {
+        auto ok = ptxas_check(p->ptx, *gpu, ptxas);
+        EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
+      }
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 31 + i), 1e-5) << k->to_string().substr(0, 2000);
+    }
+  }
+  std::printf("%d elementwise stages with 4 outputs per thread (%d vector loads in their PTX), %d tiled stages with %d vector loads\n",
+              elementwise, vector_loads, tiled, tiled_vector_loads);
+  EXPECT_GE(elementwise, 10);
+  EXPECT_GE(vector_loads, 5);
+  EXPECT_GE(tiled, 20);  // the 1x1 convs and dense layers
+}
+
 TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
   // Tiles from each GEMM stage's space (seeded), edges and k chunks that do not divide included, as PTX (ptxas
   // where installed) and serialized on the CPU against the reference.
@@ -392,6 +453,9 @@ TEST(Gpu, FeaturesCountOccupancySectorsAndFlops) {
   EXPECT_EQ(warp_sectors(var("t"), "t", {}), std::make_pair(int64_t{4}, int64_t{128}));
   EXPECT_EQ(warp_sectors(var("b") * 7, "t", {{"b", 3}}), std::make_pair(int64_t{1}, int64_t{4}));
   EXPECT_EQ(warp_sectors(var("t") * 33, "t", {}), std::make_pair(int64_t{32}, int64_t{128}));
+  // A vector of 4 consecutive floats per thread: the warp reads 512 contiguous bytes, 16 sectors.
+  EXPECT_EQ(warp_sectors(var("t") * 4 + var("v"), "t", {}, "v", 4), std::make_pair(int64_t{16}, int64_t{512}));
+  EXPECT_EQ(warp_sectors(var("t") * 4, "t", {}, "v", 4), std::make_pair(int64_t{16}, int64_t{128}));  // lanes that read one element
   // ResNet-18's first 3x3 conv at 56x56 (NCHW16c): m = 3136 pixels, n = 64 channels, k = 576.
   auto gpu = resolve_gpu_target("sm_80");
   ASSERT_TRUE(static_cast<bool>(gpu));
