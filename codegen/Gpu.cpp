@@ -461,6 +461,123 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
   return gpu_block_stage(st, s.batch * mt * nt, threads, body);
 }
 
+/**
+ * A stencil reduction read for a halo tile: the stage's last two output loops (rows, columns), the
+ * reduction loop each walks with (ky for y: the stencil load's coefficient of y is s_y times
+ * ky's), and the one load that moves with them (a depthwise conv's or a pool's padded input).
+ */
+struct HaloStage {
+  Reduction r;
+  Loops outer;                      // the output loops before the rows and columns
+  std::string y, x, ky, kx;         // rows, columns and their reduction loops
+  int64_t Y = 1, X = 1, KY = 1, KX = 1, sy = 1, sx = 1;
+  int64_t ay = 0, ax = 0;           // the load's coefficients of ky and kx (its row pitch and element step)
+  Expr stencil;                     // the load (one node; its equal copies are replaced with it)
+};
+
+Expected<HaloStage> read_halo(const KernelStage &st) {
+  HaloStage h;
+  AT_ASSIGN(r, read_reduction(st));
+  h.r = r;
+  const std::string why = "stage " + st.name + " is no stencil: ";
+  if (r.outs.size() < 2) return make_error(why + "fewer than two output loops");
+  h.y = r.outs[r.outs.size() - 2].first, h.Y = r.outs[r.outs.size() - 2].second;
+  h.x = r.outs.back().first, h.X = r.outs.back().second;
+  h.outer.assign(r.outs.begin(), r.outs.end() - 2);
+  // The loads that move with the rows or columns: all one load (equal index, one buffer).
+  std::string index;
+  bool mixed = false;
+  std::function<void(const Expr &)> walk = [&](const Expr &e) {
+    if (e->kind == ExprKind::kLoad && e->buffer.get() != r.acc.get() && (uses_var(e->args[0], h.y) || uses_var(e->args[0], h.x))) {
+      std::string i = e->buffer->name + "[" + to_string(e->args[0]) + "]";
+      if (!h.stencil) h.stencil = e, index = i;
+      else mixed |= i != index;
+    }
+    for (const Expr &a : e->args) walk(a);
+  };
+  walk(r.update);
+  if (!h.stencil) return make_error(why + "no load moves with its rows and columns");
+  if (mixed) return make_error(why + "more than one load moves with its rows and columns");
+  auto a = affine_form(h.stencil->args[0]);
+  if (!a) return make_error(why + "the load's index is not affine");
+  auto coeff = [&](const std::string &v) { return a->coeff.count(v) ? a->coeff.at(v) : int64_t{0}; };
+  // Each of y and x pairs with the reduction loop whose coefficient divides its own; any other
+  // reduction loop that moves the load would add a dimension to the tile.
+  auto pair = [&](const std::string &out, std::string &k, int64_t &ext, int64_t &stride, int64_t &ak) {
+    int64_t ao = coeff(out);
+    for (const auto &[v, e] : r.reds) {
+      int64_t c = coeff(v);
+      if (e > 1 && c > 0 && ao > 0 && ao % c == 0 && k.empty()) k = v, ext = e, stride = ao / c, ak = c;
+    }
+    return !k.empty();
+  };
+  if (!pair(h.y, h.ky, h.KY, h.sy, h.ay) || !pair(h.x, h.kx, h.KX, h.sx, h.ax) || h.ky == h.kx)
+    return make_error(why + "its rows and columns do not each walk with a reduction loop");
+  for (const auto &[v, e] : r.reds)
+    if (v != h.ky && v != h.kx && e > 1 && coeff(v) != 0) return make_error(why + "reduction loop " + v + " moves the load too");
+  if (h.KY * h.KX < 2) return make_error(why + "a window of one element (nothing to share)");
+  return h;
+}
+
+/**
+ * The stencil stage `h` as halo tiles: a block per (outer index, tile of th x tw outputs), a
+ * thread per output; the block's input window, (th - 1) s_y + KY rows of (tw - 1) s_x + KX
+ * elements, loaded once into shared memory by all its threads, then each thread's reduction read
+ * from there. One output per thread read every element of its window from global memory, each
+ * element up to KY x KX times over a block's threads.
+ */
+Expected<KernelStage> halo_stage(const KernelStage &st, const HaloStage &h, const GpuTarget &gpu) {
+  const int64_t tw = std::min<int64_t>(h.X, gpu.warp_size), th = std::max<int64_t>(1, std::min<int64_t>(h.Y, gpu.threads_per_block / tw));
+  const int64_t DY = (th - 1) * h.sy + h.KY, DX = (tw - 1) * h.sx + h.KX, total = DY * DX;
+  if (total * 4 > gpu.shared_bytes_per_block) return make_error("stage " + st.name + ": its halo tile exceeds the block's shared memory");
+  // Whole warps: the threads past th x tw help load the window and compute nothing.
+  const int64_t threads = ceil_div(th * tw, gpu.warp_size) * gpu.warp_size, ty = ceil_div(h.Y, th), tx = ceil_div(h.X, tw), outer = product(h.outer);
+  Expr blk = var("gpu_block"), t = var("gpu_thread");
+  Expr o = blk / int_imm(ty * tx), y0 = (blk / int_imm(tx)) % int_imm(ty) * th, x0 = blk % int_imm(tx) * tw;
+  Expr yl = t / int_imm(tw), xl = t % int_imm(tw), y = y0 + yl, x = x0 + xl;
+  std::map<std::string, Expr> at;
+  unflatten(h.outer, o, at);
+  Buffer sh = make_buffer("halo", h.stencil->buffer->type, total, BufferScope::kShared);
+
+  // The window: element (dy, dx) is the stencil's load at row y0 s_y + dy, column x0 s_x + dx
+  // (its index with y, x, ky, kx at 0, plus the rows and columns), within the rows and columns
+  // the untiled loops read.
+  std::map<std::string, Expr> zero = at;
+  for (const std::string &v : {h.y, h.x, h.ky, h.kx}) zero[v] = int_imm(0);
+  for (const auto &[v, e] : h.r.reds) zero.emplace(v, int_imm(0));
+  Expr base = substitute_all(h.stencil->args[0], zero);
+  Expr i = var("gpu_l") * threads + t, dy = i / int_imm(DX), dx = i % int_imm(DX);
+  Expr row = y0 * h.sy + dy, col = x0 * h.sx + dx;
+  Expr cond = both(row < int_imm((h.Y - 1) * h.sy + h.KY), col < int_imm((h.X - 1) * h.sx + h.KX));
+  if (total % threads) cond = both(i < int_imm(total), cond);
+  Stmt fill = for_loop("gpu_l", int_imm(0), int_imm(ceil_div(total, threads)), ForKind::kSerial,
+                       if_then(cond, store(sh, i, load(h.stencil->buffer, base + row * h.ay + col * h.ax))));
+
+  // Each thread's output from the window: the stencil load at (y l s_y + ky, x l s_x + kx).
+  std::map<std::string, Expr> out = at;
+  out[h.y] = y, out[h.x] = x;
+  Expr from_window = load(sh, (yl * h.sy + var(h.ky)) * DX + xl * h.sx + var(h.kx));
+  std::function<Expr(const Expr &)> swap = [&](const Expr &e) -> Expr {
+    if (e->kind == ExprKind::kLoad && e->buffer.get() == h.stencil->buffer.get() && to_string(e->args[0]) == to_string(h.stencil->args[0]))
+      return from_window;
+    if (e->args.empty()) return e;
+    std::vector<Expr> args;
+    for (const Expr &a : e->args) args.push_back(swap(a));
+    return with_args(e, std::move(args));
+  };
+  Stmt update = store(h.r.acc, int_imm(0), substitute_all(swap(h.r.update), out));
+  for (size_t k = h.r.reds.size(); k-- > 0;) update = for_loop(h.r.reds[k].first, int_imm(0), int_imm(h.r.reds[k].second), ForKind::kSerial, update);
+  Stmt epilogue = h.r.epilogue;
+  for (const auto &[v, e] : out) epilogue = substitute(epilogue, v, e);
+  Stmt compute = allocate(h.r.acc, seq({store(h.r.acc, int_imm(0), substitute_all(h.r.init, out)), update, epilogue}));
+  Expr inside;
+  if (threads != th * tw) inside = t < int_imm(th * tw);
+  if (h.Y % th) inside = inside ? both(inside, y < int_imm(h.Y)) : y < int_imm(h.Y);
+  if (h.X % tw) inside = inside ? both(inside, x < int_imm(h.X)) : x < int_imm(h.X);
+  Stmt body = allocate(sh, seq({fill, barrier(), inside ? if_then(inside, compute) : compute}));
+  return gpu_block_stage(st, outer * ty * tx, threads, body);
+}
+
 /** A reduction's update as combine(acc, term): the combine and the term, or why it is not one. */
 struct Combine {
   std::string op;  // add, max, min
@@ -840,6 +957,13 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " by rows " + rd.to_json();
       continue;
     }
+    if (schedule.halo_tiles)
+      if (auto h = read_halo(k.stages[i]))
+        if (auto s = halo_stage(k.stages[i], *h, gpu)) {  // else (a window past shared memory) one output per thread
+          k.stages[i] = s.take();
+          tiled = ", stage " + k.stages[i].name + " in halo tiles";
+          continue;
+        }
     auto s = gpu_stage(k.stages[i], gpu);
     if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
     k.stages[i] = s.take();

@@ -85,6 +85,9 @@ struct GpuSchedule {
   // Off: no tile packs its weights, whatever its `pack` says (a runtime's choice where a weight is
   // computed by the graph, not a constant packed once; not part of the schedule's JSON).
   bool pack_weights = true;
+  // Off: a stencil reduction (a depthwise conv, a pool) runs one output per thread, each reading
+  // its window from global memory, instead of halo tiles in shared memory (not in the JSON either).
+  bool halo_tiles = true;
 };
 
 /** A reduction stage's shape as a row reduction: its outputs, the terms each combines, the combine ("add", "max", "min"). */

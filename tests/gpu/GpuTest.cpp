@@ -296,6 +296,45 @@ TEST(Gpu, AlignedContiguousAccessesAreVectorLoadsAndStores) {
   EXPECT_GE(tiled, 20);  // the 1x1 convs and dense layers
 }
 
+TEST(Gpu, StencilReductionsRunInHaloTilesFromSharedMemory) {
+  // Depthwise convs and pools: a block's input window loaded once into shared memory, each thread's
+  // window read from there. Serialized on the CPU they match the reference, ptxas accepts them, and
+  // the features count fewer global sectors than one output per thread reading its own window.
+  CpuCheck check("sm_90");
+  auto &[gpu, jit, pool, ptxas] = check;
+  ASSERT_TRUE(gpu && jit);
+  int halo = 0, fewer = 0;
+  double sectors_halo = 0, sectors_plain = 0;
+  const auto &names = gpu_feature_names();
+  const size_t sectors_at = static_cast<size_t>(std::find(names.begin(), names.end(), "global_sectors") - names.begin());
+  for (const char *model : {"mobilenet_v2", "efficientnet_b0", "resnet18", "tiny_cnn", "modern_cnn"}) {
+    Graph g = fused_model(model);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!g.nodes[i].is_function()) continue;
+      const Graph &body = *g.nodes[i].body;
+      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
+      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
+      auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      if (k->schedule.find("in halo tiles") == std::string::npos) continue;
+      ++halo;
+      GpuSchedule plain;
+      plain.halo_tiles = false;
+      auto k0 = lower_gpu(body, "g" + std::to_string(i), *gpu, plain);
+      ASSERT_TRUE(static_cast<bool>(k0)) << k0.error().message;
+      EXPECT_EQ(k0->schedule.find("in halo tiles"), std::string::npos);
+      double a = gpu_kernel_features(*k, *gpu)[sectors_at], b = gpu_kernel_features(*k0, *gpu)[sectors_at];
+      sectors_halo += a, sectors_plain += b, fewer += a < b;
+      expect_ptxas_accepts(*k, *gpu, ptxas);
+      EXPECT_LE(run_serialized(body, *k, **jit, pool, 41 + i), 1e-5) << k->to_string().substr(0, 3000);
+    }
+  }
+  std::printf("%d stencil groups in halo tiles, %d with fewer global sectors than one output per thread (%.0f against %.0f in all)\n", halo,
+              fewer, sectors_halo, sectors_plain);
+  EXPECT_GE(halo, 20);  // MobileNetV2's and EfficientNet-B0's stride-1 depthwise convs, the pools
+  EXPECT_GE(fewer, halo * 3 / 4);
+}
+
 TEST(Gpu, SampledTilesRunSerializedOnTheCpuAndMatchTheReference) {
   // Tiles from each GEMM stage's space (seeded), edges and k chunks that do not divide included, as PTX (ptxas
   // where installed) and serialized on the CPU against the reference.
