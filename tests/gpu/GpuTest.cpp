@@ -62,20 +62,31 @@ double run_serialized(const Graph &body, const LoweredKernel &k, Jit &jit, Threa
   return d ? d->relative() : 1e30;
 }
 
-/** Calls fn(model, group index, group body, stage) for every stage of the naive nests of every float group of `models`. */
-void for_each_naive_stage(std::initializer_list<const char *> models,
-                          const std::function<void(const std::string &, size_t, const Graph &, const KernelStage &)> &fn) {
+/**
+ * Calls fn(model, group index, group body) for every float group of `models` (integer groups run
+ * on the reference executor), traced by model and group.
+ */
+void for_each_float_group(std::initializer_list<const char *> models, const std::function<void(const std::string &, size_t, const Graph &)> &fn) {
   for (const char *model : models) {
     Graph g = fused_model(model);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       if (!g.nodes[i].is_function()) continue;
       const Graph &body = *g.nodes[i].body;
       if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
-      auto naive = lower_naive(body, "n", KernelSchedule{});
-      ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
-      for (const KernelStage &st : naive->stages) fn(model, i, body, st);
+      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
+      fn(model, i, body);
     }
   }
+}
+
+/** Calls fn(model, group index, group body, stage) for every stage of the naive nests of every float group of `models`. */
+void for_each_naive_stage(std::initializer_list<const char *> models,
+                          const std::function<void(const std::string &, size_t, const Graph &, const KernelStage &)> &fn) {
+  for_each_float_group(models, [&](const std::string &model, size_t i, const Graph &body) {
+    auto naive = lower_naive(body, "n", KernelSchedule{});
+    ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
+    for (const KernelStage &st : naive->stages) fn(model, i, body, st);
+  });
 }
 
 /** Where ptxas is installed: it accepts `k`'s PTX for `gpu`. */
@@ -208,26 +219,20 @@ TEST(Gpu, GpuScheduledKernelsRunSerializedOnTheCpuAndMatchTheReference) {
   ASSERT_TRUE(gpu && jit);
   gpu->threads_per_block = 224;
   int checked = 0, guarded = 0, tiled = 0, packed = 0;
-  for (const char *model : {"tiny_cnn", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn", "resnet18", "resnet50", "mobilenet_v2"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;  // integer groups run on the reference executor
-      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
-      auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
-      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-      for (const KernelStage &st : k->stages) {
-        EXPECT_EQ(st.parallel_var, "gpu_block");
-        std::string text = loop::to_string(st.body);
-        guarded += text.find("if (") != std::string::npos;
-        tiled += text.find("barrier") != std::string::npos;
-      }
-      EXPECT_LE(run_serialized(body, *k, **jit, pool, 17 + i), 1e-5) << k->to_string().substr(0, 2000);
-      packed += !k->packings.empty();
-      ++checked;
+  for_each_float_group({"tiny_cnn", "mlp", "shape_ops", "transformer", "vit_tiny", "modern_cnn", "resnet18", "resnet50", "mobilenet_v2"},
+                     [&](const std::string &, size_t i, const Graph &body) {
+    auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
+    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+    for (const KernelStage &st : k->stages) {
+      EXPECT_EQ(st.parallel_var, "gpu_block");
+      std::string text = loop::to_string(st.body);
+      guarded += text.find("if (") != std::string::npos;
+      tiled += text.find("barrier") != std::string::npos;
     }
-  }
+    EXPECT_LE(run_serialized(body, *k, **jit, pool, 17 + i), 1e-5) << k->to_string().substr(0, 2000);
+    packed += !k->packings.empty();
+    ++checked;
+  });
   std::printf("%d GPU-scheduled groups matched the reference on the CPU, %d stages with a guarded last block, %d tiled, %d with packed weights\n",
               checked, guarded, tiled, packed);
   EXPECT_GE(checked, 60);
@@ -251,44 +256,38 @@ TEST(Gpu, AlignedContiguousAccessesAreVectorLoadsAndStores) {
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
     return n;
   };
-  for (const char *model : {"resnet18", "resnet50", "mobilenet_v2", "transformer", "shape_ops", "modern_cnn", "mlp"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
-      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
-      auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
-      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-      // Each stage's PTX entry: the elementwise ones with 4 outputs a thread, the tiled ones whose cooperative loads take 4.
-      auto p = emit_ptx(*k, *gpu);
-      ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
-      bool vectored = false;
-      for (size_t si = 0; si < k->stages.size(); ++si) {
-        std::string text = loop::to_string(k->stages[si].body);
-        if (text.find("gpu_lane") == std::string::npos) continue;
-        vectored = true;
-        size_t from = p->ptx.find(".entry " + stage_symbol(*k, si)), to = p->ptx.find(".entry ", from + 1);
-        ASSERT_NE(from, std::string::npos) << stage_symbol(*k, si);
-        std::string entry = p->ptx.substr(from, to == std::string::npos ? std::string::npos : to - from);
-        int loads = count(entry, "ld.global.nc.v4.f32") + count(entry, "ld.global.v4.f32");
-        if (text.find("shared_a") != std::string::npos || text.find("shared_b") != std::string::npos) {
-          ++tiled, tiled_vector_loads += loads;
-          EXPECT_GE(loads, 1) << "a cooperative load of 4 aligned, contiguous elements\n" << text.substr(0, 3000);
-        } else {
-          ++elementwise, vector_loads += loads;
-          EXPECT_EQ(text.find("barrier"), std::string::npos);
-          EXPECT_GE(count(entry, "st.global.v4.f32"), 1) << "4 consecutive outputs from an aligned start\n" << text.substr(0, 3000);
-        }
+  for_each_float_group({"resnet18", "resnet50", "mobilenet_v2", "transformer", "shape_ops", "modern_cnn", "mlp"}, [&](const std::string &, size_t i,
+                                                                                                                    const Graph &body) {
+    auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
+    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+    // Each stage's PTX entry: the elementwise ones with 4 outputs a thread, the tiled ones whose cooperative loads take 4.
+    auto p = emit_ptx(*k, *gpu);
+    ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+    bool vectored = false;
+    for (size_t si = 0; si < k->stages.size(); ++si) {
+      std::string text = loop::to_string(k->stages[si].body);
+      if (text.find("gpu_lane") == std::string::npos) continue;
+      vectored = true;
+      size_t from = p->ptx.find(".entry " + stage_symbol(*k, si)), to = p->ptx.find(".entry ", from + 1);
+      ASSERT_NE(from, std::string::npos) << stage_symbol(*k, si);
+      std::string entry = p->ptx.substr(from, to == std::string::npos ? std::string::npos : to - from);
+      int loads = count(entry, "ld.global.nc.v4.f32") + count(entry, "ld.global.v4.f32");
+      if (text.find("shared_a") != std::string::npos || text.find("shared_b") != std::string::npos) {
+        ++tiled, tiled_vector_loads += loads;
+        EXPECT_GE(loads, 1) << "a cooperative load of 4 aligned, contiguous elements\n" << text.substr(0, 3000);
+      } else {
+        ++elementwise, vector_loads += loads;
+        EXPECT_EQ(text.find("barrier"), std::string::npos);
+        EXPECT_GE(count(entry, "st.global.v4.f32"), 1) << "4 consecutive outputs from an aligned start\n" << text.substr(0, 3000);
       }
-      if (!vectored) continue;
-      if (!ptxas.empty()) {
-        auto ok = ptxas_check(p->ptx, *gpu, ptxas);
-        EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
-      }
-      EXPECT_LE(run_serialized(body, *k, **jit, pool, 31 + i), 1e-5) << k->to_string().substr(0, 2000);
     }
-  }
+    if (!vectored) return;
+    if (!ptxas.empty()) {
+      auto ok = ptxas_check(p->ptx, *gpu, ptxas);
+      EXPECT_TRUE(static_cast<bool>(ok)) << ok.error().message;
+    }
+    EXPECT_LE(run_serialized(body, *k, **jit, pool, 31 + i), 1e-5) << k->to_string().substr(0, 2000);
+  });
   std::printf("%d elementwise stages with 4 outputs per thread (%d vector loads in their PTX), %d tiled stages with %d vector loads\n",
               elementwise, vector_loads, tiled, tiled_vector_loads);
   EXPECT_GE(elementwise, 10);
@@ -307,28 +306,21 @@ TEST(Gpu, StencilReductionsRunInHaloTilesFromSharedMemory) {
   double sectors_halo = 0, sectors_plain = 0;
   const auto &names = gpu_feature_names();
   const size_t sectors_at = static_cast<size_t>(std::find(names.begin(), names.end(), "global_sectors") - names.begin());
-  for (const char *model : {"mobilenet_v2", "efficientnet_b0", "resnet18", "tiny_cnn", "modern_cnn"}) {
-    Graph g = fused_model(model);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!g.nodes[i].is_function()) continue;
-      const Graph &body = *g.nodes[i].body;
-      if (body.type_of(body.outputs[0]).dtype != DType::kFloat32) continue;
-      SCOPED_TRACE(std::string(model) + " group %" + std::to_string(i));
-      auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
-      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-      if (k->schedule.find("in halo tiles") == std::string::npos) continue;
-      ++halo;
-      GpuSchedule plain;
-      plain.halo_tiles = false;
-      auto k0 = lower_gpu(body, "g" + std::to_string(i), *gpu, plain);
-      ASSERT_TRUE(static_cast<bool>(k0)) << k0.error().message;
-      EXPECT_EQ(k0->schedule.find("in halo tiles"), std::string::npos);
-      double a = gpu_kernel_features(*k, *gpu)[sectors_at], b = gpu_kernel_features(*k0, *gpu)[sectors_at];
-      sectors_halo += a, sectors_plain += b, fewer += a < b;
-      expect_ptxas_accepts(*k, *gpu, ptxas);
-      EXPECT_LE(run_serialized(body, *k, **jit, pool, 41 + i), 1e-5) << k->to_string().substr(0, 3000);
-    }
-  }
+  for_each_float_group({"mobilenet_v2", "efficientnet_b0", "resnet18", "tiny_cnn", "modern_cnn"}, [&](const std::string &, size_t i, const Graph &body) {
+    auto k = lower_gpu(body, "g" + std::to_string(i), *gpu);
+    ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+    if (k->schedule.find("in halo tiles") == std::string::npos) return;
+    ++halo;
+    GpuSchedule plain;
+    plain.halo_tiles = false;
+    auto k0 = lower_gpu(body, "g" + std::to_string(i), *gpu, plain);
+    ASSERT_TRUE(static_cast<bool>(k0)) << k0.error().message;
+    EXPECT_EQ(k0->schedule.find("in halo tiles"), std::string::npos);
+    double a = gpu_kernel_features(*k, *gpu)[sectors_at], b = gpu_kernel_features(*k0, *gpu)[sectors_at];
+    sectors_halo += a, sectors_plain += b, fewer += a < b;
+    expect_ptxas_accepts(*k, *gpu, ptxas);
+    EXPECT_LE(run_serialized(body, *k, **jit, pool, 41 + i), 1e-5) << k->to_string().substr(0, 3000);
+  });
   std::printf("%d stencil groups in halo tiles, %d with fewer global sectors than one output per thread (%.0f against %.0f in all)\n", halo,
               fewer, sectors_halo, sectors_plain);
   EXPECT_GE(halo, 20);  // MobileNetV2's and EfficientNet-B0's stride-1 depthwise convs, the pools
