@@ -71,11 +71,12 @@ Expected<GpuTarget> parse_gpu(const std::string &text, const std::string &label)
   return g;
 }
 
-/** Whether `s` holds a loop. */
-bool has_loop(const Stmt &s) {
-  if (!s) return false;
-  if (s->kind == StmtKind::kFor) return true;
-  return std::any_of(s->body.begin(), s->body.end(), [](const Stmt &b) { return has_loop(b); });
+/** Whether `s` is stores alone (in sequence): no loop, no branch, no binding, which a vector of lanes could not take as they are. */
+bool only_stores(const Stmt &s) {
+  if (!s) return true;
+  if (s->kind == StmtKind::kStore) return true;
+  if (s->kind != StmtKind::kSeq) return false;
+  return std::all_of(s->body.begin(), s->body.end(), [](const Stmt &b) { return only_stores(b); });
 }
 
 /** The stage under the GPU schedule (lower_gpu). */
@@ -97,12 +98,12 @@ Expected<KernelStage> gpu_stage(const KernelStage &st, const GpuTarget &gpu) {
     body = next;
     f = fused;
   }
-  // An elementwise stage (no loop inside the output loops) whose extent is a multiple of 4: each
+  // An elementwise stage (stores alone inside the output loops) whose extent is a multiple of 4: each
   // thread takes 4 consecutive outputs as a vector, so that an input read in the output's order is
   // one 16-byte load (`ld.global.v4.f32`, the emitter's alignment from the index) and the store one
   // `st.global.v4.f32`; reads in another order are 4 loads, as they were. Reductions (pools,
   // depthwise convs) keep one output per thread: their window loops would run per lane.
-  const int64_t lanes = !f.empty() && extent % 4 == 0 && !has_loop(body->body[0]) ? 4 : 1;
+  const int64_t lanes = !f.empty() && extent % 4 == 0 && only_stores(body->body[0]) ? 4 : 1;
   const int64_t items = extent / lanes;
   int64_t warp = gpu.warp_size, threads = std::min<int64_t>(gpu.threads_per_block, (items + warp - 1) / warp * warp);
   int64_t blocks = (items + threads - 1) / threads;
@@ -484,10 +485,13 @@ Expected<HaloStage> read_halo(const KernelStage &st) {
   h.y = r.outs[r.outs.size() - 2].first, h.Y = r.outs[r.outs.size() - 2].second;
   h.x = r.outs.back().first, h.X = r.outs.back().second;
   h.outer.assign(r.outs.begin(), r.outs.end() - 2);
-  // The loads that move with the rows or columns: all one load (equal index, one buffer).
+  // The loads that move with the rows or columns: all one load (equal index, one buffer). Under a
+  // select (an inlined padding) the untiled kernel reads only where the condition holds, and the
+  // window would read the rest: refused.
   std::string index;
-  bool mixed = false;
+  bool mixed = false, selects = false;
   std::function<void(const Expr &)> walk = [&](const Expr &e) {
+    selects |= e->kind == ExprKind::kSelect;
     if (e->kind == ExprKind::kLoad && e->buffer.get() != r.acc.get() && (uses_var(e->args[0], h.y) || uses_var(e->args[0], h.x))) {
       std::string i = e->buffer->name + "[" + to_string(e->args[0]) + "]";
       if (!h.stencil) h.stencil = e, index = i;
@@ -496,6 +500,7 @@ Expected<HaloStage> read_halo(const KernelStage &st) {
     for (const Expr &a : e->args) walk(a);
   };
   walk(r.update);
+  if (selects) return make_error(why + "its update selects (an inlined padding)");
   if (!h.stencil) return make_error(why + "no load moves with its rows and columns");
   if (mixed) return make_error(why + "more than one load moves with its rows and columns");
   auto a = affine_form(h.stencil->args[0]);

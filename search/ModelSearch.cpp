@@ -49,8 +49,6 @@ const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p
 
 const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) { return cached(task, p).features; }
 
-const std::string &ModelSearch::kernel(const Task &task, const Point &p) { return cached(task, p).kernel; }
-
 void ModelSearch::compute_features(const Task &task, const std::vector<Point> &points) {
   // The search runs between batches, when the measurer leaves the cores idle: the points not yet
   // cached are lowered on every thread.

@@ -65,8 +65,6 @@ class ModelSearch {
   void compute_features(const Task &task, const std::vector<Point> &points);
   /** The features of `p` on `task` (lowered once, cached); empty if it does not lower. */
   const std::vector<float> &features(const Task &task, const Point &p);
-  /** The identity of `p`'s kernel on `task` (LoweredKernel::identity, lowered once with its features); empty if it does not lower. */
-  const std::string &kernel(const Task &task, const Point &p);
   /** The current model (null before the first training). */
   const CostModel *model() const { return online_.model(); }
   bool has_model() const { return online_.model() != nullptr; }
