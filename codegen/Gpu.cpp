@@ -928,12 +928,35 @@ bool is_gpu_target(const std::string &name_or_file) {
   return text && is_gpu_description(*text);
 }
 
+namespace {
+/** A GEMM worth tiling: both sides at least 16. */
+bool tiles_gemm(const GemmShape &s) { return s.m >= 16 && s.n >= 16; }
+/** A reduction worth lanes per output: at least 32 terms. */
+bool by_rows(const RowReduceShape &r) { return r.k >= 32; }
+}  // namespace
+
+std::optional<GpuStageSpace> gpu_stage_space(const KernelStage &st, const GpuTarget &gpu) {
+  GpuStageSpace out;
+  if (auto g = gemm_shape(st); g && tiles_gemm(*g)) {
+    out.tile = true;
+    out.fallback.tile = default_gpu_tile(*g, gpu);
+    for (const GpuTile &x : gpu_tile_space(*g, gpu)) out.space.push_back({x, std::nullopt});
+    return out;
+  }
+  auto rows = row_reduce_shape(st);
+  if (!rows || !by_rows(*rows)) rows = row_program_shape(st);
+  if (!rows || !by_rows(*rows)) return std::nullopt;
+  out.fallback.reduce = default_gpu_reduce(*rows, gpu);
+  for (const GpuReduce &x : gpu_reduce_space(*rows, gpu)) out.space.push_back({std::nullopt, x});
+  return out;
+}
+
 Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, const GpuTarget &gpu, const GpuSchedule &schedule) {
   AT_ASSIGN(k, lower_naive(body, name, KernelSchedule{}));
   std::string tiled;
   for (size_t i = 0; i < k.stages.size(); ++i) {
     auto g = read_gemm(k.stages[i]);
-    if (g && g->shape.m >= 16 && g->shape.n >= 16) {
+    if (g && tiles_gemm(g->shape)) {
       GpuTile t = schedule.tile ? *schedule.tile : default_gpu_tile(g->shape, gpu);
       if (t.pack && schedule.pack_weights) {
         k = pack_b_weights(k, i, *g, body);
@@ -946,7 +969,7 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " tiled " + t.to_json();
       continue;
     }
-    if (auto rs = row_reduce_shape(k.stages[i]); rs && (rs->k >= 32 || schedule.reduce)) {
+    if (auto rs = row_reduce_shape(k.stages[i]); rs && (by_rows(*rs) || schedule.reduce)) {
       GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(*rs, gpu);
       auto s = row_reduce_stage(k.stages[i], *read_reduction(k.stages[i]), rd, gpu);
       if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
@@ -954,7 +977,7 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " row-reduced " + rd.to_json();
       continue;
     }
-    if (auto rp = read_row_program(k.stages[i]); rp && (rp->longest >= 32 || schedule.reduce)) {
+    if (auto rp = read_row_program(k.stages[i]); rp && (by_rows(rp->shape()) || schedule.reduce)) {
       GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(rp->shape(), gpu);
       auto s = row_program_stage(k.stages[i], *rp, rd, gpu);
       if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);

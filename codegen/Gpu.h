@@ -143,12 +143,27 @@ Status check_gpu_reduce(const GpuReduce &r, const GpuTarget &gpu);
 /** Every legal tile for `g` on `gpu` from the knob values the search samples (block sides 16-128, register tiles 1-8, chunks 8-32). */
 std::vector<GpuTile> gpu_tile_space(const GemmShape &g, const GpuTarget &gpu);
 
+/** The schedules a stage of a group's naive nests can take on `gpu`: its default first, then its space. */
+struct GpuStageSpace {
+  bool tile = false;  // a GEMM's tiles (GpuSchedule::tile), else a row reduction's or row program's lanes (GpuSchedule::reduce)
+  GpuSchedule fallback;
+  std::vector<GpuSchedule> space;
+};
+/**
+ * The space lower_gpu's choice for `st` tunes: a GEMM's tiles, else a long row reduction's, else a
+ * long row program's lanes; nullopt where the stage has none (halo tiles, elementwise stages, one
+ * output per thread). lower_gpu decides by the same tests, so the GPU tuner's space is the one
+ * lower_gpu applies.
+ */
+std::optional<GpuStageSpace> gpu_stage_space(const KernelStage &st, const GpuTarget &gpu);
+
 /**
  * The group's naive nests (lower_naive) under the GPU schedule. A stage that gemm_shape reads as a
  * GEMM (both sides at least 16) gets `schedule.tile` (default_gpu_tile when none is given); else a
  * stage that row_reduce_shape reads, then one that row_program_shape reads, with at least 32
  * terms per output or whenever `schedule.reduce` is given, `schedule.reduce`
- * (default_gpu_reduce); every other stage one output element per thread: the perfect nest of
+ * (default_gpu_reduce); else a stencil (a depthwise conv, a pool) halo tiles; else an elementwise
+ * stage 4 outputs per thread as vectors; every other stage one output element per thread: the perfect nest of
  * output loops at its top (loops every store inside moves with, or stores to buffers private to
  * an iteration) fused into one of extent E, then split into blocks of T threads (T the target's
  * threads_per_block, or E rounded up to a warp when smaller): the stage's parallel loop is the

@@ -99,18 +99,13 @@ Expected<GpuTuneReport> tune_gpu(const Graph &fused, GpuKernelTimer &timer, Tuni
     // The space of the stage lower_gpu schedules: a GEMM's tiles, else a long reduction's rows.
     std::vector<GpuSchedule> space;
     std::optional<GpuSchedule> fallback;
+    // A GEMM's tiles win over a reduction's lanes (one space is tuned per task).
     for (const KernelStage &st : naive->stages) {
-      if (auto g = gemm_shape(st); g && g->m >= 16 && g->n >= 16) {
-        fallback = GpuSchedule{default_gpu_tile(*g, gpu), std::nullopt};
-        space.clear();
-        for (const GpuTile &x : gpu_tile_space(*g, gpu)) space.push_back({x, std::nullopt});
-      } else if (auto r = row_reduce_shape(st); r && r->k >= 32 && !fallback) {
-        fallback = GpuSchedule{std::nullopt, default_gpu_reduce(*r, gpu)};
-        for (const GpuReduce &x : gpu_reduce_space(*r, gpu)) space.push_back({std::nullopt, x});
-      } else if (auto p = row_program_shape(st); p && p->k >= 32 && !fallback) {
-        fallback = GpuSchedule{std::nullopt, default_gpu_reduce(*p, gpu)};
-        for (const GpuReduce &x : gpu_reduce_space(*p, gpu)) space.push_back({std::nullopt, x});
-      }
+      auto s = gpu_stage_space(st, gpu);
+      if (!s || (!s->tile && fallback)) continue;
+      if (s->tile) space.clear();
+      fallback = s->fallback;
+      space.insert(space.end(), s->space.begin(), s->space.end());
     }
     if (!fallback) continue;  // one element per thread: nothing to tune yet
     GpuTask w;
