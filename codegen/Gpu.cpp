@@ -600,6 +600,12 @@ Expected<Combine> combine_of(const Reduction &r) {
   return c;
 }
 
+/** A reduction as a row reduction: its outputs, its terms per output and its combine, or why its update is no combine. */
+Expected<RowReduceShape> row_shape(const Reduction &r) {
+  AT_ASSIGN(c, combine_of(r));
+  return RowReduceShape{product(r.outs), product(r.reds), c.op};
+}
+
 Expr combine(const std::string &op, const Expr &a, const Expr &b) { return op == "add" ? a + b : op == "max" ? max(a, b) : min(a, b); }
 
 /**
@@ -969,9 +975,10 @@ Expected<LoweredKernel> lower_gpu(const Graph &body, const std::string &name, co
       tiled = ", stage " + k.stages[i].name + " tiled " + t.to_json();
       continue;
     }
-    if (auto rs = row_reduce_shape(k.stages[i]); rs && (by_rows(*rs) || schedule.reduce)) {
+    auto red = read_reduction(k.stages[i]);
+    if (auto rs = red ? row_shape(*red) : Expected<RowReduceShape>(red.error()); rs && (by_rows(*rs) || schedule.reduce)) {
       GpuReduce rd = schedule.reduce ? *schedule.reduce : default_gpu_reduce(*rs, gpu);
-      auto s = row_reduce_stage(k.stages[i], *read_reduction(k.stages[i]), rd, gpu);
+      auto s = row_reduce_stage(k.stages[i], *red, rd, gpu);
       if (!s) return make_error(name + " stage " + k.stages[i].name + ": " + s.error().message);
       k.stages[i] = s.take();
       tiled = ", stage " + k.stages[i].name + " row-reduced " + rd.to_json();
@@ -1108,8 +1115,7 @@ Status check_gpu_reduce(const GpuReduce &r, const GpuTarget &gpu) {
 
 Expected<RowReduceShape> row_reduce_shape(const KernelStage &st) {
   AT_ASSIGN(r, read_reduction(st));
-  AT_ASSIGN(c, combine_of(r));
-  return RowReduceShape{product(r.outs), product(r.reds), c.op};
+  return row_shape(r);
 }
 
 Expected<RowReduceShape> row_program_shape(const KernelStage &st) {
