@@ -116,8 +116,9 @@ class Walker {
       (is_store ? counts.shared_stores : counts.shared_loads) += mult;
       return;
     }
+    // Inside a vectorized loop an access is one for all its lanes: a vector, or one element they share.
     Expr i = subst(index);
-    bool vector = !vec_var_.empty() && loop::uses_var(i, vec_var_);
+    bool vector = !vec_var_.empty();
     auto [sectors, bytes] = vector ? warp_sectors(i, t_, at_, vec_var_, vec_lanes_) : warp_sectors(i, t_, at_);
     double times = vector ? mult / static_cast<double>(vec_lanes_) : mult;  // mult counts the lanes
     counts.sectors += times * static_cast<double>(sectors) / 32.0;  // per thread: a warp's sectors over its 32 threads
