@@ -408,22 +408,21 @@ Expr sum_of(const Linear &l, int64_t divide_by, int64_t constant) {
  * DAGs (Winograd's transforms share each B^T d term among six stores), and a tree walk would
  * simplify a shared node once per path and return copies, so the kernel would no longer share it.
  */
-using Memo = std::unordered_map<const ExprNode *, Expr>;
+/**
+ * Keyed by node address, each entry holding its node: the simplification recurses into
+ * expressions it builds, and a temporary freed while its entry stayed would hand that entry to the
+ * next node allocated at its address (a lane's position along k came back as the lane's row:
+ * (t / 4) % 4 for t % 4).
+ */
+using Memo = std::unordered_map<const ExprNode *, std::pair<Expr, Expr>>;
 
 Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
   if (!e || e->args.empty()) return e;
-  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second.second;
   std::vector<Expr> args;
   bool changed = false;
   for (const Expr &a : e->args) args.push_back(simplify_div_mod(a, r, memo)), changed |= args.back().get() != a.get();
   Expr x = changed ? with_args(e, std::move(args)) : e;
-  // An expression built here is simplified with a memo of its own: the memo is keyed by node
-  // address, and a temporary freed after its call could leave its entry to the next node allocated
-  // at that address (a lane's position along k came back as the lane's row: (t / 4) % 4 for t % 4).
-  auto fresh = [&](const Expr &made) {
-    Memo own;
-    return simplify_div_mod(made, r, own);
-  };
   auto simplified = [&]() -> Expr {
     if (x->kind != ExprKind::kBinary || (x->op != BinOp::kDiv && x->op != BinOp::kMod) || x->type != Type::kI64) return x;
     auto b = as_int(x->args[1]);
@@ -432,7 +431,7 @@ Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
     // (y % M) % B = y % B where B divides M.
     const Expr &a0 = x->args[0];
     if (!div && a0->kind == ExprKind::kBinary && a0->op == BinOp::kMod)
-      if (auto m = as_int(a0->args[1]); m && *m > 0 && *m % *b == 0) return fresh(a0->args[0] % x->args[1]);
+      if (auto m = as_int(a0->args[1]); m && *m > 0 && *m % *b == 0) return simplify_div_mod(a0->args[0] % x->args[1], r, memo);
     Linear l;
     linearize(a0, 1, l);
     if (l.terms.empty()) return x;
@@ -462,7 +461,7 @@ Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
       if (!known || lo < 0 || hi >= *g) continue;
       Expr X = sum_of(big, *g, qc), rest = sum_of(small, 1, rc);
       if (*g == *b) return div ? X : rest;
-      Expr inner = fresh(div ? X / int_imm(*b / *g) : X % int_imm(*b / *g));
+      Expr inner = simplify_div_mod(div ? X / int_imm(*b / *g) : X % int_imm(*b / *g), r, memo);
       return div ? inner : inner * *g + rest;
     }
     // Exact whatever the ranges: (B q + s) / B = q + s / B and (B q + s) % B = s % B.
@@ -471,10 +470,11 @@ Expr simplify_div_mod(const Expr &e, const Ranges &r, Memo &memo) {
     int64_t qc = floor_div(l.constant, *b), rc = l.constant - qc * *b;
     if (q.terms.empty() || rest.terms.empty()) return x;
     Expr s0 = sum_of(rest, 1, rc);
-    if (!div) return fresh(s0 % x->args[1]);
-    return sum_of(q, *b, qc) + fresh(s0 / x->args[1]);
+    if (!div) return simplify_div_mod(s0 % x->args[1], r, memo);
+    return sum_of(q, *b, qc) + simplify_div_mod(s0 / x->args[1], r, memo);
   };
-  return memo.emplace(e.get(), simplified()).first->second;
+  Expr out = simplified();
+  return memo.emplace(e.get(), std::make_pair(e, out)).first->second.second;
 }
 
 Stmt simplify_div_mod(const Stmt &s, Ranges &r, Memo &memo) {
