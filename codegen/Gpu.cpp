@@ -184,15 +184,12 @@ int64_t product(const Loops &l) {
 /** Whether every load of `op` has stride 1 in `v`, and is not contiguous in `k` as well. */
 bool walks_along(const Expr &op, const std::string &v, const std::string &k) {
   bool any = false, along = true;
-  std::function<void(const Expr &)> walk = [&](const Expr &e) {
-    if (e->kind == ExprKind::kLoad) {
-      any = true;
-      auto sv = stride_of(e->args[0], v), sk = stride_of(e->args[0], k);
-      along &= sv && *sv == 1 && !(sk && *sk == 1);
-    }
-    for (const Expr &a : e->args) walk(a);
-  };
-  walk(op);
+  for_each_node(op, [&](const Expr &e) {
+    if (e->kind != ExprKind::kLoad) return;
+    any = true;
+    auto sv = stride_of(e->args[0], v), sk = stride_of(e->args[0], k);
+    along &= sv && *sv == 1 && !(sk && *sk == 1);
+  });
   return any && along;
 }
 
@@ -372,11 +369,9 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
         Expr p = major ? e % int_imm(side) : e / int_imm(t.bk), kp = major ? e / int_imm(side) : e % int_imm(t.bk);
         Expr v = substitute_all(ops[o], is_m ? at(base + p, nullptr, kc * t.bk + kp) : at(nullptr, base + p, kc * t.bk + kp));
         int64_t n = 0;
-        std::function<void(const Expr &)> walk = [&](const Expr &x) {
+        for_each_node(v, [&](const Expr &x) {
           if (x->kind == ExprKind::kLoad) n += warp_sectors(x->args[0], "gpu_thread", {{"gpu_block", 0}, {"gpu_kc", 0}, {"gpu_l", 0}}).first;
-          for (const Expr &a : x->args) walk(a);
-        };
-        walk(v);
+        });
         return n;
       };
       int64_t along = sectors(true), across = sectors(false);
@@ -405,17 +400,14 @@ Expected<KernelStage> tiled_stage(const KernelStage &st, const GemmStage &g, con
         if (lanes > 1) {
           st = simplify_div_mod(st, {{"gpu_lane", {0, lanes - 1}}});
           bool ok = true, contiguous = false;
-          std::function<void(const Expr &)> walk = [&](const Expr &x) {
+          for_each_node(st->value, [&](const Expr &x) {
             if (x->kind == ExprKind::kSelect) ok = false;
-            if (x->kind == ExprKind::kLoad) {
-              auto sv = stride_of(x->args[0], "gpu_lane");
-              bool aligned = sv && *sv == 1 && known_multiple(substitute(x->args[0], "gpu_lane", int_imm(0))) % lanes == 0;
-              ok &= sv && (*sv == 0 || aligned);
-              contiguous |= aligned;
-            }
-            for (const Expr &a : x->args) walk(a);
-          };
-          walk(st->value);
+            if (x->kind != ExprKind::kLoad) return;
+            auto sv = stride_of(x->args[0], "gpu_lane");
+            bool aligned = sv && *sv == 1 && known_multiple(substitute(x->args[0], "gpu_lane", int_imm(0))) % lanes == 0;
+            ok &= sv && (*sv == 0 || aligned);
+            contiguous |= aligned;
+          });
           if (!ok || !contiguous) return std::nullopt;
           st = for_loop("gpu_lane", int_imm(0), int_imm(lanes), ForKind::kVectorized, st);
         }
@@ -490,16 +482,14 @@ Expected<HaloStage> read_halo(const KernelStage &st) {
   // window would read the rest: refused.
   std::string index;
   bool mixed = false, selects = false;
-  std::function<void(const Expr &)> walk = [&](const Expr &e) {
+  for_each_node(r.update, [&](const Expr &e) {
     selects |= e->kind == ExprKind::kSelect;
     if (e->kind == ExprKind::kLoad && e->buffer.get() != r.acc.get() && (uses_var(e->args[0], h.y) || uses_var(e->args[0], h.x))) {
       std::string i = e->buffer->name + "[" + to_string(e->args[0]) + "]";
       if (!h.stencil) h.stencil = e, index = i;
       else mixed |= i != index;
     }
-    for (const Expr &a : e->args) walk(a);
-  };
-  walk(r.update);
+  });
   if (selects) return make_error(why + "its update selects (an inlined padding)");
   if (!h.stencil) return make_error(why + "no load moves with its rows and columns");
   if (mixed) return make_error(why + "more than one load moves with its rows and columns");
@@ -785,11 +775,7 @@ struct Serializer {
   bool varies(const Expr &e) const {
     if (uses_var(e, t)) return true;
     bool found = false;
-    std::function<void(const Expr &)> walk = [&](const Expr &x) {
-      if (x->kind == ExprKind::kLoad && per_thread.count(x->buffer.get())) found = true;
-      for (const Expr &a : x->args) walk(a);
-    };
-    walk(e);
+    for_each_node(e, [&](const Expr &x) { found |= x->kind == ExprKind::kLoad && per_thread.count(x->buffer.get()) > 0; });
     return found;
   }
 

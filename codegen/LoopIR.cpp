@@ -140,6 +140,11 @@ Expr both(Expr a, Expr b) { return binary(BinOp::kAnd, std::move(a), std::move(b
 Expr operator+(Expr a, int64_t b) { return std::move(a) + int_imm(b); }
 Expr operator*(Expr a, int64_t b) { return std::move(a) * int_imm(b); }
 
+void for_each_node(const Expr &e, const std::function<void(const Expr &)> &fn) {
+  fn(e);
+  for (const Expr &a : e->args) for_each_node(a, fn);
+}
+
 bool uses_var(const Expr &e, const std::string &v) {
   if (e->kind == ExprKind::kVar) return e->name == v;
   for (const Expr &a : e->args)

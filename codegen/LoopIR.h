@@ -9,6 +9,7 @@
 // loop variable (stride_of). `unrolled` loops are emitted once per iteration. A kernel's
 // outermost loop may be `parallel`: the runtime splits its range across threads.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +91,8 @@ std::optional<int64_t> as_int(const Expr &e);
  * comparisons as 0/1), or nullopt: an unbound variable, a load, a float, a division by zero.
  */
 std::optional<int64_t> evaluate(const Expr &e, const std::map<std::string, int64_t> &vars);
+/** Calls `fn` on `e` and on every node below it, parents first (a tree walk: a shared node once per path). */
+void for_each_node(const Expr &e, const std::function<void(const Expr &)> &fn);
 /** Does `e` mention variable `v`? */
 bool uses_var(const Expr &e, const std::string &v);
 /**

@@ -42,13 +42,12 @@ int64_t operand_registers(const Stmt &s) {
   int64_t best = 0;
   if (s->kind == StmtKind::kFor && s->body[0]->kind != StmtKind::kFor) {
     std::set<std::string> distinct;
-    std::function<void(const Expr &)> walk = [&](const Expr &e) {
-      if (e->kind == ExprKind::kLoad && e->buffer->scope == BufferScope::kShared) distinct.insert(to_string(e));
-      for (const Expr &a : e->args) walk(a);
-    };
     std::function<void(const Stmt &)> stmts = [&](const Stmt &x) {
       if (!x) return;
-      if (x->kind == StmtKind::kStore) walk(x->value);
+      if (x->kind == StmtKind::kStore)
+        for_each_node(x->value, [&](const Expr &e) {
+          if (e->kind == ExprKind::kLoad && e->buffer->scope == BufferScope::kShared) distinct.insert(to_string(e));
+        });
       if (x->kind != StmtKind::kFor)
         for (const Stmt &b : x->body) stmts(b);
     };

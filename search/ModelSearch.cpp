@@ -14,9 +14,7 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
-}  // namespace
 
-namespace {
 CostModelOptions options_of(const ModelSearchOptions &o, uint64_t seed) {
   CostModelOptions mo;
   mo.threads = o.threads, mo.seed = seed;

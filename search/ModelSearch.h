@@ -9,7 +9,6 @@
 // each batch lowers only its own new points (lowering is the search's cost).
 // The model starts from whatever the database already holds for the target (other models'
 // records included) and is retrained as records arrive.
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -87,7 +86,7 @@ class ModelSearch {
 
   /** Every legal point lowered for a task, with its prediction by the current model. */
   struct Pool {
-    std::deque<Point> points;            // stable addresses
+    std::vector<Point> points;
     std::unordered_set<std::string> jsons;
     std::vector<float> score;            // score[i] predicts points[i]; shorter while new points await scoring
     int scored_by = -1;                  // the model (its training count) that made score
