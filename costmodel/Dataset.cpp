@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "codegen/Lower.h"
 #include "codegen/Schedule.h"
@@ -13,6 +14,11 @@
 #include <nlohmann/json.hpp>
 
 namespace autotune {
+
+std::vector<float> default_features(const Graph &body, const Target &target) {
+  auto k = lower_group(body, "default", default_schedule(body, target));
+  return k ? kernel_features(*k, target) : std::vector<float>{};
+}
 
 Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, const Target &target) {
   SampleSet out;
@@ -26,6 +32,7 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
       continue;
     }
     std::map<std::string, std::vector<float>> features;  // per schedule: lowered once
+    std::optional<std::vector<float>> default_kernel;      // the task's default schedule's kernel features, when needed
     for (const TuningRecord &r : records) {
       if (r.status != "ok" || r.baseline_s <= 0 || r.median_s <= 0) continue;
       auto it = features.find(r.schedule);
@@ -34,12 +41,16 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
         std::vector<float> x;
         if (r.feature_version == kFeatureVersion && !r.features.empty()) {
           auto j = nlohmann::json::parse(r.features, nullptr, false);
-          if (j.is_array() && j.size() == feature_names().size())
+          if (j.is_array() && j.size() == model_feature_names().size())
             for (const auto &v : j) x.push_back(v.is_number() ? v.get<float>() : 0.0f);
         }
         if (x.empty())
           if (auto s = schedule_from_json(r.schedule))
-            if (auto k = lower_group(*body, "k", *s)) x = kernel_features(*k, target);
+            if (auto k = lower_group(*body, "k", *s)) {
+              if (!default_kernel) default_kernel = default_features(*body, target);
+              std::vector<float> kf = kernel_features(*k, target);
+              if (!default_kernel->empty()) x = model_features(kf, *default_kernel);
+            }
         it = features.emplace(r.schedule, std::move(x)).first;
       }
       if (it->second.empty()) {

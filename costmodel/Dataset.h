@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codegen/Target.h"
+#include "ir/Graph.h"
 #include "costmodel/Model.h"
 #include "db/TuningDb.h"
 
@@ -25,6 +26,9 @@ struct SampleSet {
   std::vector<Sample> samples;
   int64_t skipped = 0;  // ok records whose workload or schedule no longer lowers
 };
+
+/** The kernel features of `body`'s default schedule on `target` (model_features' point of reference); empty if it does not lower. */
+std::vector<float> default_features(const Graph &body, const Target &target);
 
 /** The ok records of `target_key` in `db` as samples, features computed for `target`. */
 Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, const Target &target);

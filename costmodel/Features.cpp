@@ -253,6 +253,22 @@ const std::vector<std::string> &feature_names() {
   return names;
 }
 
+const std::vector<std::string> &model_feature_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out = feature_names();
+    for (const std::string &n : feature_names()) out.push_back(n + " - default's");
+    return out;
+  }();
+  return names;
+}
+
+std::vector<float> model_features(const std::vector<float> &kernel, const std::vector<float> &default_kernel) {
+  AT_CHECK(kernel.size() == feature_names().size() && default_kernel.size() == kernel.size(), "model_features takes two kernels' features");
+  std::vector<float> out = kernel;
+  for (size_t i = 0; i < kernel.size(); ++i) out.push_back(kernel[i] - default_kernel[i]);
+  return out;
+}
+
 std::vector<float> kernel_features(const LoweredKernel &k, const Target &target) {
   Walker w(target);
   for (const KernelStage &s : k.stages) w.stage(s, k.buffers);

@@ -19,12 +19,22 @@
 namespace autotune {
 
 /** Bumped whenever the meaning or order of the features changes: models and stored features carry it. */
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;
 
-/** The names of the features, in order (their count is the vector's length). */
+/** The names of a kernel's features, in order (their count is kernel_features' length). */
 const std::vector<std::string> &feature_names();
 
 /** The features of kernel `k` compiled for `target`, feature_names().size() values. */
 std::vector<float> kernel_features(const LoweredKernel &k, const Target &target);
+
+/**
+ * The cost model's input (version 2): a kernel's features, then their differences from the
+ * features of its task's default schedule. The model predicts the speed over that default, so what
+ * it learns is how a change from the default pays; the differences say it in terms that carry
+ * from one task to another (most features are log2 counts: a difference is a log ratio), where
+ * the absolute counts of a task that training never saw fall outside what it learned.
+ */
+const std::vector<std::string> &model_feature_names();
+std::vector<float> model_features(const std::vector<float> &kernel, const std::vector<float> &default_kernel);
 
 }  // namespace autotune

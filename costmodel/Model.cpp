@@ -50,7 +50,7 @@ CostModel::~CostModel() {
 Expected<std::unique_ptr<CostModel>> CostModel::train(const std::vector<std::vector<float>> &x, const std::vector<float> &y,
                                                       const CostModelOptions &o, const std::vector<unsigned> &groups) {
   if (x.empty() || x.size() != y.size()) return make_error("training needs as many targets as rows, and at least one");
-  size_t columns = o.columns ? o.columns : feature_names().size();
+  size_t columns = o.columns ? o.columns : model_feature_names().size();
   AT_ASSIGN(m, Matrix::of(x, columns));
   AT_TRY(xgb(XGDMatrixSetFloatInfo(m->h, "label", y.data(), y.size()), "setting labels"));
   if (!groups.empty()) AT_TRY(xgb(XGDMatrixSetUIntInfo(m->h, "group", groups.data(), groups.size()), "setting groups"));
@@ -86,7 +86,7 @@ Expected<std::vector<float>> CostModel::predict(const std::vector<std::vector<fl
 Expected<std::string> CostModel::save() const {
   bst_ulong n = 0;
   const char *data = nullptr;
-  if (columns_ != feature_names().size()) return make_error("only a model of the CPU kernels' features is saved");
+  if (columns_ != model_feature_names().size()) return make_error("only a model of the CPU kernels' features is saved");
   AT_TRY(xgb(XGBoosterSaveModelToBuffer(booster_, R"({"format": "ubj"})", &n, &data), "saving"));
   std::string header = kMagic + std::to_string(kFeatureVersion) + " rows " + std::to_string(rows_) + "\n";
   return header + std::string(data, n);
@@ -106,7 +106,7 @@ Expected<std::unique_ptr<CostModel>> CostModel::load(const std::string &bytes) {
   AT_TRY(xgb(XGBoosterLoadModelFromBuffer(model->booster_, bytes.data() + eol + 1, bytes.size() - eol - 1), "loading"));
   AT_TRY(xgb(XGBoosterSetParam(model->booster_, "nthread", "1"), "nthread"));  // as after training
   model->rows_ = rows;
-  model->columns_ = feature_names().size();
+  model->columns_ = model_feature_names().size();
   return model;
 }
 

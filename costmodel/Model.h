@@ -21,7 +21,7 @@ struct CostModelOptions {
   // ("rank:pairwise", "rank:ndcg"): then the rows come with their tasks' group sizes.
   std::string objective = "reg:squarederror";
   uint64_t seed = 0;
-  // Values per row: 0 for the CPU kernels' features (costmodel/Features: feature_names()); a GPU
+  // Values per row: 0 for the CPU kernels' model features (costmodel/Features: model_feature_names()); a GPU
   // tuner's model takes costmodel/GpuFeatures' rows (gpu_feature_names()).
   size_t columns = 0;
 };

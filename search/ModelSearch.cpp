@@ -35,13 +35,21 @@ ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule
   // A step list is valid exactly where it replays (validate_schedule lowers it): asked again, it
   // lowered every candidate a second time, as many lowerings as the batch's whole search.
   bool valid = (!s.steps.empty() && s.segments.empty() && !is_chain(task.body)) || static_cast<bool>(validate_schedule(task.body, s));
-  return {kernel_features(*k, target_), k->identity(), valid};
+  // The task's default: compute_features and cached() made it before lowering anything of the task.
+  const std::vector<float> &def = defaults_.at(task.hash);
+  if (def.empty()) return {};
+  return {model_features(kernel_features(*k, target_), def), k->identity(), valid};
+}
+
+void ModelSearch::ensure_default(const Task &task) {
+  if (!defaults_.count(task.hash)) defaults_.emplace(task.hash, default_features(task.body, target_));
 }
 
 const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p) {
   std::string key = task.hash + p.json;
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
+  ensure_default(task);
   return cache_.emplace(key, lowered(task, p.schedule)).first->second;
 }
 
@@ -59,6 +67,7 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
     keys.push_back(std::move(key));
     todo.push_back(&p.schedule);
   }
+  ensure_default(task);  // before the threads: they only read it
   std::vector<Lowered> out(todo.size());
   for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered(task, *todo[i]); });
   for (size_t i = 0; i < todo.size(); ++i) cache_.emplace(std::move(keys[i]), std::move(out[i]));

@@ -75,7 +75,7 @@ class ModelSearch {
   int trainings() const { return online_.trainings(); }
 
  private:
-  /** A point lowered: its kernel's features and identity (both empty if it does not lower), and whether validate_schedule accepts it. */
+  /** A point lowered: its model features (costmodel/Features: model_features) and its kernel's identity (both empty if it does not lower), and whether validate_schedule accepts it. */
   struct Lowered {
     std::vector<float> features;
     std::string kernel;
@@ -83,6 +83,8 @@ class ModelSearch {
   };
   Lowered lowered(const Task &task, const KernelSchedule &s) const;
   const Lowered &cached(const Task &task, const Point &p);
+  /** Computes the kernel features of the task's default schedule (model_features' reference), once per task. */
+  void ensure_default(const Task &task);
 
   /** Every legal point lowered for a task, with its prediction by the current model. */
   struct Pool {
@@ -100,6 +102,7 @@ class ModelSearch {
   double predict_s_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
   std::map<std::string, Pool> pools_;     // by task hash
+  std::map<std::string, std::vector<float>> defaults_;  // by task hash: its default schedule's kernel features
 };
 
 }  // namespace autotune

@@ -968,7 +968,7 @@ int cmd_costmodel(const std::vector<std::string> &argv) {
     return 0;
   }
   std::printf("cost model (features v%d, %zu features): trained on %lld records in %.2f s, tested on %lld records of %lld tasks\n",
-              kFeatureVersion, feature_names().size(), static_cast<long long>(rep->records_train), rep->train_s,
+              kFeatureVersion, model_feature_names().size(), static_cast<long long>(rep->records_train), rep->train_s,
               static_cast<long long>(rep->records_test), static_cast<long long>(rep->tasks_test));
   std::printf("pairwise accuracy %.3f over %lld pairs; top-1 recall %.2f, top-5 recall %.2f; prediction %.3f s\n", rep->pairwise_accuracy,
               static_cast<long long>(rep->pairs), rep->top1_recall, rep->top5_recall, rep->predict_s);

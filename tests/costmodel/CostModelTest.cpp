@@ -73,6 +73,39 @@ TEST(Features, CountWhatTheLoopNestDoes) {
   EXPECT_NEAR(feature(kernel_features(*k, four), "parallel balance"), 0.5, 0.01);
 }
 
+TEST(Features, TheModelSeesAKernelAndItsDifferencesFromTheTasksDefault) {
+  Graph conv = group_of(R"(def @main(%x: Tensor[(1, 16, 14, 14), float32]) -> Tensor[(1, 32, 14, 14), float32] {
+    %w = constant(Tensor[(32, 16, 3, 3), float32]);
+    %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1]);
+    return %0;
+  })");
+  Target t = host_target();
+  KernelSchedule s = default_schedule(conv, t);
+  auto k = lower_group(conv, "k", s);
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  std::vector<float> def = default_features(conv, t);
+  EXPECT_EQ(def, kernel_features(*k, t));
+  const size_t n = feature_names().size();
+  ASSERT_EQ(model_feature_names().size(), 2 * n);
+  // The default against itself: its own features, no difference.
+  std::vector<float> same = model_features(def, def);
+  ASSERT_EQ(same.size(), 2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(same[i], def[i]);
+    EXPECT_EQ(same[n + i], 0.0f) << model_feature_names()[n + i];
+  }
+  // A scalar direct conv against it: less vectorized than the default, by exactly the difference.
+  s.winograd = 0, s.steps.clear(), s.vector_width = 1, s.oc_block = 0, s.pixel_epilogue = false;
+  auto scalar = lower_group(conv, "k", s);
+  ASSERT_TRUE(static_cast<bool>(scalar)) << scalar.error().message;
+  std::vector<float> g = kernel_features(*scalar, t), m = model_features(g, def);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(m[n + i], g[i] - def[i]) << model_feature_names()[n + i];
+  size_t vec = static_cast<size_t>(std::find(model_feature_names().begin(), model_feature_names().end(), "vectorized flop share - default's") -
+                                   model_feature_names().begin());
+  ASSERT_LT(vec, 2 * n);
+  EXPECT_LT(m[vec], -0.9);
+}
+
 TEST(CostModel, LearnsTheRecordsOfARealTuningRun) {
   std::string db = (fs::temp_directory_path() / ("autotune_costmodel_" + std::to_string(::getpid()) + ".db")).string();
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/tiny_cnn.onnx");
@@ -90,6 +123,7 @@ TEST(CostModel, LearnsTheRecordsOfARealTuningRun) {
   ASSERT_TRUE(static_cast<bool>(set)) << set.error().message;
   EXPECT_GE(set->samples.size(), 60u);
   EXPECT_EQ(set->skipped, 0);
+  for (const Sample &smp : set->samples) ASSERT_EQ(smp.x.size(), model_feature_names().size());
   auto model = train_on(set->samples);
   ASSERT_TRUE(static_cast<bool>(model)) << model.error().message;
   // On the records it was trained on, the model must rank far better than chance (0.5).

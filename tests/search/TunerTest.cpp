@@ -208,7 +208,7 @@ TEST_F(Tuner, TheCostModelGuidesTheSearchAndNoScheduleIsMeasuredTwice) {
     ASSERT_TRUE(static_cast<bool>(recs));
     for (const TuningRecord &r : *recs) {
       EXPECT_EQ(r.feature_version, kFeatureVersion);
-      EXPECT_EQ(nlohmann::json::parse(r.features).size(), feature_names().size()) << r.schedule;
+      EXPECT_EQ(nlohmann::json::parse(r.features).size(), model_feature_names().size()) << r.schedule;
     }
   }
   auto saved = (*db)->cost_model(rep->target, kFeatureVersion);
