@@ -340,6 +340,13 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   std::vector<std::optional<LoweredKernel>> lowered(n);
   std::vector<std::optional<CompiledKernel>> compiled(n);
   std::vector<double> seconds(n, 0);
+  using Clock = std::chrono::steady_clock;
+  auto phase_start = Clock::now();
+  auto end_phase = [&](double &into) {
+    auto now = Clock::now();
+    into += std::chrono::duration<double>(now - phase_start).count();
+    phase_start = now;
+  };
   // Lower in parallel.
   for_each_index(n, options_.threads, [&](size_t i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -358,6 +365,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     }
     lowered[i] = k.take();
   });
+  end_phase(times_.lower_s);
   // Compile into the cache in children, each within the time limit (the lowering threads are
   // joined: no other thread is inside LLVM when they fork).
   if (options_.compile_timeout_s > 0 && jit_.caches()) {
@@ -388,6 +396,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     }
     compiled[i] = ck.take();
   });
+  end_phase(times_.compile_s);
   // The baseline every candidate is timed against: the task's default schedule.
   std::optional<LoweredKernel> base_k;
   std::optional<CompiledKernel> base_ck;
@@ -401,6 +410,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   for (size_t i = 0; i < n; ++i)
     if (lowered[i])
       for (const WeightPacking &p : lowered[i]->packings) packed_.get(data.args[p.param], p);
+  end_phase(times_.prepare_s);
   for (size_t i = 0; i < n; ++i) {
     if (stop && stop->load()) {
       results.resize(i);
@@ -413,7 +423,10 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
         results[i] = run(*lowered[i], *compiled[i], data, baseline, static_cast<double>(1 << retry));
       results[i].compile_s = compile_s;
     }
-    if (on_result && !on_result(i, results[i])) {
+    end_phase(times_.run_s);  // the caller's on_result (saving the record) is not the measurer's
+    bool go_on = !on_result || on_result(i, results[i]);
+    phase_start = Clock::now();
+    if (!go_on) {
       results.resize(i + 1);
       break;
     }

@@ -103,9 +103,19 @@ class Measurer {
 
   const MeasureOptions &options() const { return options_; }
 
+  /** Wall time spent in each phase of measure(), summed over every call (a tuning run's breakdown). */
+  struct PhaseTimes {
+    double lower_s = 0;    // validating and lowering the candidates (in parallel)
+    double compile_s = 0;  // compiling them in the guarded children, then linking (in parallel)
+    double prepare_s = 0;  // the baseline's kernel and the weight packings the batch needs
+    double run_s = 0;      // the measuring children: warm-up, check against the reference, timed runs
+  };
+  const PhaseTimes &phase_times() const { return times_; }
+
  private:
   Jit &jit_;
   MeasureOptions options_;
+  PhaseTimes times_;
   // Weights packed in this process before each batch's children fork, so they inherit them
   // (see PackCache): up to 512 MiB of packed weights, the least recently used dropped first.
   PackCache packed_{size_t{512} << 20};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <cmath>
 #include <set>
 
@@ -64,6 +65,14 @@ void note_result(TaskReport &tr, const std::string &schedule, double median_s, d
   double ratio = median_s / baseline_s;
   if (tr.best_schedule.empty() || ratio < tr.best_ratio) tr.best_ratio = ratio, tr.best_schedule = schedule;
 }
+
+/** Adds the seconds from its construction to its destruction to `into`. */
+struct AddSeconds {
+  double &into;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  explicit AddSeconds(double &s) : into(s) {}
+  ~AddSeconds() { into += std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count(); }
+};
 
 /**
  * Whether a schedule's records settle it, so it is not measured again: any result but a timeout
@@ -179,6 +188,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   // measured after it could be saved, and the error ends the run.
   auto saver = [&](int pick, const std::vector<KernelSchedule> &candidates, Status &save_error, const char *phase) {
     return [&, pick, phase](size_t i, const MeasureResult &m) -> bool {
+      AddSeconds saving{rep.save_s};  // every return below counts
       if (m.status == MeasureStatus::kHostError) {
         save_error = make_error("cannot measure: " + m.error + "; every result measured so far is saved, run again to resume");
         return false;
@@ -240,6 +250,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     // Pick a task: unmeasured defaults first, then the task scheduler's choice.
     int pick = -1;
     std::vector<KernelSchedule> candidates;
+    std::optional<AddSeconds> choosing(rep.choose_s);
     for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
       if (!states[i].measured.count(states[i].default_json)) {
         pick = static_cast<int>(i);
@@ -288,6 +299,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         continue;
       }
     }
+    choosing.reset();
     TaskReport &tr = rep.tasks[pick];
     State &st = states[pick];
     AT_TRY(ensure_data(static_cast<size_t>(pick)));
@@ -340,6 +352,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     rep.model_rows = model->trained_rows(), rep.model_heldout_accuracy = model->heldout_accuracy();
     rep.model_train_s = model->train_seconds(), rep.model_predict_s = model->predict_seconds(), rep.model_trainings = model->trainings();
   }
+  rep.measure_times = measurer.phase_times();
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;
 }

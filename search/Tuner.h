@@ -67,6 +67,11 @@ struct TuneReport {
   int64_t model_rows = 0;
   double model_heldout_accuracy = -1, model_train_s = 0, model_predict_s = 0;
   int model_trainings = 0;
+  // Where the run's wall time went: the measurer's phases, choosing the candidates (the task
+  // scheduler, the search and, with the cost model, its training and predictions) and saving the
+  // records (their features and the database); the rest is reading the database and reporting.
+  Measurer::PhaseTimes measure_times;
+  double choose_s = 0, save_s = 0;
   /** Sum over groups of the default / best time of their task: the model's estimated kernel time. */
   double estimated_untuned_s() const;
   double estimated_tuned_s() const;

@@ -749,6 +749,14 @@ int cmd_tune(const std::vector<std::string> &argv) {
   } else {
     std::printf("search: random\n");
   }
+  {
+    // Where the wall time went: what makes a run long, and what a faster search would save.
+    const Measurer::PhaseTimes &m = rep->measure_times;
+    double known = m.lower_s + m.compile_s + m.prepare_s + m.run_s + rep->choose_s + rep->save_s;
+    std::printf("time: choosing candidates %.1f s, lowering %.1f s, compiling %.1f s, baselines and packing %.1f s, measuring %.1f s, "
+                "saving %.1f s, the rest %.1f s\n",
+                rep->choose_s, m.lower_s, m.compile_s, m.prepare_s, m.run_s, rep->save_s, std::max(0.0, rep->elapsed_s - known));
+  }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];
