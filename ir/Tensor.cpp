@@ -97,11 +97,11 @@ constexpr size_t kHugePage = size_t{2} << 20;
  * A zero-filled, 64-byte aligned buffer of at least `bytes` (64 for none), or null.
  *
  * One of 2 MiB or more is mapped on its own, starting on a 2 MiB boundary, with transparent huge
- * pages asked for (madvise, which is what Debian's kernels honour by default). The tuner forks a
- * child for every compile and every measurement, and fork copies one page-table entry for each
- * 4 KiB page of the parent, whose tensors (a task's data, its packed weights) are most of its
- * 600 MiB: a fork, exit and wait of a 640 MiB process took 19.5 ms in 4 KiB pages and 0.6 ms in
- * huge pages (Zen 4). The length is not rounded up: a tail short of 2 MiB stays in small pages,
+ * pages asked for (MADV_HUGEPAGE: granted when the kernel's THP setting is `always` or `madvise`,
+ * ignored under `never`). The tuner forks a child for every compile and every measurement, and
+ * fork copies one page-table entry for each 4 KiB page of the parent, whose tensors (a task's
+ * data, its packed weights) are most of its 600 MiB: a fork, exit and wait of a 640 MiB process
+ * took 19.5 ms in 4 KiB pages and 0.6 ms in huge pages (Zen 4). The length is not rounded up: a tail short of 2 MiB stays in small pages,
  * so no memory is wasted, and the pages are zero as mapped (and faulted in when first used).
  */
 std::shared_ptr<uint8_t> zeroed_buffer(size_t bytes) {
