@@ -552,15 +552,12 @@ Expected<KernelStage> halo_stage(const KernelStage &st, const HaloStage &h, cons
   std::map<std::string, Expr> out = at;
   out[h.y] = y, out[h.x] = x;
   Expr from_window = load(sh, (yl * h.sy + var(h.ky)) * DX + xl * h.sx + var(h.kx));
-  std::function<Expr(const Expr &)> swap = [&](const Expr &e) -> Expr {
-    if (e->kind == ExprKind::kLoad && e->buffer.get() == h.stencil->buffer.get() && to_string(e->args[0]) == to_string(h.stencil->args[0]))
-      return from_window;
-    if (e->args.empty()) return e;
-    std::vector<Expr> args;
-    for (const Expr &a : e->args) args.push_back(swap(a));
-    return with_args(e, std::move(args));
-  };
-  Stmt update = store(h.r.acc, int_imm(0), substitute_all(swap(h.r.update), out));
+  const std::string stencil_index = to_string(h.stencil->args[0]);
+  ExprMemo memo;
+  AT_ASSIGN(windowed, map_loads(h.r.update, h.stencil->buffer.get(), [&](const Expr &ld) -> Expected<Expr> {
+    return to_string(ld->args[0]) == stencil_index ? from_window : ld;
+  }, memo));
+  Stmt update = store(h.r.acc, int_imm(0), substitute_all(windowed, out));
   for (size_t k = h.r.reds.size(); k-- > 0;) update = for_loop(h.r.reds[k].first, int_imm(0), int_imm(h.r.reds[k].second), ForKind::kSerial, update);
   Stmt epilogue = h.r.epilogue;
   for (const auto &[v, e] : out) epilogue = substitute(epilogue, v, e);

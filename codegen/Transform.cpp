@@ -730,8 +730,7 @@ Stmt simplify_stmt_over(const Stmt &s, const Ranges &r) {
   return resolve_ifs(map_exprs(s, [&](const Expr &e) { return simplify_over(e, r); }), r);
 }
 
-/** Every load of `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first). */
-using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
+}  // namespace
 
 Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn, ExprMemo &memo) {
   if (e->args.empty()) return e;
@@ -757,6 +756,8 @@ Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function
   memo.emplace(e.get(), out);
   return out;
 }
+
+namespace {
 
 /** map_stmt_loads with the memo of the nodes mapped so far. */
 Expected<Stmt> map_stmt_loads_memo(const Stmt &s, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn,

@@ -35,6 +35,13 @@ loop::Stmt map_exprs(const loop::Stmt &s, const std::function<loop::Expr(const l
 /** `s` with every free use of variable `v` replaced by `value` (loops and lets that rebind v shadow it). */
 loop::Stmt substitute(const loop::Stmt &s, const std::string &v, const loop::Expr &value);
 
+/**
+ * Every load of buffer `b` in `e`, rewritten by `fn` (loads inside the index are rewritten first);
+ * `e` itself where nothing changed. Each shared node is mapped once (`memo`, kept over a statement).
+ */
+Expected<loop::Expr> map_loads(const loop::Expr &e, const loop::BufferNode *b, const std::function<Expected<loop::Expr>(const loop::Expr &)> &fn,
+                               loop::ExprMemo &memo);
+
 /** Every store in `s`, in order. */
 std::vector<loop::Stmt> stores_of(const loop::Stmt &s);
 
