@@ -48,8 +48,7 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
           if (auto s = schedule_from_json(r.schedule))
             if (auto k = lower_group(*body, "k", *s)) {
               if (!default_kernel) default_kernel = default_features(*body, target);
-              std::vector<float> kf = kernel_features(*k, target);
-              if (!default_kernel->empty()) x = model_features(kf, *default_kernel);
+              if (!default_kernel->empty()) x = model_features(kernel_features(*k, target), *default_kernel);
             }
         it = features.emplace(r.schedule, std::move(x)).first;
       }

@@ -30,14 +30,14 @@ void ModelSearch::add_samples(std::vector<Sample> samples) {
 }
 
 ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule &s) const {
+  // The task's default: compute_features and cached() made it before lowering anything of the task.
+  const std::vector<float> &def = defaults_.at(task.hash);
+  if (def.empty()) return {};  // no reference for the model's differences (the default does not lower)
   auto k = lower_group(task.body, "k", s);
   if (!k) return {};
   // A step list is valid exactly where it replays (validate_schedule lowers it): asked again, it
   // lowered every candidate a second time, as many lowerings as the batch's whole search.
   bool valid = (!s.steps.empty() && s.segments.empty() && !is_chain(task.body)) || static_cast<bool>(validate_schedule(task.body, s));
-  // The task's default: compute_features and cached() made it before lowering anything of the task.
-  const std::vector<float> &def = defaults_.at(task.hash);
-  if (def.empty()) return {};
   return {model_features(kernel_features(*k, target_), def), k->identity(), valid};
 }
 
