@@ -153,14 +153,29 @@ Expected<std::unique_ptr<Jit>> Jit::create(JitOptions options) {
 
 Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   auto t0 = std::chrono::steady_clock::now();
+  CompiledKernel out;
+  out.from_cache = true;  // until a stage is compiled here
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    AT_ASSIGN(fn, compile_stage(k, i, out.from_cache));
+    out.stages.push_back(fn);
+  }
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+Expected<StageFn> Jit::compile_stage(const LoweredKernel &k, size_t stage, bool &from_cache) {
   // Emit under a placeholder name and hash that IR with the target and LLVM version: the hash
-  // names the symbols and the cache file, so identical kernels (the same conv shape in two
-  // layers, or two runs of one model) share one compiled object.
-  LoweredKernel named = k;
+  // names the symbols and the cache file, so identical stages (the same conv shape in two
+  // layers, two runs of one model, or two candidates of one task that differ only in another
+  // stage, such as Winograd's input and output transforms) share one compiled object.
+  LoweredKernel named;
   named.name = "kernel";
+  named.buffers = k.buffers;
+  named.num_params = k.num_params;
+  named.stages = k.stages;
   llvm::LLVMContext ctx;
   const Target &target = options_.target;
-  AT_ASSIGN(m, emit_llvm(named, ctx, target));
+  AT_ASSIGN(m, emit_llvm_stage(named, stage, ctx, target));
   std::string ir;
   {
     llvm::raw_string_ostream os(ir);
@@ -172,33 +187,26 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
   named.name = base + "_" + hex;
   for (llvm::Function &f : *m)
     if (f.getName().starts_with("kernel_s")) f.setName(named.name + f.getName().substr(6).str());
+  const std::string symbol = stage_symbol(named, stage);
 
-  CompiledKernel out;
-  auto lookup_all = [&](bool report) -> Status {
-    std::vector<StageFn> fns;
-    for (size_t i = 0; i < named.stages.size(); ++i) {
-      auto sym = jit_->lookup(stage_symbol(named, i));
-      if (!sym) {
-        std::string msg = to_string(sym.takeError());
-        return make_error(report ? "LLVM: symbol " + stage_symbol(named, i) + " not found: " + msg : msg);
-      }
-      fns.push_back(sym->toPtr<StageFn>());
+  auto lookup = [&](bool report) -> Expected<StageFn> {
+    auto sym = jit_->lookup(symbol);
+    if (!sym) {
+      std::string msg = to_string(sym.takeError());
+      return make_error(report ? "LLVM: symbol " + symbol + " not found: " + msg : msg);
     }
-    out.stages = std::move(fns);
-    return Status::ok();
+    return sym->toPtr<StageFn>();
   };
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (lookup_all(false)) {  // already linked in this process
-      out.from_cache = true;
-      return out;
-    }
+    if (auto fn = lookup(false)) return *fn;  // already linked in this process
   }
-  std::string cache_path = options_.cache_dir.empty() ? "" : options_.cache_dir + "/" + named.name + ".o";
+  std::string cache_path = options_.cache_dir.empty() ? "" : options_.cache_dir + "/" + symbol + ".o";
   std::string object;
+  bool cached = false;
   if (!cache_path.empty()) {
     if (auto entry = read_file(cache_path)) object = open_cache_entry(*entry);  // a missing or bad entry: rebuild
-    out.from_cache = !object.empty();
+    cached = !object.empty();
   }
   auto build = [&]() -> Expected<std::string> {
     AT_ASSIGN(tm, make_target_machine(target));
@@ -215,24 +223,24 @@ Expected<CompiledKernel> Jit::compile(const LoweredKernel &k) {
     object = std::move(obj);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!lookup_all(false)) {  // another thread may have linked it meanwhile
-    // A cached object that passed its checksum but still does not link (written by another LLVM
-    // build, say) is rebuilt once from the IR; a fresh object that does not link is an error.
-    auto link = [&](const std::string &obj) -> Status {
-      if (auto err = jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, named.name)))
-        return make_error("LLVM: cannot link " + named.name + ": " + to_string(std::move(err)));
-      return lookup_all(true);
-    };
-    Status linked = validate_object(object) ? link(object) : Status(make_error("LLVM: " + named.name + " is not a valid object file"));
-    if (!linked) {
-      if (!out.from_cache) return linked.error();
-      out.from_cache = false;
-      AT_ASSIGN(obj, build());
-      AT_TRY(link(obj));
-    }
+  if (auto fn = lookup(false)) return *fn;  // another thread linked it meanwhile
+  // A cached object that passed its checksum but still does not link (written by another LLVM
+  // build, say) is rebuilt once from the IR; a fresh object that does not link is an error.
+  auto link = [&](const std::string &obj) -> Expected<StageFn> {
+    if (auto err = jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, symbol)))
+      return make_error("LLVM: cannot link " + symbol + ": " + to_string(std::move(err)));
+    return lookup(true);
+  };
+  Expected<StageFn> linked = validate_object(object) ? link(object) : Expected<StageFn>(make_error("LLVM: " + symbol + " is not a valid object file"));
+  if (!linked) {
+    if (!cached) return linked.error();
+    cached = false;
+    AT_ASSIGN(obj, build());
+    AT_ASSIGN(fn, link(obj));
+    linked = fn;
   }
-  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return out;
+  from_cache = from_cache && cached;
+  return *linked;
 }
 
 Expected<std::string> Jit::assembly(const LoweredKernel &k) {

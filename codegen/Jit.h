@@ -1,8 +1,9 @@
 #pragma once
 // Compiles lowered kernels to machine code for a target CPU (the host's by default) with LLVM ORC's LLJIT: LoopIR ->
-// LLVM IR -> the O3 pipeline -> an object file -> linked into the process. Object files are
-// cached on disk, keyed by a hash of the unoptimized IR, the target and the LLVM version, so a
-// second run of the same model does not recompile. Thread-safe: kernels compile in parallel.
+// LLVM IR -> the O3 pipeline -> an object file -> linked into the process, one object per stage.
+// Objects are cached on disk, keyed by a hash of the stage's unoptimized IR, the target and the
+// LLVM version, so a second run of the same model does not recompile, and a tuner's candidates
+// that differ in one stage compile only that one. Thread-safe: kernels compile in parallel.
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,7 @@ using StageFn = void (*)(void **, int64_t, int64_t);
 
 struct CompiledKernel {
   std::vector<StageFn> stages;
-  bool from_cache = false;
+  bool from_cache = false;  // no stage was compiled for it: each was linked already or loaded from the disk cache
   double compile_ms = 0;
 };
 
@@ -55,6 +56,8 @@ class Jit {
 
  private:
   Jit() = default;
+  /** Stage `stage` of `k`, compiled (or loaded from the disk cache, or found linked) on its own; from_cache becomes false when it was compiled. */
+  Expected<StageFn> compile_stage(const LoweredKernel &k, size_t stage, bool &from_cache);
   JitOptions options_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;  // guards linking into the JIT's dylib

@@ -717,12 +717,16 @@ class StageEmitter {
 }  // namespace
 
 namespace {
-/** A module for `triple` with each stage of `k` emitted by `emit_stage(emitter, stage index)`, verified. */
+/**
+ * A module for `triple` with each stage of `k` in [first, last) emitted by `emit_stage(emitter,
+ * stage index)`, verified.
+ */
 Expected<std::unique_ptr<llvm::Module>> emit_module(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &triple,
-                                                    const std::function<Status(StageEmitter &, size_t)> &emit_stage) {
+                                                    const std::function<Status(StageEmitter &, size_t)> &emit_stage, size_t first,
+                                                    size_t last) {
   auto m = std::make_unique<llvm::Module>(k.name, ctx);
   m->setTargetTriple(triple);
-  for (size_t i = 0; i < k.stages.size(); ++i) {
+  for (size_t i = first; i < last; ++i) {
     StageEmitter e(*m, k);
     if (auto st = emit_stage(e, i); !st) return make_error(k.name + " stage " + std::to_string(i) + ": " + st.error().message);
   }
@@ -734,11 +738,16 @@ Expected<std::unique_ptr<llvm::Module>> emit_module(const LoweredKernel &k, llvm
 }  // namespace
 
 Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target) {
-  return emit_module(k, ctx, target.triple, [&](StageEmitter &e, size_t i) { return e.emit(i, target); });
+  return emit_module(k, ctx, target.triple, [&](StageEmitter &e, size_t i) { return e.emit(i, target); }, 0, k.stages.size());
+}
+
+Expected<std::unique_ptr<llvm::Module>> emit_llvm_stage(const LoweredKernel &k, size_t stage, llvm::LLVMContext &ctx, const Target &target) {
+  AT_CHECK(stage < k.stages.size(), k.name + " has no stage " + std::to_string(stage));
+  return emit_module(k, ctx, target.triple, [&](StageEmitter &e, size_t i) { return e.emit(i, target); }, stage, stage + 1);
 }
 
 Expected<std::unique_ptr<llvm::Module>> emit_llvm_gpu(const LoweredKernel &k, llvm::LLVMContext &ctx, const std::string &sm, const std::string &features) {
-  return emit_module(k, ctx, "nvptx64-nvidia-cuda", [&](StageEmitter &e, size_t i) { return e.emit_gpu(i, sm, features); });
+  return emit_module(k, ctx, "nvptx64-nvidia-cuda", [&](StageEmitter &e, size_t i) { return e.emit_gpu(i, sm, features); }, 0, k.stages.size());
 }
 
 Expected<std::string> emit_llvm_text(const LoweredKernel &k, const Target &target) {

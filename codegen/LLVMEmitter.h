@@ -20,6 +20,13 @@ namespace autotune {
 Expected<std::unique_ptr<llvm::Module>> emit_llvm(const LoweredKernel &k, llvm::LLVMContext &ctx, const Target &target);
 
 /**
+ * Stage `stage` of `k` alone, as emit_llvm emits it (its entry named stage_symbol(k, stage)): the
+ * JIT compiles and caches each stage on its own, so candidates that differ in one stage share the
+ * others' objects.
+ */
+Expected<std::unique_ptr<llvm::Module>> emit_llvm_stage(const LoweredKernel &k, size_t stage, llvm::LLVMContext &ctx, const Target &target);
+
+/**
  * A GPU-scheduled kernel (codegen/Gpu.h) for NVPTX: one kernel entry per stage, named as
  * stage_symbol names it, taking one global pointer per buffer; the stage's parallel loop is the
  * block index, its body's loop the thread index. `sm` and `features` ("sm_80", "+ptx78") are

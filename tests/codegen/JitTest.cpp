@@ -360,6 +360,64 @@ TEST(Jit, ObjectCacheServesASecondCompile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Jit, CandidatesThatDifferInOneStageCompileOnlyThatStage) {
+  // Two kernels over the same buffers: stage 0 (tmp = 2a) the same, stage 1 (out = tmp + 1 or
+  // tmp * 3) not. Each stage is its own object, so the second kernel finds stage 0 linked in this
+  // process and, in a new process, in the disk cache: only its stage 1 is compiled.
+  namespace fs = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / ("autotune_jit_stages_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  Buffer a = make_buffer("a", Type::kF32, 4, BufferScope::kParam), out = make_buffer("out", Type::kF32, 4, BufferScope::kParam);
+  Buffer tmp = make_buffer("tmp", Type::kF32, 4, BufferScope::kParam);
+  auto two_stages = [&](const std::string &name, bool add) {
+    LoweredKernel k = kernel(name, {a, out, tmp}, 1, 4, store(tmp, var("r"), load(a, var("r")) * float_imm(2)));
+    Expr t = load(tmp, var("r"));
+    k.stages.push_back({"t", "r", 4, store(out, var("r"), add ? t + float_imm(1) : t * float_imm(3))});
+    return k;
+  };
+  // One name, as the candidates of one task have (kernel_name of their group).
+  LoweredKernel plus = two_stages("cand", true), times = two_stages("cand", false);
+  auto entries = [&] { return std::vector<fs::path>(fs::directory_iterator(dir), fs::directory_iterator{}).size(); };
+  auto run = [](const CompiledKernel &ck) {
+    std::vector<float> av = {1, 2, 3, 4}, ov(4, -1), tv(4, -1);
+    void *bufs[] = {av.data(), ov.data(), tv.data()};
+    for (StageFn f : ck.stages) f(bufs, 0, 4);
+    return ov;
+  };
+  {
+    auto jit = make_jit(dir);
+    auto p = jit->compile(plus);
+    ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+    EXPECT_FALSE(p->from_cache);
+    EXPECT_EQ(entries(), 2u);  // one object per stage
+    auto t = jit->compile(times);
+    ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+    EXPECT_FALSE(t->from_cache);
+    EXPECT_EQ(t->stages[0], p->stages[0]);  // the shared stage is linked once
+    EXPECT_NE(t->stages[1], p->stages[1]);
+    EXPECT_EQ(entries(), 3u);
+    EXPECT_EQ(run(*p), (std::vector<float>{3, 5, 7, 9}));
+    EXPECT_EQ(run(*t), (std::vector<float>{6, 12, 18, 24}));
+  }
+  // A new process with only the shared stage in the disk cache: drop both stage-1 objects.
+  std::vector<fs::path> second_stages;
+  for (const auto &e : fs::directory_iterator(dir))
+    if (e.path().filename().string().ends_with("_s1.o")) second_stages.push_back(e.path());
+  EXPECT_EQ(second_stages.size(), 2u);
+  for (const fs::path &f : second_stages) fs::remove(f);
+  ASSERT_EQ(entries(), 1u);
+  auto jit = make_jit(dir);
+  auto t = jit->compile(times);
+  ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+  EXPECT_FALSE(t->from_cache);  // its stage 1 was compiled
+  EXPECT_EQ(entries(), 2u);
+  EXPECT_EQ(run(*t), (std::vector<float>{6, 12, 18, 24}));
+  auto again = make_jit(dir)->compile(times);
+  ASSERT_TRUE(static_cast<bool>(again));
+  EXPECT_TRUE(again->from_cache);
+  fs::remove_all(dir);
+}
+
 TEST(Jit, ADamagedCacheEntryIsRebuiltNotTrusted) {
   // A truncated object (a full disk), one with a flipped byte, and one that is not an object at
   // all: each is found out on load, compiled afresh, and the entry rewritten for the next process.
