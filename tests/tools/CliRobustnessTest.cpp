@@ -156,7 +156,7 @@ TEST_F(CliRobustness, ATruncatedKernelCacheIsRebuiltOnTheNextRun) {
   EXPECT_NE(fill.out.find("(13 compiled, 0 from cache)"), std::string::npos) << fill.out;
   int cut = 0;
   for (const auto &e : fs::directory_iterator(path("cache") + "/autotune/kernels")) fs::resize_file(e.path(), fs::file_size(e.path()) / 2), ++cut;
-  EXPECT_EQ(cut, 13);
+  EXPECT_GE(cut, 13);  // an object per stage: at least one per kernel
   Outcome rebuilt = cli_env(env, run + path("c.npy"));
   ASSERT_EQ(rebuilt.code, 0) << rebuilt.err;
   EXPECT_NE(rebuilt.out.find("(13 compiled, 0 from cache)"), std::string::npos) << rebuilt.out;  // no fallback note either
