@@ -251,24 +251,45 @@ Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, 
   return Lowerer(body, name, plain).run();
 }
 
-Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+namespace {
+/**
+ * The kernel a sketch's steps made when it replayed them to check them: lower_group takes it
+ * instead of replaying the same steps on the same naive nests again (a knob point was lowered
+ * twice; half the search's lowering).
+ */
+struct Replayed {
+  std::vector<Step> steps;
+  std::optional<LoweredKernel> kernel;
+  void keep(const std::vector<Step> &st, LoweredKernel k) { steps = st, kernel = std::move(k); }
+};
+
+/** winograd_steps_of_knobs on the group's naive nests `naive` (lower_naive with s). */
+Expected<std::vector<Step>> winograd_knob_steps(const Graph &body, const KernelSchedule &s, const LoweredKernel &naive) {
   const Node *conv = nullptr;
   for (const Node &n : body.nodes)
     if (winograd_eligible(body, n)) conv = &n;
   if (!conv || !s.winograd) return make_error("winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
-  KernelSchedule plain = s;
-  plain.steps.clear();
-  AT_ASSIGN(naive, lower_naive(body, "k", plain));
   int64_t m = s.winograd, tiles = ((conv->type.shape[2] + m - 1) / m) * ((conv->type.shape[3] + m - 1) / m);
   WinogradSketch knobs;
   knobs.oc_block = s.oc_block, knobs.px_block = std::min<int64_t>(s.px_block, tiles), knobs.lanes = s.vector_width;
   knobs.pad = s.pad_at_root ? "root" : "inline", knobs.channel_lanes = conv_block(*conv) == 0;
   return winograd_sketch(naive, knobs);
 }
+}  // namespace
+
+Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  KernelSchedule plain = s;
+  plain.steps.clear();
+  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  return winograd_knob_steps(body, s, naive);
+}
 
 namespace {
-/** The first of `options` whose loop sketch replays on `naive`, else why the last did not. */
-Expected<std::vector<Step>> first_loop_sketch(const LoweredKernel &naive, const std::vector<LoopSketch> &options) {
+/**
+ * The first of `options` whose loop sketch replays on `naive`, else why the last did not; the
+ * replayed kernel is kept in `replayed` when given.
+ */
+Expected<std::vector<Step>> first_loop_sketch(const LoweredKernel &naive, const std::vector<LoopSketch> &options, Replayed *replayed = nullptr) {
   std::string why = "no loop sketch";
   for (const LoopSketch &k : options) {
     auto steps = loop_sketch(naive, k);
@@ -277,7 +298,10 @@ Expected<std::vector<Step>> first_loop_sketch(const LoweredKernel &naive, const 
       continue;
     }
     auto r = replay(naive, *steps);
-    if (r) return steps;
+    if (r) {
+      if (replayed) replayed->keep(*steps, r.take());
+      return steps;
+    }
     why = r.error().message;
   }
   return make_error(why);
@@ -295,7 +319,7 @@ Expected<std::vector<Step>> first_loop_sketch(const LoweredKernel &naive, const 
  * three max pools 1.10-1.64/1.17-1.59. The template kept the clamps in its rows and read a stride
  * as gathers.
  */
-Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &pool, int lanes) {
+Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &pool, int lanes, Replayed *replayed) {
   int64_t H = pool.type.shape[2], W = pool.type.shape[3];
   LoopSketch cut, tile, plain;
   cut.unroll_reduction = tile.unroll_reduction = plain.unroll_reduction = true;
@@ -312,7 +336,7 @@ Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &p
   if (tiles) options.push_back(tile);
   if (!strided) options.push_back(cut);
   options.push_back(plain);
-  return first_loop_sketch(naive, options);
+  return first_loop_sketch(naive, options, replayed);
 }
 
 /**
@@ -330,7 +354,7 @@ bool direct_conv(const Node &conv, const KernelSchedule &s) { return conv.op == 
  * where the rows are one loop (input at root, no column tail). Without a row tile (one row, or
  * lanes 1), the vector alone.
  */
-Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
+Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node &conv, const KernelSchedule &s, Replayed *replayed) {
   int64_t H = conv.type.shape[2], W = conv.type.shape[3], rows = s.px_block;
   while (rows > 1 && H % rows) --rows;
   LoopSketch tile;
@@ -345,7 +369,7 @@ Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node 
   // affine in the plane loop) leaves the copy at root.
   LoopSketch tile_root = tile, plain_root = plain;
   tile_root.pad = plain_root.pad = "root";
-  return first_loop_sketch(naive, {tile, plain, tile_root, plain_root});
+  return first_loop_sketch(naive, {tile, plain, tile_root, plain_root}, replayed);
 }
 
 /**
@@ -378,21 +402,19 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
   const ValueId &w = conv.inputs[1];
   return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
 }
-}  // namespace
 
-Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+/** steps_of_knobs on the group's naive nests `naive` (lower_naive with s); a kernel it replayed to check its steps is kept in `replayed`. */
+Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &s, const LoweredKernel &naive, Replayed *replayed) {
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (is_anchor_op(n.op)) anchor = &n;
   AT_TRY(validate_schedule(body, s));
-  KernelSchedule plain = s;
-  plain.steps.clear();
-  if (anchor && is_conv_op(anchor->op) && s.winograd) return winograd_steps_of_knobs(body, s);
-  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  if (anchor && is_conv_op(anchor->op) && s.winograd) return winograd_knob_steps(body, s, naive);
   if (anchor && is_conv_op(anchor->op)) {
-    if (direct_conv(*anchor, s)) return direct_steps(naive, *anchor, s);
+    if (direct_conv(*anchor, s)) return direct_steps(naive, *anchor, s, replayed);
     AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s));
-    AT_TRY(replay(naive, steps));
+    AT_ASSIGN(k, replay(naive, steps));
+    replayed->keep(steps, std::move(k));
     return steps;
   }
   int lanes = s.vector_width;
@@ -408,7 +430,7 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     // AVX-512, 2 threads, ResNet-18, measured alone, to_nchwc (64 channels at 56x56) 0.071 ->
     // 0.030 ms and 0.048 -> 0.022 ms in two tuning runs; from_nchwc (512 at 7x7) at 0.41-0.46.
     bool conversion = body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc");
-    auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = conversion ? 2 : -1}});
+    auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = conversion ? 2 : -1}}, replayed);
     return steps ? steps : std::vector<Step>{};
   }
   const std::string &op = anchor->op;
@@ -420,10 +442,11 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     t.oc_block = s.oc_block;
     t.px_block = std::clamp<int64_t>(s.px_block, 1, anchor->type.numel() / anchor->type.shape.back());
     AT_ASSIGN(steps, tile_sketch(naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape, t));
-    AT_TRY(replay(naive, steps));
+    AT_ASSIGN(k, replay(naive, steps));
+    replayed->keep(steps, std::move(k));
     return steps;
   }
-  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return pool_steps(naive, *anchor, lanes);
+  if (op == "nn.max_pool2d" || op == "nn.avg_pool2d") return pool_steps(naive, *anchor, lanes, replayed);
   if (op == "nn.global_avg_pool2d" && lanes > 1) {
     // Each plane summed as vectors of partial sums (rfactor), wider for larger planes so that
     // several independent sums hide the adds' latency: half a vector below 64 pixels, one below
@@ -436,7 +459,7 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     LoopSketch k;
     k.lanes = std::max(8, plane < 64 ? lanes / 2 : plane < 1024 ? lanes : 2 * lanes), k.rfactor = true;
     if (plane >= 2 * k.lanes)
-      if (auto steps = first_loop_sketch(naive, {k})) return steps;
+      if (auto steps = first_loop_sketch(naive, {k}, replayed)) return steps;
   }
   if (((op == "nn.softmax" && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1) || op == "nn.layer_norm") &&
       lanes > 1)
@@ -453,7 +476,7 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
     LoopSketch k;
     k.lanes = ext >= 1024 ? 2 * lanes : lanes, k.rfactor = true;
     if (trailing && ext >= 2 * lanes)
-      if (auto steps = first_loop_sketch(naive, {k})) return steps;
+      if (auto steps = first_loop_sketch(naive, {k}, replayed)) return steps;
   }
   if (op == "nn.matmul") {
     // A batched matmul (attention's Q K^T and A V): the matmul tile, two vectors of columns (one
@@ -474,8 +497,17 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   // Means, matmuls, softmax, a dense layer whose weight is computed or not blocked: the innermost
   // output loop as the vector, the reduction inside it, the outer loops parallel. A nest the
   // sketch does not fit (a scalar output, no loops) runs as it is: the empty list.
-  auto steps = first_loop_sketch(naive, {{.lanes = lanes}});
+  auto steps = first_loop_sketch(naive, {{.lanes = lanes}}, replayed);
   return steps ? steps : std::vector<Step>{};
+}
+}  // namespace
+
+Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  KernelSchedule plain = s;
+  plain.steps.clear();
+  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  Replayed unused;
+  return knob_steps(body, s, naive, &unused);
 }
 
 bool is_chain(const Graph &body) {
@@ -617,13 +649,23 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
     return lower_chain(body, segs, name, s);
   }
   KernelSchedule plan = s;
+  if (s.steps.empty()) AT_TRY(validate_schedule(body, s));  // knobs the naive nests may not take (winograd on a strided conv)
+  AT_ASSIGN(naive, lower_naive(body, name, plan));
+  Replayed replayed;
   if (s.steps.empty()) {
-    // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as it is).
-    AT_ASSIGN(steps, steps_of_knobs(body, s));
+    // Knobs without steps name a point of the anchor's sketch (an empty list: the naive nest as
+    // it is), on the same naive nests; where the sketch replayed its steps to check them, that
+    // kernel is the result.
+    AT_ASSIGN(steps, knob_steps(body, s, naive, &replayed));
     plan.steps = steps;
   }
-  AT_ASSIGN(naive, lower_naive(body, name, plan));
-  AT_ASSIGN(k, replay(naive, plan.steps));
+  LoweredKernel k;
+  if (replayed.kernel && replayed.steps == plan.steps) {
+    k = std::move(*replayed.kernel);
+  } else {
+    AT_ASSIGN(r, replay(naive, plan.steps));
+    k = std::move(r);
+  }
   k.schedule = plan.to_string();  // the steps, also where the knobs stand for them
   return k;
 }
