@@ -643,7 +643,7 @@ Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment
 }
 }  // namespace
 
-Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s) {
+Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s, ReplayCache *cache) {
   if (is_chain(body)) {
     AT_ASSIGN(segs, split_segments(body));
     return lower_chain(body, segs, name, s);
@@ -663,7 +663,7 @@ Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, 
   if (replayed.kernel && replayed.steps == plan.steps) {
     k = std::move(*replayed.kernel);
   } else {
-    AT_ASSIGN(r, replay(naive, plan.steps));
+    AT_ASSIGN(r, cache ? cache->replay(naive, plan.steps) : replay(naive, plan.steps));
     k = std::move(r);
   }
   k.schedule = plan.to_string();  // the steps, also where the knobs stand for them

@@ -9,6 +9,7 @@
 
 #include "codegen/Kernel.h"
 #include "codegen/Schedule.h"
+#include "codegen/Steps.h"
 #include "ir/Graph.h"
 
 namespace autotune {
@@ -19,9 +20,10 @@ std::string kernel_name(const Graph &body);
 /**
  * Lowers a function body; `name` becomes the kernel's symbol prefix. An illegal schedule is an
  * error. A schedule with steps is the group's naive nests (lower_naive) with the steps replayed;
- * without, the steps its knobs stand for (steps_of_knobs).
+ * without, the steps its knobs stand for (steps_of_knobs). With `cache`, the steps' prefixes
+ * replayed before for the same naive nests are taken from it (a search lowering many points).
  */
-Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s);
+Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s, ReplayCache *cache = nullptr);
 
 /**
  * A group with several anchors (a partition move put a producer anchor's group in front of its

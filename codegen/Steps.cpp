@@ -199,4 +199,50 @@ Expected<LoweredKernel> replay(const LoweredKernel &k, const std::vector<Step> &
   return cur;
 }
 
+namespace {
+/** Every field of a step, separated by bytes no name holds: an exact key. */
+void append_key(std::string &key, const Step &s) {
+  auto field = [&](const std::string &f) { key += f, key += '\x1f'; };
+  field(s.op), field(s.stage), field(s.loop), field(std::to_string(s.factor));
+  for (const std::string &n : s.names) key += n, key += '\x1e';
+  field(""), field(s.producer), field(s.buffer);
+  for (int64_t d : s.dims) key += std::to_string(d), key += '\x1e';
+  key += '\x1d';
+}
+}  // namespace
+
+Expected<LoweredKernel> ReplayCache::replay(const LoweredKernel &k, const std::vector<Step> &steps) {
+  std::string base = k.name + '\x1f' + k.identity() + '\x1f';
+  for (const IndexCheck &c : k.index_checks) base += std::to_string(c.param) + ',' + std::to_string(c.extent) + ',' + c.node + '\x1e';
+  // keys[i]: the key of the prefix steps[0..i] (i + 1 steps); boundaries: where the next step is another stage's.
+  std::vector<std::string> keys(steps.size());
+  std::string key = base + '\x1d';
+  for (size_t i = 0; i < steps.size(); ++i) append_key(key, steps[i]), keys[i] = key;
+  auto boundary = [&](size_t i) { return i + 1 < steps.size() && steps[i + 1].stage != steps[i].stage; };
+  LoweredKernel cur = k;
+  size_t from = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = steps.size(); i-- > 0;) {
+      if (!boundary(i)) continue;
+      if (auto it = kernels_.find(keys[i]); it != kernels_.end()) {
+        cur = it->second, from = i + 1;
+        ++hits_;
+        break;
+      }
+    }
+  }
+  for (size_t i = from; i < steps.size(); ++i) {
+    auto next = apply_step(cur, steps[i]);
+    if (!next) return make_error("step " + std::to_string(i + 1) + ", " + to_string(steps[i]) + ": " + next.error().message);
+    cur = next.take();
+    if (boundary(i)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (kernels_.size() >= max_) kernels_.clear();
+      kernels_.emplace(keys[i], cur);
+    }
+  }
+  return cur;
+}
+
 }  // namespace autotune

@@ -33,7 +33,7 @@ ModelSearch::Lowered ModelSearch::lowered(const Task &task, const KernelSchedule
   // The task's default: compute_features and cached() made it before lowering anything of the task.
   const std::vector<float> &def = defaults_.at(task.hash);
   if (def.empty()) return {};  // no reference for the model's differences (the default does not lower)
-  auto k = lower_group(task.body, "k", s);
+  auto k = lower_group(task.body, "k", s, &replays_);
   if (!k) return {};
   // A step list is valid exactly where it replays (validate_schedule lowers it): asked again, it
   // lowered every candidate a second time, as many lowerings as the batch's whole search.

@@ -101,6 +101,7 @@ class ModelSearch {
   OnlineModel online_;
   double predict_s_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
+  mutable ReplayCache replays_;           // the step lists' prefixes the points share (lowered() runs on several threads)
   std::map<std::string, Pool> pools_;     // by task hash
   std::map<std::string, std::vector<float>> defaults_;  // by task hash: its default schedule's kernel features
 };

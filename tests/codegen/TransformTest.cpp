@@ -572,6 +572,37 @@ TEST(Transform, AStepListReplaysFromJson) {
             "step 1 (unroll) has an unknown field \"by\"");
 }
 
+TEST(Transform, AReplayCacheServesASharedPrefixAndChangesNothing) {
+  // Two lists share the padded copy's step (a stage boundary after it) and differ in the conv's:
+  // the second starts from the kept kernel. Each result is the plain replay's kernel and matches
+  // the reference; a refusal after the shared prefix reads as replay's.
+  PaddedConv pc;
+  Step pad_vector{"vectorize", "pad", "px", 0, {}, "", "", {}};
+  auto conv_steps = [&](int64_t factor) {
+    return std::vector<Step>{pad_vector, {"split", "conv", "ox", factor, {"xo", "xi"}, "", "", {}}, {"parallel", "conv", "o", 0, {}, "", "", {}}};
+  };
+  ReplayCache cache;
+  for (int64_t factor : {3, 9}) {
+    LoweredKernel cached = ok(cache.replay(pc.kernel(), conv_steps(factor)));
+    LoweredKernel plain = ok(replay(pc.kernel(), conv_steps(factor)));
+    EXPECT_EQ(cached.identity(), plain.identity()) << factor;
+    EXPECT_EQ(cached.to_string(), plain.to_string()) << factor;
+    EXPECT_LT(pc.run(cached), 1e-5) << cached.to_string();
+  }
+  EXPECT_EQ(cache.hits(), 1u);  // the second list started after the pad's step
+  std::vector<Step> bad = conv_steps(3);
+  bad[1] = {"vectorize", "conv", "ci", 0, {}, "", "", {}};
+  auto refused = cache.replay(pc.kernel(), bad);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_EQ(refused.error().message, replay(pc.kernel(), bad).error().message);
+  EXPECT_EQ(cache.hits(), 2u);
+  // Another starting kernel (here only its name differs) does not take this one's prefix.
+  LoweredKernel renamed = pc.kernel();
+  renamed.name = "other";
+  ASSERT_TRUE(static_cast<bool>(cache.replay(renamed, conv_steps(3))));
+  EXPECT_EQ(cache.hits(), 2u);
+}
+
 TEST(Transform, RandomStepListsGiveACorrectKernelOrARefusal) {
   // Random sequences of every kind of step on the padded conv: each step is applied or refused
   // with a reason, and every sequence's kernel is compiled and checked against the reference.
