@@ -263,25 +263,31 @@ struct Replayed {
   void keep(const std::vector<Step> &st, LoweredKernel k) { steps = st, kernel = std::move(k); }
 };
 
-/** winograd_steps_of_knobs on the group's naive nests `naive` (lower_naive with s). */
-Expected<std::vector<Step>> winograd_knob_steps(const Graph &body, const KernelSchedule &s, const LoweredKernel &naive) {
+/** The conv a Winograd schedule `s` transforms, or why it has none. */
+Expected<const Node *> winograd_conv(const Graph &body, const KernelSchedule &s) {
   const Node *conv = nullptr;
   for (const Node &n : body.nodes)
     if (winograd_eligible(body, n)) conv = &n;
   if (!conv || !s.winograd) return make_error("winograd needs a 3x3 conv of stride 1, dilation 1, one group and an argument weight");
-  int64_t m = s.winograd, tiles = ((conv->type.shape[2] + m - 1) / m) * ((conv->type.shape[3] + m - 1) / m);
+  return conv;
+}
+
+/** winograd_steps_of_knobs for `conv` (winograd_conv) on the group's naive nests `naive` (lower_naive with s). */
+Expected<std::vector<Step>> winograd_knob_steps(const Node &conv, const KernelSchedule &s, const LoweredKernel &naive) {
+  int64_t m = s.winograd, tiles = ((conv.type.shape[2] + m - 1) / m) * ((conv.type.shape[3] + m - 1) / m);
   WinogradSketch knobs;
   knobs.oc_block = s.oc_block, knobs.px_block = std::min<int64_t>(s.px_block, tiles), knobs.lanes = s.vector_width;
-  knobs.pad = s.pad_at_root ? "root" : "inline", knobs.channel_lanes = conv_block(*conv) == 0;
+  knobs.pad = s.pad_at_root ? "root" : "inline", knobs.channel_lanes = conv_block(conv) == 0;
   return winograd_sketch(naive, knobs);
 }
 }  // namespace
 
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  AT_ASSIGN(conv, winograd_conv(body, s));
   KernelSchedule plain = s;
   plain.steps.clear();
   AT_ASSIGN(naive, lower_naive(body, "k", plain));
-  return winograd_knob_steps(body, s, naive);
+  return winograd_knob_steps(*conv, s, naive);
 }
 
 namespace {
@@ -403,13 +409,18 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
   return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
 }
 
-/** steps_of_knobs on the group's naive nests `naive` (lower_naive with s); a kernel it replayed to check its steps is kept in `replayed`. */
+/**
+ * steps_of_knobs for knobs validate_schedule accepted, on the group's naive nests `naive`
+ * (lower_naive with s); a kernel it replayed to check its steps is kept in `replayed`.
+ */
 Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &s, const LoweredKernel &naive, Replayed *replayed) {
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (is_anchor_op(n.op)) anchor = &n;
-  AT_TRY(validate_schedule(body, s));
-  if (anchor && is_conv_op(anchor->op) && s.winograd) return winograd_knob_steps(body, s, naive);
+  if (anchor && is_conv_op(anchor->op) && s.winograd) {
+    AT_ASSIGN(conv, winograd_conv(body, s));
+    return winograd_knob_steps(*conv, s, naive);
+  }
   if (anchor && is_conv_op(anchor->op)) {
     if (direct_conv(*anchor, s)) return direct_steps(naive, *anchor, s, replayed);
     AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s));
@@ -503,6 +514,7 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
 }  // namespace
 
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
+  AT_TRY(validate_schedule(body, s));  // before the naive nests: knobs they may not take (winograd on a strided conv)
   KernelSchedule plain = s;
   plain.steps.clear();
   AT_ASSIGN(naive, lower_naive(body, "k", plain));

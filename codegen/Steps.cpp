@@ -1,6 +1,7 @@
 #include "codegen/Steps.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -189,15 +190,21 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
   return out;
 }
 
-Expected<LoweredKernel> replay(const LoweredKernel &k, const std::vector<Step> &steps) {
-  LoweredKernel cur = k;
-  for (size_t i = 0; i < steps.size(); ++i) {
+namespace {
+/** `cur` with steps[from..] applied in order, `after(i, kernel)` called after each; errors as replay's. */
+Expected<LoweredKernel> replay_from(LoweredKernel cur, const std::vector<Step> &steps, size_t from,
+                                    const std::function<void(size_t, const LoweredKernel &)> &after) {
+  for (size_t i = from; i < steps.size(); ++i) {
     auto next = apply_step(cur, steps[i]);
     if (!next) return make_error("step " + std::to_string(i + 1) + ", " + to_string(steps[i]) + ": " + next.error().message);
     cur = next.take();
+    if (after) after(i, cur);
   }
   return cur;
 }
+}  // namespace
+
+Expected<LoweredKernel> replay(const LoweredKernel &k, const std::vector<Step> &steps) { return replay_from(k, steps, 0, nullptr); }
 
 namespace {
 /** Every field of a step, separated by bytes no name holds: an exact key. */
@@ -214,11 +221,14 @@ void append_key(std::string &key, const Step &s) {
 Expected<LoweredKernel> ReplayCache::replay(const LoweredKernel &k, const std::vector<Step> &steps) {
   std::string base = k.name + '\x1f' + k.identity() + '\x1f';
   for (const IndexCheck &c : k.index_checks) base += std::to_string(c.param) + ',' + std::to_string(c.extent) + ',' + c.node + '\x1e';
-  // keys[i]: the key of the prefix steps[0..i] (i + 1 steps); boundaries: where the next step is another stage's.
+  // keys[i], at a boundary (the next step is another stage's): the key of the prefix steps[0..i].
+  auto boundary = [&](size_t i) { return i + 1 < steps.size() && steps[i + 1].stage != steps[i].stage; };
   std::vector<std::string> keys(steps.size());
   std::string key = base + '\x1d';
-  for (size_t i = 0; i < steps.size(); ++i) append_key(key, steps[i]), keys[i] = key;
-  auto boundary = [&](size_t i) { return i + 1 < steps.size() && steps[i + 1].stage != steps[i].stage; };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    append_key(key, steps[i]);
+    if (boundary(i)) keys[i] = key;
+  }
   LoweredKernel cur = k;
   size_t from = 0;
   {
@@ -232,17 +242,12 @@ Expected<LoweredKernel> ReplayCache::replay(const LoweredKernel &k, const std::v
       }
     }
   }
-  for (size_t i = from; i < steps.size(); ++i) {
-    auto next = apply_step(cur, steps[i]);
-    if (!next) return make_error("step " + std::to_string(i + 1) + ", " + to_string(steps[i]) + ": " + next.error().message);
-    cur = next.take();
-    if (boundary(i)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (kernels_.size() >= max_) kernels_.clear();
-      kernels_.emplace(keys[i], cur);
-    }
-  }
-  return cur;
+  return replay_from(std::move(cur), steps, from, [&](size_t i, const LoweredKernel &made) {
+    if (!boundary(i)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kernels_.size() >= max_) kernels_.clear();
+    kernels_.emplace(keys[i], made);
+  });
 }
 
 }  // namespace autotune
