@@ -741,44 +741,46 @@ std::string to_string(const Expr &e) {
 
 namespace {
 struct StructuralHasher {
-  std::unordered_map<const void *, uint64_t> memo;
+  // Each node keeps its hash (HashSlot): a DAG's shared node is walked once, and so is a subtree
+  // that many kernels share. A computed hash is never 0 (0 marks "not yet").
   static uint64_t mix(uint64_t h, uint64_t v) {
     uint64_t state = h ^ (v * 0xff51afd7ed558ccdULL);
     return splitmix64(state);
   }
-  uint64_t buffer(const Buffer &b) {
+  static uint64_t kept(const HashSlot &slot, uint64_t h) {
+    h += h == 0;
+    slot.value.store(h, std::memory_order_relaxed);
+    return h;
+  }
+  static uint64_t buffer(const Buffer &b) {
     if (!b) return 0;
     uint64_t h = mix(fnv1a(b->name), static_cast<uint64_t>(b->size));
     return mix(mix(h, static_cast<uint64_t>(b->type)), static_cast<uint64_t>(b->scope));
   }
-  uint64_t expr(const Expr &e) {
+  static uint64_t expr(const Expr &e) {
     if (!e) return 0x51ed2701ULL;
-    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    if (uint64_t h = e->hash.value.load(std::memory_order_relaxed)) return h;
     uint64_t bits;
     std::memcpy(&bits, &e->float_value, sizeof bits);
     uint64_t h = mix(static_cast<uint64_t>(e->kind), static_cast<uint64_t>(e->type));
     h = mix(mix(mix(h, static_cast<uint64_t>(e->int_value)), bits), static_cast<uint64_t>(e->op));
     h = mix(mix(h, e->name.empty() ? 0 : fnv1a(e->name)), buffer(e->buffer));
     for (const Expr &a : e->args) h = mix(h, expr(a));
-    h = mix(h, e->args.size());
-    memo.emplace(e.get(), h);
-    return h;
+    return kept(e->hash, mix(h, e->args.size()));
   }
-  uint64_t stmt(const Stmt &s) {
+  static uint64_t stmt(const Stmt &s) {
     if (!s) return 0x2545f491ULL;
-    if (auto it = memo.find(s.get()); it != memo.end()) return it->second;
+    if (uint64_t h = s->hash.value.load(std::memory_order_relaxed)) return h;
     uint64_t h = mix(static_cast<uint64_t>(s->kind) + 0x100, s->var.empty() ? 0 : fnv1a(s->var));
     h = mix(mix(mix(h, expr(s->min)), expr(s->extent)), static_cast<uint64_t>(s->for_kind));
     h = mix(mix(mix(h, buffer(s->buffer)), expr(s->index)), expr(s->value));
     for (const Stmt &b : s->body) h = mix(h, stmt(b));
-    h = mix(h, s->body.size());
-    memo.emplace(s.get(), h);
-    return h;
+    return kept(s->hash, mix(h, s->body.size()));
   }
 };
 }  // namespace
 
-uint64_t structural_hash(const Stmt &s) { return StructuralHasher{}.stmt(s); }
+uint64_t structural_hash(const Stmt &s) { return StructuralHasher::stmt(s); }
 
 std::string to_string(const Stmt &s, int indent) {
   std::string pad(indent, ' ');

@@ -8,6 +8,7 @@
 // scalar access broadcast, or per-lane accesses, decided from the stride of its index in the
 // loop variable (stride_of). `unrolled` loops are emitted once per iteration. A kernel's
 // outermost loop may be `parallel`: the runtime splits its range across threads.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,6 +41,22 @@ struct BufferNode {
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer make_buffer(std::string name, Type type, int64_t size, BufferScope scope);
 
+/**
+ * A node's structural hash, computed on first use (structural_hash) and kept: nodes are immutable
+ * and shared, so a stage that many kernels share (a replayed prefix, an unvaried transform) is
+ * hashed once. 0 means "not yet"; a copy starts at 0 (a copied node is about to be changed).
+ * Threads that hash one node at once store the same value.
+ */
+struct HashSlot {
+  mutable std::atomic<uint64_t> value{0};
+  HashSlot() = default;
+  HashSlot(const HashSlot &) {}
+  HashSlot &operator=(const HashSlot &) {
+    value.store(0, std::memory_order_relaxed);
+    return *this;
+  }
+};
+
 enum class ExprKind { kInt, kFloat, kVar, kBinary, kSelect, kLoad, kCast, kCall };
 enum class BinOp { kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kLT, kLE, kEQ, kNE, kAnd, kOr };
 
@@ -55,6 +72,7 @@ struct ExprNode {
   BinOp op = BinOp::kAdd;    // kBinary
   std::vector<Expr> args;    // operands; kLoad: {index}; kSelect: {cond, a, b}; kCast: {value}
   Buffer buffer;             // kLoad
+  HashSlot hash;             // structural_hash's, kept
 };
 
 Expr int_imm(int64_t v);
@@ -158,6 +176,7 @@ struct StmtNode {
   Buffer buffer;             // kStore, kAllocate, kPrefetch
   Expr index, value;         // kStore; kPrefetch: index; kLet: value; kIf: index holds the condition
   std::vector<Stmt> body;    // kFor/kAllocate/kLet: {body}; kSeq: the statements; kIf: {then[, else]}
+  HashSlot hash;             // structural_hash's, kept
 };
 
 Stmt for_loop(const std::string &var, Expr min, Expr extent, ForKind kind, Stmt body);

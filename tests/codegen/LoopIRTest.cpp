@@ -62,6 +62,24 @@ TEST(LoopIR, StructuralHashIsTheStructureNotTheNodes) {
   EXPECT_NE(structural_hash(parallel), structural_hash(body(3, b)));
 }
 
+TEST(LoopIR, AKeptHashFollowsTheNodeNotItsCopies) {
+  // A node keeps its hash once computed; a copy of it that is then changed (how rewrites make
+  // nodes: copy, set a field) is hashed anew, so a kept hash never describes another structure.
+  Buffer a = make_buffer("a", Type::kF32, 64, BufferScope::kParam);
+  Expr x = var("x");
+  Stmt loop = for_loop("x", int_imm(0), int_imm(64), ForKind::kSerial, store(a, x, load(a, x) + float_imm(1.0)));
+  uint64_t h = structural_hash(loop);
+  EXPECT_EQ(structural_hash(loop), h);  // kept
+  auto copy = std::make_shared<StmtNode>(*loop);
+  copy->for_kind = ForKind::kParallel;
+  Stmt changed = copy;
+  Stmt rebuilt = for_loop("x", int_imm(0), int_imm(64), ForKind::kParallel, loop->body[0]);
+  EXPECT_NE(structural_hash(changed), h);
+  EXPECT_EQ(structural_hash(changed), structural_hash(rebuilt));  // built fresh: nothing kept to agree with by accident
+  auto same = std::make_shared<StmtNode>(*loop);  // a copy left as it is hashes as the original
+  EXPECT_EQ(structural_hash(same), h);
+}
+
 TEST(LoopIR, SubstituteRefolds) {
   EXPECT_EQ(to_string(substitute(var("x") * 4 + var("y"), "x", int_imm(2))), "(8 + y)");
 }
