@@ -250,4 +250,16 @@ Expected<LoweredKernel> ReplayCache::replay(const LoweredKernel &k, const std::v
   });
 }
 
+Expected<LoweredKernel> ReplayCache::made(const std::string &key, const std::function<Expected<LoweredKernel>()> &make) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = made_.find(key); it != made_.end()) return it->second;
+  }
+  AT_ASSIGN(k, make());  // unlocked: two threads may make one kernel at once, and keep the same
+  std::lock_guard<std::mutex> lock(mu_);
+  if (made_.size() >= max_) made_.clear();
+  made_.emplace(key, k);
+  return k;
+}
+
 }  // namespace autotune

@@ -603,6 +603,28 @@ TEST(Transform, AReplayCacheServesASharedPrefixAndChangesNothing) {
   EXPECT_EQ(cache.hits(), 2u);
 }
 
+TEST(Transform, AReplayCacheMakesAKeptKernelOnce) {
+  // made(): the first call under a key makes the kernel, later ones take it; an error is
+  // returned each time, never kept.
+  PaddedConv pc;
+  ReplayCache cache;
+  int makes = 0;
+  auto make = [&]() -> Expected<LoweredKernel> { return ++makes, pc.kernel(); };
+  LoweredKernel first = ok(cache.made("a", make)), again = ok(cache.made("a", make));
+  EXPECT_EQ(makes, 1);
+  EXPECT_EQ(first.stages[1].body.get(), again.stages[1].body.get());  // the kept nests, shared
+  ok(cache.made("b", make));
+  EXPECT_EQ(makes, 2);
+  int fails = 0;
+  auto refuse = [&]() -> Expected<LoweredKernel> { return ++fails, make_error("no nests"); };
+  for (int i = 0; i < 2; ++i) {
+    auto r = cache.made("c", refuse);
+    ASSERT_FALSE(static_cast<bool>(r));
+    EXPECT_EQ(r.error().message, "no nests");
+  }
+  EXPECT_EQ(fails, 2);
+}
+
 TEST(Transform, RandomStepListsGiveACorrectKernelOrARefusal) {
   // Random sequences of every kind of step on the padded conv: each step is applied or refused
   // with a reason, and every sequence's kernel is compiled and checked against the reference.

@@ -8,6 +8,7 @@
 
 #include "codegen/Lower.h"
 #include "codegen/Sketch.h"
+#include "codegen/Steps.h"
 #include "codegen/Transform.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
@@ -104,6 +105,41 @@ TEST(ScheduleSpace, SamplesMutationsAndCrossoversAreAlwaysLegal) {
       }
     }
   }
+}
+
+TEST(ScheduleSpace, LoweringThroughAReplayCacheMakesTheSameKernels) {
+  // The search lowers a task's points through one ReplayCache (kept naive nests, kept step
+  // prefixes), on two threads at once in ModelSearch; each kernel must be the one lowering
+  // without it makes: knob points and step lists, Winograd and pixel-vector points (naive nests
+  // of their own), every task of two models, the same cache throughout.
+  Rng rng(11);
+  ReplayCache cache(64);  // small: it fills and is dropped during the test
+  int compared = 0;
+  std::set<int> algorithms;
+  for (const char *model : {"resnet18", "mobilenet_v2"}) {
+    for (const Task &t : extract_tasks(fused_model(model))) {
+      ScheduleSpace sp = ScheduleSpace::of(t.body);
+      for (int i = 0; i < 12; ++i) {
+        KernelSchedule s = i == 0 ? default_schedule(t.body) : sp.sample(rng);
+        auto plain = lower_group(t.body, "k", s);
+        auto cached = lower_group(t.body, "k", s, &cache);
+        ASSERT_EQ(static_cast<bool>(plain), static_cast<bool>(cached)) << t.ops << " " << schedule_to_json(s);
+        if (!plain) {
+          EXPECT_EQ(plain.error().message, cached.error().message);
+          continue;
+        }
+        EXPECT_EQ(plain->identity(), cached->identity()) << t.ops << " " << schedule_to_json(s);
+        EXPECT_EQ(plain->to_string(), cached->to_string()) << t.ops << " " << schedule_to_json(s);
+        EXPECT_EQ(plain->schedule, cached->schedule);
+        algorithms.insert(s.winograd * 2 + s.pixel_vectors);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 200);
+  EXPECT_GT(cache.hits(), 0u);
+  EXPECT_TRUE(algorithms.count(0) && algorithms.count(1)) << "direct and pixel-vector points";
+  EXPECT_TRUE(algorithms.count(4) || algorithms.count(8)) << "Winograd points";
 }
 
 TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
