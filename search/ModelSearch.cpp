@@ -50,6 +50,7 @@ const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   ensure_default(task);
+  ++points_lowered_;
   return cache_.emplace(key, lowered(task, p.schedule)).first->second;
 }
 
@@ -70,6 +71,7 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
   ensure_default(task);  // before the threads: they only read it
   std::vector<Lowered> out(todo.size());
   for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered(task, *todo[i]); });
+  points_lowered_ += static_cast<int64_t>(todo.size());
   for (size_t i = 0; i < todo.size(); ++i) cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }
 
@@ -141,11 +143,17 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     };
     // This batch's new points: the seeds, random points, then generations of children whose
     // parents are the best-predicted points of the whole pool (earlier batches' included).
+    // A task's first batches search widely. Once its pool holds `settled_pool` points (about
+    // three batches' worth) it spans the space, and the evolution goes on across batches: a batch
+    // adds a quarter of the random points and one generation, about 40 new points to lower
+    // instead of 96 (lowering them is the search's cost).
+    bool settled = o_.settled_pool > 0 && pool.points.size() >= static_cast<size_t>(o_.settled_pool);
+    int random_points = settled ? std::max(1, o_.population / 4) : o_.population, generations = settled ? std::min(1, o_.generations) : o_.generations;
     std::vector<Point> fresh;
     for (const KernelSchedule &s : elite) fresh.push_back(point(s));
-    for (int i = 0; i < o_.population; ++i) fresh.push_back(point(space.sample(rng)));  // seeds do not crowd out the random points
+    for (int i = 0; i < random_points; ++i) fresh.push_back(point(space.sample(rng)));  // seeds do not crowd out the random points
     grow(task, pool, std::move(fresh));
-    for (int g = 0; g < o_.generations && !pool.points.empty(); ++g) {
+    for (int g = 0; g < generations && !pool.points.empty(); ++g) {
       std::vector<size_t> order = ranked();
       int parents = static_cast<int>(std::min(order.size(), static_cast<size_t>(std::max(2, o_.population / 2))));
       auto parent = [&]() -> const KernelSchedule & { return pool.points[order[static_cast<size_t>(rng.uniform(parents))]].schedule; };

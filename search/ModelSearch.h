@@ -26,6 +26,7 @@ namespace autotune {
 struct ModelSearchOptions {
   int population = 32;        // new random points per batch, and children per generation
   int generations = 2;
+  int64_t settled_pool = 256; // from this many points in a task's pool, a batch adds population / 4 random points and one generation (0: never)
   double epsilon = 0.125;     // share of each batch picked at random among unmeasured points
   int threads = 1;            // XGBoost's threads while training, and the threads lowering points for their features
   int64_t min_samples = 16;   // records before the first model is trained (random search until then)
@@ -72,6 +73,8 @@ class ModelSearch {
   double heldout_accuracy() const { return online_.heldout_accuracy(); }
   double train_seconds() const { return online_.train_seconds(); }
   double predict_seconds() const { return predict_s_; }
+  /** Points lowered for their features (each once: the measured, the pools' and the random picks). */
+  int64_t points_lowered() const { return points_lowered_; }
   int trainings() const { return online_.trainings(); }
 
  private:
@@ -100,6 +103,7 @@ class ModelSearch {
   ModelSearchOptions o_;
   OnlineModel online_;
   double predict_s_ = 0;
+  int64_t points_lowered_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
   mutable ReplayCache replays_;           // the step lists' prefixes the points share (lowered() runs on several threads)
   std::map<std::string, Pool> pools_;     // by task hash

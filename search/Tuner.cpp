@@ -352,6 +352,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     rep.model_rows = model->trained_rows(), rep.model_heldout_accuracy = model->heldout_accuracy();
     rep.model_train_s = model->train_seconds(), rep.model_predict_s = model->predict_seconds(), rep.model_trainings = model->trainings();
   }
+  rep.points_lowered = features.points_lowered();
   rep.measure_times = measurer.phase_times();
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;

@@ -3,6 +3,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -15,6 +17,8 @@
 #include "search/ScheduleSpace.h"
 #include "db/Workload.h"
 #include "search/PlanCheck.h"
+#include "search/ModelSearch.h"
+#include "search/Task.h"
 #include "search/Tuner.h"
 #include "costmodel/Features.h"
 #include "costmodel/Model.h"
@@ -336,6 +340,60 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   auto expected = run_reference(fused_, inputs);
   ASSERT_TRUE(got && expected);
   EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
+}
+
+TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
+  // A task's first batches lower up to population + generations x population new points (fewer
+  // where the pool holds some already); once its pool holds settled_pool points, a batch adds
+  // population / 4 random points and one generation. Each batch still proposes `want` unmeasured schedules of distinct kernels. The
+  // model is trained on labels made up from each kernel's features (the test is of the search's
+  // effort, not of the model's accuracy: ratio 2^(-log2 bytes loaded / 8)).
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  std::vector<Task> tasks = extract_tasks(*f);
+  const Task *task = nullptr;
+  for (const Task &t : tasks)
+    if (t.ops == "nn.conv2d_nchwc+nn.relu" && (!task || ScheduleSpace::of(t.body).size() > ScheduleSpace::of(task->body).size())) task = &t;
+  ASSERT_NE(task, nullptr);
+  ScheduleSpace space = ScheduleSpace::of(task->body);
+  ASSERT_GT(space.size(), 1000);
+  const std::vector<std::string> &names = model_feature_names();
+  size_t loaded = std::find(names.begin(), names.end(), "log2 bytes loaded from memory") - names.begin();
+  ASSERT_LT(loaded, names.size());
+  auto lowered_per_batch = [&](int64_t settled_pool) {
+    ModelSearchOptions o;
+    o.threads = 2, o.settled_pool = settled_pool;
+    ModelSearch ms(host_target(), o, 5);
+    Rng rng(9);
+    std::set<std::string> measured;
+    for (int i = 0; i < 24; ++i) {
+      ModelSearch::Point p{space.sample(rng), ""};
+      p.json = schedule_to_json(p.schedule);
+      const std::vector<float> &x = ms.features(*task, p);
+      if (x.empty() || !measured.insert(p.json).second) continue;
+      ms.add_result(*task, p, std::exp2(-x[loaded] / 8));
+    }
+    auto trained = ms.maybe_retrain();
+    EXPECT_TRUE(trained && *trained);
+    std::vector<int64_t> per_batch;
+    for (int b = 0; b < 6; ++b) {
+      int64_t before = ms.points_lowered();
+      std::vector<KernelSchedule> out = ms.propose(*task, space, measured, {}, 8, rng);
+      per_batch.push_back(ms.points_lowered() - before);
+      EXPECT_EQ(out.size(), 8u);
+      for (const KernelSchedule &s : out) EXPECT_TRUE(measured.insert(schedule_to_json(s)).second);
+    }
+    return per_batch;
+  };
+  std::vector<int64_t> settling = lowered_per_batch(150), wide = lowered_per_batch(0);
+  std::string both = ::testing::PrintToString(settling) + " " + ::testing::PrintToString(wide);
+  // The same seed: the same batches until the pool settles (32 random points and 2 generations of
+  // 32 children, less what the pool already holds), then less than half the new points.
+  EXPECT_EQ(settling[0], wide[0]) << both;
+  EXPECT_GT(settling[0], 40) << both;
+  EXPECT_LT(2 * (settling[3] + settling[4] + settling[5]), wide[3] + wide[4] + wide[5]) << both;
 }
 
 }  // namespace
