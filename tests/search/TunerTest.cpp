@@ -345,9 +345,9 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
 TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
   // A task's first batches lower up to population + generations x population new points (fewer
   // where the pool holds some already); once its pool holds settled_pool points, a batch adds
-  // population / 4 random points and one generation. Each batch still proposes `want` unmeasured schedules of distinct kernels. The
-  // model is trained on labels made up from each kernel's features (the test is of the search's
-  // effort, not of the model's accuracy: ratio 2^(-log2 bytes loaded / 8)).
+  // population / 4 random points and one generation. Each batch still proposes `want` unmeasured
+  // schedules. The model is trained on labels made up from each kernel's features (the test is of
+  // the search's effort, not of the model's accuracy: ratio 2^(-log2 bytes loaded / 8)).
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
   ASSERT_TRUE(static_cast<bool>(g));
   auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
