@@ -292,9 +292,7 @@ Expected<std::vector<Step>> winograd_knob_steps(const Node &conv, const KernelSc
 
 Expected<std::vector<Step>> winograd_steps_of_knobs(const Graph &body, const KernelSchedule &s) {
   AT_ASSIGN(conv, winograd_conv(body, s));
-  KernelSchedule plain = s;
-  plain.steps.clear();
-  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  AT_ASSIGN(naive, lower_naive(body, "k", s));
   return winograd_knob_steps(*conv, s, naive);
 }
 
@@ -523,9 +521,7 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
 
 Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedule &s) {
   AT_TRY(validate_schedule(body, s));  // before the naive nests: knobs they may not take (winograd on a strided conv)
-  KernelSchedule plain = s;
-  plain.steps.clear();
-  AT_ASSIGN(naive, lower_naive(body, "k", plain));
+  AT_ASSIGN(naive, lower_naive(body, "k", s));
   Replayed unused;
   return knob_steps(body, s, naive, &unused);
 }

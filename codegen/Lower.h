@@ -47,7 +47,8 @@ Expected<std::vector<Segment>> split_segments(const Graph &body);
  * dense, pools, global pools, mean, matmul) the same loops around a local accumulator: acc =
  * init, a loop per reduction dimension (k0, k1, ...) around the update, and the epilogue's store;
  * a padded conv reads a `pad` stage (loops pn, pc, py, px), a producer nest steps can move;
- * softmax a loop per dimension but the axis around its three passes over the axis.
+ * softmax a loop per dimension but the axis around its three passes over the axis. Of `s`, only
+ * the Winograd tile and pixel_vectors are read (its steps and other knobs are not).
  */
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s);
 

@@ -243,11 +243,14 @@ Expected<LoweredKernel> ReplayCache::replay(const LoweredKernel &k, const std::v
     }
   }
   return replay_from(std::move(cur), steps, from, [&](size_t i, const LoweredKernel &made) {
-    if (!boundary(i)) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (kernels_.size() >= max_) kernels_.clear();
-    kernels_.emplace(keys[i], made);
+    if (boundary(i)) keep(kernels_, keys[i], made);
   });
+}
+
+void ReplayCache::keep(std::unordered_map<std::string, LoweredKernel> &kept, const std::string &key, const LoweredKernel &k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kept.size() >= max_) kept.clear();
+  kept.emplace(key, k);
 }
 
 Expected<LoweredKernel> ReplayCache::made(const std::string &key, const std::function<Expected<LoweredKernel>()> &make) {
@@ -256,9 +259,7 @@ Expected<LoweredKernel> ReplayCache::made(const std::string &key, const std::fun
     if (auto it = made_.find(key); it != made_.end()) return it->second;
   }
   AT_ASSIGN(k, make());  // unlocked: two threads may make one kernel at once, and keep the same
-  std::lock_guard<std::mutex> lock(mu_);
-  if (made_.size() >= max_) made_.clear();
-  made_.emplace(key, k);
+  keep(made_, key, k);
   return k;
 }
 

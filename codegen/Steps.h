@@ -81,6 +81,9 @@ class ReplayCache {
   }
 
  private:
+  /** Keeps `k` under `key` in `kept` (one of the two maps below), all of it dropped first when full. */
+  void keep(std::unordered_map<std::string, LoweredKernel> &kept, const std::string &key, const LoweredKernel &k);
+
   mutable std::mutex mu_;
   std::unordered_map<std::string, LoweredKernel> kernels_;
   std::unordered_map<std::string, LoweredKernel> made_;
