@@ -112,6 +112,12 @@ CREATE TABLE IF NOT EXISTS partitions(
   created_at TEXT NOT NULL, PRIMARY KEY(model_hash, target));
 )";
 
+// v4: where the cores were while a record was measured (MeasureResult::handoff_ns; 0: unknown or
+// one thread), so ratios taken with the cores near and far apart are not compared as alike.
+const char *kSchemaV4 = R"(
+ALTER TABLE records ADD COLUMN handoff_ns REAL NOT NULL DEFAULT 0;
+)";
+
 TuningRecord read_record(Stmt &q) {
   // Columns: r.id, w.hash, w.target, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version,
   // created_at, baseline_s
@@ -134,13 +140,14 @@ TuningRecord read_record(Stmt &q) {
   r.uid = q.text(15);
   r.features = q.text(16);
   r.feature_version = static_cast<int>(q.i64(17));
+  r.handoff_ns = q.f64(18);
   return r;
 }
 
 const char *kRecordColumns =
     "r.id, w.hash, w.target, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, r.compile_s, "
-    "r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version FROM records r JOIN workloads w ON "
-    "r.workload_id = w.id";
+    "r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version, r.handoff_ns FROM records r JOIN "
+    "workloads w ON r.workload_id = w.id";
 
 }  // namespace
 
@@ -204,7 +211,7 @@ Status TuningDb::migrate() {
       return make_error(path_ + ": database schema version " + std::to_string(version) + " is newer than this autotune's (" +
                         std::to_string(kDbSchemaVersion) + "); upgrade autotune to use it");
     // Migrations, in order: each takes the schema from version i to i + 1.
-    static const std::vector<const char *> migrations = {kSchemaV1, kSchemaV2, kSchemaV3};
+    static const std::vector<const char *> migrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
     for (int v = version; v < kDbSchemaVersion; ++v) AT_TRY(exec(migrations[v]));
     if (version != kDbSchemaVersion)
       AT_TRY(exec("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '" + std::to_string(kDbSchemaVersion) + "')"));
@@ -271,11 +278,11 @@ Expected<int64_t> TuningDb::add_record_unlocked(const TuningRecord &r) {
   }
   Stmt ins(db_,
            "INSERT INTO records(workload_id, schedule, status, error, median_s, min_s, stddev_s, runs, compile_s, tool_version, "
-           "created_at, baseline_s, phase, uid, features, feature_version) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "created_at, baseline_s, phase, uid, features, feature_version, handoff_ns) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins.bind(1, wid).bind(2, r.schedule).bind(3, r.status).bind(4, r.error).bind(5, r.median_s).bind(6, r.min_s)
       .bind(7, r.stddev_s).bind(8, r.runs).bind(9, r.compile_s).bind(10, r.tool_version)
       .bind(11, r.created_at.empty() ? now_utc() : r.created_at).bind(12, r.baseline_s).bind(13, r.phase).bind(14, r.uid.empty() ? new_uid() : r.uid)
-      .bind(15, r.features).bind(16, static_cast<int64_t>(r.feature_version));
+      .bind(15, r.features).bind(16, static_cast<int64_t>(r.feature_version)).bind(17, r.handoff_ns);
   if (ins.step() != SQLITE_DONE) return make_error(path_ + ": cannot add a record: " + sqlite3_errmsg(db_));
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -410,8 +417,8 @@ Status TuningDb::save_plan(const std::string &model_hash, const std::string &tar
 Expected<std::string> TuningDb::export_jsonl() {
   Stmt q(db_,
          "SELECT w.hash, w.target, w.ir, w.flops, r.schedule, r.status, r.error, r.median_s, r.min_s, r.stddev_s, r.runs, "
-         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version FROM records r JOIN workloads w ON "
-         "r.workload_id = w.id ORDER BY r.id");
+         "r.compile_s, r.tool_version, r.created_at, r.baseline_s, r.phase, r.uid, r.features, r.feature_version, r.handoff_ns FROM records r "
+         "JOIN workloads w ON r.workload_id = w.id ORDER BY r.id");
   std::string out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
@@ -420,6 +427,7 @@ Expected<std::string> TuningDb::export_jsonl() {
                      {"min_s", q.f64(8)}, {"stddev_s", q.f64(9)}, {"runs", q.i64(10)}, {"compile_s", q.f64(11)},
                      {"tool_version", q.text(12)}, {"created_at", q.text(13)}, {"baseline_s", q.f64(14)}, {"phase", q.text(15)}, {"uid", q.text(16)}};
     if (!q.text(17).empty()) j["features"] = q.text(17), j["feature_version"] = q.i64(18);
+    if (q.f64(19) > 0) j["handoff_ns"] = q.f64(19);
     out += j.dump() + "\n";
   }
   if (rc != SQLITE_DONE) return make_error(path_ + ": " + sqlite3_errmsg(db_));
@@ -464,6 +472,7 @@ Expected<ImportLine> parse_import_line(const std::string &line) {
     r.created_at = j.value("created_at", now_utc());
     r.features = j.value("features", std::string());
     r.feature_version = j.value("feature_version", 0);
+    r.handoff_ns = j.value("handoff_ns", 0.0);
     l.ir = j.at("ir").get<std::string>();
     l.flops = j.value("flops", 0.0);
   } catch (const std::exception &e) {
@@ -475,7 +484,7 @@ Expected<ImportLine> parse_import_line(const std::string &line) {
   if (nlohmann::json::parse(r.schedule, nullptr, false).is_discarded()) return make_error("schedule is not JSON");
   if (!r.features.empty() && !nlohmann::json::parse(r.features, nullptr, false).is_array()) return make_error("features are not a JSON array");
   auto finite_nonneg = [](double v) { return std::isfinite(v) && v >= 0; };
-  for (double v : {r.median_s, r.min_s, r.stddev_s, r.compile_s, r.baseline_s, l.flops})
+  for (double v : {r.median_s, r.min_s, r.stddev_s, r.compile_s, r.baseline_s, r.handoff_ns, l.flops})
     if (!finite_nonneg(v)) return make_error("times and flops must be finite and not negative");
   if (r.status == "ok" && !(r.median_s > 0 && r.min_s > 0 && r.min_s <= r.median_s && r.runs > 0))
     return make_error("an ok record needs 0 < min_s <= median_s and runs > 0 (it would rank as infinitely fast)");

@@ -36,7 +36,7 @@ struct sqlite3;
 
 namespace autotune {
 
-constexpr int kDbSchemaVersion = 3;
+constexpr int kDbSchemaVersion = 4;
 constexpr const char *kToolVersion = "autotune 0.1.0";
 /** How many measurements make a schedule "confirmed" for best(). */
 constexpr int kConfirmations = 3;
@@ -56,6 +56,7 @@ struct TuningRecord {
   std::string tool_version = kToolVersion, created_at;
   std::string features;      // the cost model's features of the measured kernel, a JSON array ("" if not computed)
   int feature_version = 0;   // their version (costmodel/Features: kFeatureVersion), 0 for none
+  double handoff_ns = 0;     // the thread pool's hand-off time while measured (MeasureResult::handoff_ns; 0: unknown)
 
   /** Time relative to the baseline measured with it (1 = as fast as the default schedule). */
   double relative() const { return baseline_s > 0 ? median_s / baseline_s : 1e9; }

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 #include <map>
 
@@ -54,6 +56,21 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   int64_t end = n / t;
   if (end > 0) fn(0, end);
   while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+}
+
+double ThreadPool::handoff_ns(int calls) {
+  if (size() == 1 || calls <= 0) return 0;
+  const std::function<void(int64_t, int64_t)> nothing = [](int64_t, int64_t) {};
+  int64_t n = size();
+  parallel_for(n, nothing);  // wakes sleeping workers: a wake-up is not a hand-off
+  std::vector<double> ns(static_cast<size_t>(calls));
+  for (double &t : ns) {
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_for(n, nothing);
+    t = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(ns.begin(), ns.begin() + calls / 2, ns.end());
+  return ns[static_cast<size_t>(calls / 2)];
 }
 
 void ThreadPool::worker(int index) {

@@ -25,6 +25,18 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)> &fn);
 
   /**
+   * The median wall time of `calls` empty parallel_for calls over every thread, in nanoseconds (0
+   * for a pool of one thread): what each parallel stage pays to hand work to the other cores and
+   * to learn they are done, two cache-line trips between cores. It tells where the cores are: on
+   * a 2-vCPU Zen 4 VM it was 200-400 ns while the host ran both vCPUs on one core complex and
+   * 900-1100 ns while it ran them on two, for stretches of seconds to minutes; a kernel whose
+   * stages pass data between threads (a padded input written by both, read by both) then ran
+   * 1.4x slower, and one that does not, at the same speed (docs/architecture.md, "Where the
+   * cores are").
+   */
+  double handoff_ns(int calls = 200);
+
+  /**
    * The process-wide pool of `threads` threads (0: one per hardware thread). Models share it:
    * two pools would have their idle workers spin against each other's work. Calls from
    * different threads are serialized.

@@ -165,7 +165,7 @@ namespace {
 /** What the child sends back: plain data through a pipe. */
 struct ChildReport {
   int status;
-  double median_s, min_s, stddev_s, baseline_s;
+  double median_s, min_s, stddev_s, baseline_s, handoff_ns;
   int64_t runs;
   char error[240];
 };
@@ -216,6 +216,9 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   // its own runs plus 100 ms of the baseline's), so a search that finds fast schedules spent longer
   // measuring them (ResNet-18, 2000 trials: 203 s of timed runs for the model-guided search against
   // 145 s for random search); the evictions, outside the timed runs, did the same again.
+  // Where the cores were while this candidate was timed (ThreadPool::handoff_ns): before and after
+  // the timed runs, the larger, so a record whose runs straddled a move says so.
+  double handoff_before = pool.handoff_ns();
   auto loop_start = std::chrono::steady_clock::now();
   auto spent = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count(); };
   double cand_spent = 0;
@@ -233,6 +236,7 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   size_t n = sorted.size();
   rep.median_s = median(times);
   rep.baseline_s = median(base_times);
+  rep.handoff_ns = std::max(handoff_before, pool.handoff_ns());
   rep.min_s = sorted.front();
   double mean = cand_spent / static_cast<double>(n), var = 0;
   for (double t : times) var += (t - mean) * (t - mean);
@@ -329,6 +333,7 @@ MeasureResult Measurer::run(const LoweredKernel &k, const CompiledKernel &ck, co
   r.stddev_s = rep.stddev_s;
   r.runs = rep.runs;
   r.baseline_s = rep.baseline_s;
+  r.handoff_ns = rep.handoff_ns;
   return r;
 }
 

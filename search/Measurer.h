@@ -35,6 +35,9 @@ struct MeasureResult {
   int64_t runs = 0;
   double compile_s = 0;
   double baseline_s = 0;  // median of the baseline kernel timed alongside (0: none)
+  // The thread pool's hand-off time around the timed runs (ThreadPool::handoff_ns; 0: one thread):
+  // where the cores were. Two ratios compare only if it was alike for both.
+  double handoff_ns = 0;
 };
 
 struct MeasureOptions {

@@ -203,7 +203,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       r.status = status_name(m.status);
       r.error = m.error;
       r.median_s = m.median_s, r.min_s = m.min_s, r.stddev_s = m.stddev_s, r.runs = m.runs, r.compile_s = m.compile_s;
-      r.baseline_s = m.baseline_s;
+      r.baseline_s = m.baseline_s, r.handoff_ns = m.handoff_ns;
+      if (m.handoff_ns > 0) rep.handoff_ns.push_back(m.handoff_ns);
       bool confirming = std::string(phase) == "confirm";
       r.phase = confirming ? "confirmation" : "trial";
       if (const std::vector<float> &f = features.features(tr.task, point); !f.empty()) {

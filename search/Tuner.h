@@ -66,6 +66,7 @@ struct TuneReport {
   std::string search;
   int64_t model_rows = 0;
   double model_heldout_accuracy = -1, model_train_s = 0, model_predict_s = 0;
+  std::vector<double> handoff_ns;  // each of this run's measurements: where the cores were (MeasureResult::handoff_ns, when known)
   int64_t points_lowered = 0;  // by the search, for features (either search: random picks are lowered to check them)
   int model_trainings = 0;
   // Where the run's wall time went: the measurer's phases, choosing the candidates (the task

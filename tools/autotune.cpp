@@ -30,6 +30,7 @@
 #include "search/Task.h"
 #include "runtime/Cuda.h"
 #include "runtime/Runtime.h"
+#include "runtime/ThreadPool.h"
 #include "ir/Partition.h"
 #include "search/PartitionSearch.h"
 #include "search/PlanCheck.h"
@@ -420,7 +421,9 @@ Options:
   --runs N       timed runs (default 20); median, min and max are reported
   --warmup N     untimed runs first (default 3)
   --threads T    threads (default: one per hardware thread)
-  --json         one JSON object: median_ms, min_ms, max_ms, runs, threads and per-group times
+  --json         one JSON object: median_ms, min_ms, max_ms, runs, threads, per-group times and
+                 handoff_ns (the thread pool's hand-off time before and after the runs: it grows
+                 when a VM's host runs the cores far apart, and the times with it)
   --input X.npy  the input to time (default: seeded random)
   --db D         a tuning database: the model's tuned plan (each group's best record without one)
                  and the fusion partition the tuner chose for it
@@ -456,12 +459,17 @@ int cmd_bench(const std::vector<std::string> &argv) {
   std::vector<double> total;
   std::vector<std::vector<double>> per_group(model.groups().size());
   std::vector<double> group_ms;
+  // Where the cores were, before and after the timed runs (ThreadPool::handoff_ns): two benches
+  // compare only if it was alike for both.
+  std::shared_ptr<ThreadPool> pool = ThreadPool::shared(model.threads());
+  double handoff_before = pool->handoff_ns();
   for (int64_t i = 0; i < *runs; ++i) {
     auto t0 = Clock::now();
     if (auto r = model.run(*inputs, &group_ms); !r) return fail(r.error());
     total.push_back(ms_since(t0));
     for (size_t k = 0; k < group_ms.size(); ++k) per_group[k].push_back(group_ms[k]);
   }
+  double handoff_after = pool->handoff_ns();
   double med = median(total), lo = *std::min_element(total.begin(), total.end()), hi = *std::max_element(total.begin(), total.end());
   double flops = 0;
   for (const GroupInfo &gi : model.groups()) flops += gi.flops;
@@ -474,9 +482,10 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (args->has("json")) {
     std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
                 "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"isa\": \"%s\", "
-                "\"peak_gflops\": %.1f, \"partition\": %s, \"groups\": [",
+                "\"peak_gflops\": %.1f, \"handoff_ns\": [%.0f, %.0f], \"partition\": %s, \"groups\": [",
                 args->get("model").c_str(), med, lo, hi, static_cast<long long>(*runs), model.threads(), flops / 1e9,
-                model.compile_ms(), model.tuned_groups(), target.isa.c_str(), *peak, nlohmann::json(model.partition()).dump().c_str());
+                model.compile_ms(), model.tuned_groups(), target.isa.c_str(), *peak, handoff_before, handoff_after,
+                nlohmann::json(model.partition()).dump().c_str());
     for (size_t k = 0; k < per_group.size(); ++k) {
       const GroupInfo &gi = model.groups()[k];
       double gflops = gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9);
@@ -502,6 +511,9 @@ int cmd_bench(const std::vector<std::string> &argv) {
   }
   std::printf("end to end: median %.3f ms, min %.3f ms, max %.3f ms over %lld runs (%.1f GFLOP/s, %.1f%% of peak)\n", med, lo, hi,
               static_cast<long long>(*runs), flops / 1e6 / med, share(flops / 1e6 / med));
+  if (model.threads() > 1)
+    std::printf("thread hand-off: %.0f ns before the runs, %.0f ns after (it grows when the host runs the cores far apart, "
+                "and so do the times)\n", handoff_before, handoff_after);
   return 0;
 }
 
@@ -756,6 +768,16 @@ int cmd_tune(const std::vector<std::string> &argv) {
     std::printf("time: choosing candidates %.1f s, lowering %.1f s, compiling %.1f s, baselines and packing %.1f s, measuring %.1f s, "
                 "saving %.1f s, the rest %.1f s\n",
                 rep->choose_s, m.lower_s, m.compile_s, m.prepare_s, m.run_s, rep->save_s, std::max(0.0, rep->elapsed_s - known));
+  }
+  if (!rep->handoff_ns.empty()) {
+    // A VM's host may run the cores near or far apart for minutes at a time, and kernels whose
+    // stages pass data between threads slow down with the distance: a wide spread here says this
+    // run's ratios were taken on two machines, in effect (docs/architecture.md, "Where the cores are").
+    std::vector<double> h = rep->handoff_ns;
+    std::sort(h.begin(), h.end());
+    auto at = [&](double q) { return h[static_cast<size_t>(q * static_cast<double>(h.size() - 1))]; };
+    std::printf("thread hand-off while measuring: %.0f ns (10th percentile), %.0f ns (median), %.0f ns (90th percentile)\n", at(0.1),
+                at(0.5), at(0.9));
   }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {

@@ -110,7 +110,7 @@ TEST_F(Db, ANewerSchemaIsRefused) {
   sqlite3_close(raw);
   auto db = TuningDb::open(path());
   ASSERT_FALSE(static_cast<bool>(db));
-  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (3); upgrade autotune to use it");
+  EXPECT_EQ(db.error().message, path() + ": database schema version 99 is newer than this autotune's (4); upgrade autotune to use it");
 }
 
 TEST_F(Db, APartitionIsSavedPerModelAndTargetAndReplaced) {
@@ -140,6 +140,7 @@ TEST_F(Db, AVersion1FileIsMigratedAndKeepsItsRecords) {
   sqlite3 *raw = nullptr;
   sqlite3_open(path().c_str(), &raw);
   for (const char *sql : {"DROP TABLE cost_models", "DROP TABLE partitions", "ALTER TABLE records DROP COLUMN features", "ALTER TABLE records DROP COLUMN feature_version",
+                          "ALTER TABLE records DROP COLUMN handoff_ns",
                           "INSERT INTO workloads(hash, target, ir, flops) VALUES('w', 'cpu', 'ir', 1)",
                           "INSERT INTO records(uid, workload_id, schedule, status, median_s, min_s, stddev_s, runs, compile_s, baseline_s, "
                           "tool_version, created_at) VALUES('u1', 1, '{}', 'ok', 0.002, 0.002, 0, 5, 0.1, 0.004, 'autotune 0.1.0', 'then')",
@@ -175,6 +176,15 @@ TEST_F(Db, AVersion1FileIsMigratedAndKeepsItsRecords) {
   auto text = (*db)->export_jsonl();
   ASSERT_TRUE(static_cast<bool>(text));
   EXPECT_NE(text->find("\"features\":\"[1.5,2]\""), std::string::npos) << *text;
+  // Schema 4: where the cores were, with a record, through export and import; 0 (unknown) for the old one.
+  EXPECT_EQ((*db)->records("w", "cpu")->front().handoff_ns, 0);
+  r = rec("w", 0.004);
+  r.handoff_ns = 950.5;
+  ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+  EXPECT_EQ((*db)->records("w", "cpu")->back().handoff_ns, 950.5);
+  text = (*db)->export_jsonl();
+  ASSERT_TRUE(static_cast<bool>(text));
+  EXPECT_NE(text->find("\"handoff_ns\":950.5"), std::string::npos) << *text;
 }
 
 TEST_F(Db, TwoWritersAtOnceLoseNothing) {
@@ -252,7 +262,11 @@ TEST_F(Db, ExportImportAndMergeAreIdempotent) {
   ASSERT_TRUE(static_cast<bool>(a));
   const std::string w = fnv1a_hex("def @main() ...");
   ASSERT_TRUE(static_cast<bool>((*a)->upsert_workload(w, "cpu", "def @main() ...", 5)));
-  for (double s : {0.002, 0.001}) ASSERT_TRUE(static_cast<bool>((*a)->add_record(rec(w, s))));
+  for (double s : {0.002, 0.001}) {
+    TuningRecord r = rec(w, s);
+    r.handoff_ns = s > 0.0015 ? 950.5 : 0;  // where the cores were travels with the record (0: unknown)
+    ASSERT_TRUE(static_cast<bool>((*a)->add_record(r)));
+  }
   auto text = (*a)->export_jsonl();
   ASSERT_TRUE(static_cast<bool>(text));
   EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 2);
@@ -261,6 +275,11 @@ TEST_F(Db, ExportImportAndMergeAreIdempotent) {
   EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 2);
   EXPECT_EQ(*(*b)->import_jsonl(*text, "a.jsonl"), 0);  // nothing new the second time
   EXPECT_DOUBLE_EQ((*(*b)->best(w, "cpu"))->median_s, 0.001);
+  auto back = (*b)->records(w, "cpu");
+  ASSERT_TRUE(static_cast<bool>(back));
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].handoff_ns, 950.5);
+  EXPECT_EQ((*back)[1].handoff_ns, 0);
   auto bad = (*b)->import_jsonl("{\"workload\": \"w\"}\n", "bad.jsonl");
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_EQ(bad.error().message.rfind("bad.jsonl:1: bad record", 0), 0u) << bad.error().message;

@@ -70,6 +70,17 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
   }
 }
 
+TEST(ThreadPool, AHandOffIsTimedOnlyWithOtherThreads) {
+  // One thread hands nothing off: 0, the "unknown" of a record. Two threads: a positive time, below
+  // the millisecond a worker spins before it sleeps (a wake-up is not a hand-off).
+  EXPECT_EQ(ThreadPool(1).handoff_ns(), 0);
+  ThreadPool two(2);
+  double ns = two.handoff_ns();
+  EXPECT_GT(ns, 0);
+  EXPECT_LT(ns, 1e6);
+  EXPECT_EQ(two.handoff_ns(0), 0);
+}
+
 TEST(ThreadPool, ForEachIndexRunsEveryIndexOnceAndRethrows) {
   for (int threads : {0, 1, 2, 3})
     for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}}) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
@@ -76,6 +77,15 @@ TEST(Measurer, MeasuresACorrectKernel) {
   EXPECT_LE(results[0].min_s, results[0].median_s);
   EXPECT_GT(results[0].compile_s, 0.0);
   EXPECT_GT(results[0].baseline_s, 0.0);  // the default schedule, timed alongside
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_GT(results[0].handoff_ns, 0.0);  // where the cores were (the default options use every hardware thread)
+  }
+  MeasureOptions one;
+  one.threads = 1;
+  auto alone = Measurer(*f.jit, one).measure(f.body, f.data, {default_schedule(f.body)});
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].status, MeasureStatus::kOk) << alone[0].error;
+  EXPECT_EQ(alone[0].handoff_ns, 0.0);  // one thread hands nothing off: unknown
 }
 
 TEST(Measurer, ACrashingCandidateIsRecorded) {

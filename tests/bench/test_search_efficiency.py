@@ -1,0 +1,78 @@
+"""bench/search_efficiency.py's comparison, on small real SQLite databases with the columns it reads."""
+import importlib.util
+import os
+import sqlite3
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("search_efficiency", os.path.join(HERE, "..", "..", "bench", "search_efficiency.py"))
+se = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(se)
+
+NEAR, APART = 250.0, 1000.0  # hand-offs as the 2-vCPU host measured them, cores on one core complex and on two
+
+
+def make_db(path, trials, handoff_column=True):
+    """trials: per workload hash, a list of (ratio or None for a failure, hand-off ns) in the order measured."""
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE workloads(id INTEGER PRIMARY KEY, hash TEXT, target TEXT)")
+    con.execute("CREATE TABLE records(id INTEGER PRIMARY KEY, workload_id INTEGER, status TEXT, median_s REAL, baseline_s REAL, phase TEXT"
+                + (", handoff_ns REAL NOT NULL DEFAULT 0)" if handoff_column else ")"))
+    for wid, (h, series) in enumerate(sorted(trials.items()), 1):
+        con.execute("INSERT INTO workloads VALUES(?, ?, 'cpu')", (wid, h))
+        for ratio, handoff in series:
+            status = "ok" if ratio is not None else "crash"
+            row = (wid, status, (ratio or 0) * 1e-3, 1e-3, "trial")
+            if handoff_column:
+                con.execute("INSERT INTO records(workload_id, status, median_s, baseline_s, phase, handoff_ns) VALUES(?, ?, ?, ?, ?, ?)", row + (handoff,))
+            else:
+                con.execute("INSERT INTO records(workload_id, status, median_s, baseline_s, phase) VALUES(?, ?, ?, ?, ?)", row)
+    con.commit()
+    con.close()
+
+
+class Compare(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.a, self.b = os.path.join(self.dir.name, "a.db"), os.path.join(self.dir.name, "b.db")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def needed(self, rows, workload):
+        row = next(r for r in rows if r["workload"] == workload)
+        return [(t["needed"], t["reached"]) for t in row["trials"]]
+
+    def test_without_handoffs_the_best_ratio_either_found_is_the_target(self):
+        make_db(self.a, {"w": [(1.0, 0), (0.95, 0), (0.90, 0), (0.99, 0)]}, handoff_column=False)
+        make_db(self.b, {"w": [(1.0, 0), (None, 0), (0.80, 0)]}, handoff_column=False)
+        rows, medians = se.compare([self.a, self.b], 0.05)
+        self.assertEqual(self.needed(rows, "w"), [(5, False), (3, True)])  # 0.90 is not within 5% of 0.80
+        self.assertEqual(medians, [5, 3])
+
+    def test_a_ratio_taken_with_the_cores_apart_is_compared_only_with_others_taken_so(self):
+        # b's 0.67 against a default slowed by the cores apart: the same candidate measured 0.92 near.
+        near = [(1.0, NEAR)] * 10  # enough near records for the near level
+        make_db(self.a, {"w": [(1.0, NEAR), (0.99, NEAR), (0.92, NEAR)], "pad": near})
+        make_db(self.b, {"w": [(1.0, NEAR), (0.67, APART), (0.98, NEAR), (0.91, NEAR)], "pad": near})
+        rows, _ = se.compare([self.a, self.b], 0.05)
+        # a never measured this task with the cores apart, so that mode sets no target: both count near.
+        self.assertEqual(self.needed(rows, "w"), [(3, True), (4, True)])
+        row = next(r for r in rows if r["workload"] == "w")
+        self.assertIsNone(row["target_ratio_apart"])
+        self.assertEqual([t["apart"] for t in row["trials"]], [0, 1])
+        self.assertAlmostEqual(row["target_ratio"], 0.91 * 1.05)
+
+    def test_each_mode_has_its_own_target_where_both_measured_in_it(self):
+        near = [(1.0, NEAR)] * 10
+        make_db(self.a, {"w": [(1.0, NEAR), (0.70, APART), (0.95, NEAR)], "pad": near})
+        make_db(self.b, {"w": [(1.0, NEAR), (0.90, APART), (0.93, NEAR), (0.68, APART)], "pad": near})
+        rows, _ = se.compare([self.a, self.b], 0.05)
+        # Near target 0.93 * 1.05: b's 0.93 reaches at 3. Apart target 0.68 * 1.05: a's 0.70 reaches at 2 (b's 0.90 did not).
+        self.assertEqual(self.needed(rows, "w"), [(2, True), (3, True)])
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
