@@ -56,44 +56,81 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
         ++out.skipped;
         continue;
       }
-      out.samples.push_back({w.hash, r.schedule, it->second, static_cast<float>(std::log2(r.baseline_s / r.median_s))});
+      out.samples.push_back({w.hash, r.schedule, it->second, static_cast<float>(std::log2(r.baseline_s / r.median_s)), r.handoff_ns});
     }
   }
   return out;
 }
+
+namespace {
+
+/**
+ * Each sample's group for ranking: its task, and whether its cores were apart (db/TuningDb.h,
+ * cores_apart, over these samples' hand-offs). A ratio taken while the host ran the cores apart is
+ * not compared with one taken while it ran them near: a default whose stages pass data between
+ * threads ran 1.4x slower apart, so every candidate timed against it then looked 1.4x better.
+ */
+std::vector<std::string> rank_groups(const std::vector<Sample> &samples) {
+  std::vector<double> h;
+  for (const Sample &s : samples) h.push_back(s.handoff_ns);
+  double near = near_handoff_ns(std::move(h));
+  std::vector<std::string> g;
+  for (const Sample &s : samples) g.push_back(cores_apart(s.handoff_ns, near) ? s.workload + " apart" : s.workload);
+  return g;
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, const CostModelOptions &o) {
   std::vector<std::vector<float>> x;
   std::vector<float> y;
   std::vector<unsigned> groups;
   if (o.objective.rfind("rank:", 0) == 0) {
-    // A ranking objective compares rows within a group: one group per task, its rows together.
-    std::vector<const Sample *> order;
-    for (const Sample &s : train) order.push_back(&s);
-    std::stable_sort(order.begin(), order.end(), [](const Sample *a, const Sample *b) { return a->workload < b->workload; });
+    // A ranking objective compares rows within a group: one group per task and mode, its rows together.
+    std::vector<std::string> key = rank_groups(train);
+    std::vector<size_t> order(train.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
     for (size_t i = 0; i < order.size(); ++i) {
-      if (i == 0 || order[i]->workload != order[i - 1]->workload) groups.push_back(0);
+      const Sample &s = train[order[i]];
+      if (i == 0 || key[order[i]] != key[order[i - 1]]) groups.push_back(0);
       ++groups.back();
-      x.push_back(order[i]->x), y.push_back(order[i]->y);
+      x.push_back(s.x), y.push_back(s.y);
     }
     return CostModel::train(x, y, o, groups);
   }
-  for (const Sample &s : train) x.push_back(s.x), y.push_back(s.y);
+  // Regression: a task's labels taken with the cores apart are moved by the difference of its two
+  // modes' means, so that a mode, which moves every ratio of a task alike, is not learned as a
+  // property of the schedules measured in it. Labels taken near (or, on a host that never moves its
+  // cores, all of them) are left as they are: centering every task's labels was measured and was no
+  // better (docs/architecture.md, "Where the cores are").
+  std::vector<std::string> key = rank_groups(train);
+  std::map<std::string, std::pair<double, int>> sum;
+  for (size_t i = 0; i < train.size(); ++i) sum[key[i]].first += train[i].y, ++sum[key[i]].second;
+  auto mean = [&](const std::string &k) { return sum[k].first / sum[k].second; };
+  for (size_t i = 0; i < train.size(); ++i) {
+    double shift = 0;
+    if (key[i] != train[i].workload && sum.count(train[i].workload)) shift = mean(key[i]) - mean(train[i].workload);
+    x.push_back(train[i].x), y.push_back(static_cast<float>(train[i].y - shift));
+  }
   return CostModel::train(x, y, o);
 }
 
 Expected<EvalReport> evaluate(const CostModel &model, const std::vector<Sample> &test) {
   EvalReport rep;
   rep.records_test = static_cast<int64_t>(test.size());
-  // One point per (workload, schedule): the mean of its measurements.
+  // One point per (workload, schedule): the mean of its measurements; with the cores near and apart,
+  // two points in two groups that are never compared (rank_groups).
   struct Point {
     std::vector<float> x;
     double y = 0;
     int n = 0;
   };
   std::map<std::string, std::map<std::string, Point>> tasks;
-  for (const Sample &s : test) {
-    Point &p = tasks[s.workload][s.schedule];
+  std::vector<std::string> group = rank_groups(test);
+  for (size_t i = 0; i < test.size(); ++i) {
+    const Sample &s = test[i];
+    Point &p = tasks[group[i]][s.schedule];
     p.x = s.x, p.y += s.y, ++p.n;
   }
   int64_t correct = 0, top1 = 0, top5 = 0;

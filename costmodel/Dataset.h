@@ -20,6 +20,7 @@ struct Sample {
   std::string schedule;  // JSON
   std::vector<float> x;
   float y = 0;           // log2(baseline_s / median_s)
+  double handoff_ns = 0;  // where the cores were (TuningRecord::handoff_ns; 0: unknown): y compares only within a mode
 };
 
 struct SampleSet {

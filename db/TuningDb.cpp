@@ -151,6 +151,14 @@ const char *kRecordColumns =
 
 }  // namespace
 
+double near_handoff_ns(std::vector<double> handoffs) {
+  handoffs.erase(std::remove_if(handoffs.begin(), handoffs.end(), [](double h) { return !(h > 0); }), handoffs.end());
+  if (handoffs.empty()) return 0;
+  auto at = handoffs.begin() + static_cast<std::ptrdiff_t>(handoffs.size() / 10);
+  std::nth_element(handoffs.begin(), at, handoffs.end());
+  return *at;
+}
+
 TuningDb::~TuningDb() {
   if (db_) sqlite3_close_v2(db_);
 }

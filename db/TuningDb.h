@@ -41,6 +41,17 @@ constexpr const char *kToolVersion = "autotune 0.1.0";
 /** How many measurements make a schedule "confirmed" for best(). */
 constexpr int kConfirmations = 3;
 
+/**
+ * Where the cores were while a measurement was taken, from its thread hand-off (handoff_ns below).
+ * The near level of a set of measurements is their hand-offs' 10th percentile (0 if none is
+ * known); one taken with more than 2.5x that had the cores apart (never when either is unknown).
+ * On the 2-vCPU VM this was written on the two modes were 200-400 and 900-1100 ns. Ratios taken
+ * in different modes are not compared: the cost model ranks within a mode, and
+ * bench/search_efficiency.py (which repeats this rule) sets a target per mode.
+ */
+double near_handoff_ns(std::vector<double> handoffs);
+inline bool cores_apart(double handoff_ns, double near_ns) { return near_ns > 0 && handoff_ns > 2.5 * near_ns; }
+
 struct TuningRecord {
   int64_t id = 0;
   std::string uid;            // assigned by add_record when empty

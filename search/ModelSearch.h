@@ -43,8 +43,11 @@ class ModelSearch {
     KernelSchedule schedule;
     std::string json;
   };
-  /** One new successful measurement: the schedule ran at `ratio` times its task's default time. */
-  void add_result(const Task &task, const Point &p, double ratio);
+  /**
+   * One new successful measurement: the schedule ran at `ratio` times its task's default time,
+   * with the thread pool's hand-off at `handoff_ns` (where the cores were; 0: unknown).
+   */
+  void add_result(const Task &task, const Point &p, double ratio, double handoff_ns = 0);
   /**
    * Retrains when enough is new (16 records, or a quarter of what the model knows); before that,
    * scores the current model on the records it has not seen (its held-out accuracy). True if it

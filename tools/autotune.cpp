@@ -771,13 +771,13 @@ int cmd_tune(const std::vector<std::string> &argv) {
   }
   if (!rep->handoff_ns.empty()) {
     // A VM's host may run the cores near or far apart for minutes at a time, and kernels whose
-    // stages pass data between threads slow down with the distance: a wide spread here says this
-    // run's ratios were taken on two machines, in effect (docs/architecture.md, "Where the cores are").
-    std::vector<double> h = rep->handoff_ns;
-    std::sort(h.begin(), h.end());
-    auto at = [&](double q) { return h[static_cast<size_t>(q * static_cast<double>(h.size() - 1))]; };
-    std::printf("thread hand-off while measuring: %.0f ns (10th percentile), %.0f ns (median), %.0f ns (90th percentile)\n", at(0.1),
-                at(0.5), at(0.9));
+    // stages pass data between threads slow down with the distance (docs/architecture.md, "Where
+    // the cores are"): the user should know when a run's ratios were taken on two machines, in effect.
+    double near = near_handoff_ns(rep->handoff_ns);
+    size_t apart = 0;
+    for (double h : rep->handoff_ns) apart += cores_apart(h, near);
+    std::printf("cores: thread hand-off %.0f ns when near; %zu of %zu measurements taken with the cores apart (over %.0f ns)%s\n", near,
+                apart, rep->handoff_ns.size(), 2.5 * near, apart ? ", ranked only among themselves by the cost model" : "");
   }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {

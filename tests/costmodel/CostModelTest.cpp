@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "codegen/Lower.h"
 #include "codegen/Schedule.h"
@@ -124,6 +125,9 @@ TEST(CostModel, LearnsTheRecordsOfARealTuningRun) {
   EXPECT_GE(set->samples.size(), 60u);
   EXPECT_EQ(set->skipped, 0);
   for (const Sample &smp : set->samples) ASSERT_EQ(smp.x.size(), model_feature_names().size());
+  if (std::thread::hardware_concurrency() > 1) {
+    for (const Sample &smp : set->samples) ASSERT_GT(smp.handoff_ns, 0) << "each record says where the cores were";
+  }
   auto model = train_on(set->samples);
   ASSERT_TRUE(static_cast<bool>(model)) << model.error().message;
   // On the records it was trained on, the model must rank far better than chance (0.5).
@@ -144,6 +148,59 @@ TEST(CostModel, LearnsTheRecordsOfARealTuningRun) {
   EXPECT_NE(CostModel::load(other).error().message.find("trained on features v9"), std::string::npos);
   EXPECT_FALSE(static_cast<bool>(CostModel::load("not a model")));
   for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+}
+
+TEST(CostModel, RatiosTakenWithTheCoresApartAreComparedOnlyWithEachOther) {
+  // Three schedules of a task timed with the cores near (250 ns hand-offs), two with them apart
+  // (1000 ns, where the default ran 1.4x slower and every ratio looked better): 3 + 1 pairs, not 10.
+  size_t n = model_feature_names().size();
+  std::vector<Sample> samples;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> x(n, 0.0f);
+    x[0] = static_cast<float>(i);
+    samples.push_back({"w", "s" + std::to_string(i), x, 0.1f * static_cast<float>(i) + (i >= 3 ? 0.5f : 0.0f), i >= 3 ? 1000.0 : 250.0});
+  }
+  CostModelOptions o;
+  o.rounds = 4;
+  auto model = train_on(samples, o);
+  ASSERT_TRUE(static_cast<bool>(model)) << model.error().message;
+  auto rep = evaluate(**model, samples);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_EQ(rep->pairs, 4);
+  EXPECT_EQ(rep->tasks_test, 2);
+  // Without hand-offs (older records), one mode: every pair.
+  for (Sample &smp : samples) smp.handoff_ns = 0;
+  rep = evaluate(**model, samples);
+  ASSERT_TRUE(static_cast<bool>(rep));
+  EXPECT_EQ(rep->pairs, 10);
+  EXPECT_EQ(rep->tasks_test, 1);
+}
+
+TEST(CostModel, AModeDoesNotPassForASchedulesSpeed) {
+  // Schedule A timed near at 0.0 and three times apart at 0.5 (the default it is timed against ran
+  // slower apart); schedule B timed near at 0.2, never apart. B is the faster: the apart labels are
+  // moved by the difference of the task's two modes' means before the regression sees them.
+  size_t n = model_feature_names().size();
+  std::vector<float> a(n, 0.0f), b(n, 0.0f);
+  b[0] = 1;
+  auto samples_with = [&](double apart_ns) {
+    std::vector<Sample> s{{"w", "A", a, 0.0f, 250.0}, {"w", "B", b, 0.2f, 250.0}};
+    for (int i = 0; i < 3; ++i) s.push_back({"w", "A", a, 0.5f, apart_ns});
+    return s;
+  };
+  CostModelOptions o;
+  o.rounds = 20;
+  auto modes = train_on(samples_with(1000.0), o);
+  ASSERT_TRUE(static_cast<bool>(modes)) << modes.error().message;
+  auto p = (*modes)->predict({a, b});
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_GT((*p)[1], (*p)[0]);
+  // Taken as one mode (the same hand-offs), A's 0.5s say A is the faster: the test can tell.
+  auto one = train_on(samples_with(250.0), o);
+  ASSERT_TRUE(static_cast<bool>(one));
+  p = (*one)->predict({a, b});
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_LT((*p)[1], (*p)[0]);
 }
 
 }  // namespace
