@@ -10,6 +10,7 @@
 #include "codegen/Schedule.h"
 #include "costmodel/Features.h"
 #include "ir/Parser.h"
+#include "ir/Stats.h"
 
 #include <nlohmann/json.hpp>
 
@@ -56,7 +57,8 @@ Expected<SampleSet> load_samples(TuningDb &db, const std::string &target_key, co
         ++out.skipped;
         continue;
       }
-      out.samples.push_back({w.hash, r.schedule, it->second, static_cast<float>(std::log2(r.baseline_s / r.median_s)), r.handoff_ns});
+      out.samples.push_back({w.hash, r.schedule, it->second, static_cast<float>(std::log2(r.baseline_s / r.median_s)), r.handoff_ns,
+                             r.baseline_s});
     }
   }
   return out;
@@ -85,9 +87,9 @@ Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, 
   std::vector<std::vector<float>> x;
   std::vector<float> y;
   std::vector<unsigned> groups;
+  std::vector<std::string> key = rank_groups(train);
   if (o.objective.rfind("rank:", 0) == 0) {
     // A ranking objective compares rows within a group: one group per task and mode, its rows together.
-    std::vector<std::string> key = rank_groups(train);
     std::vector<size_t> order(train.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
@@ -99,19 +101,23 @@ Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, 
     }
     return CostModel::train(x, y, o, groups);
   }
-  // Regression: a task's labels taken with the cores apart are moved by the difference of its two
-  // modes' means, so that a mode, which moves every ratio of a task alike, is not learned as a
-  // property of the schedules measured in it. Labels taken near (or, on a host that never moves its
-  // cores, all of them) are left as they are: centering every task's labels was measured and was no
-  // better (docs/architecture.md, "Where the cores are").
-  std::vector<std::string> key = rank_groups(train);
-  std::map<std::string, std::pair<double, int>> sum;
-  for (size_t i = 0; i < train.size(); ++i) sum[key[i]].first += train[i].y, ++sum[key[i]].second;
-  auto mean = [&](const std::string &k) { return sum[k].first / sum[k].second; };
+  // Regression: a label taken with the cores apart is the candidate against a default that may have
+  // run slower apart. It is moved by how much slower: log2 of the task's median default time apart
+  // over its median near (the baselines, whatever candidates they were timed with), so that a mode
+  // is not learned as the speed of the schedules measured in it. Labels taken near, and every label
+  // of a task never timed near or of a host that never moves its cores, are left as they are.
+  std::map<std::string, std::vector<double>> baselines;
+  for (size_t i = 0; i < train.size(); ++i)
+    if (train[i].baseline_s > 0) baselines[key[i]].push_back(train[i].baseline_s);
+  std::map<std::string, double> shift;  // per apart group
   for (size_t i = 0; i < train.size(); ++i) {
-    double shift = 0;
-    if (key[i] != train[i].workload && sum.count(train[i].workload)) shift = mean(key[i]) - mean(train[i].workload);
-    x.push_back(train[i].x), y.push_back(static_cast<float>(train[i].y - shift));
+    if (key[i] == train[i].workload || shift.count(key[i])) continue;
+    auto a = baselines.find(key[i]), n = baselines.find(train[i].workload);
+    shift[key[i]] = a != baselines.end() && n != baselines.end() ? std::log2(median(a->second) / median(n->second)) : 0.0;
+  }
+  for (size_t i = 0; i < train.size(); ++i) {
+    auto it = shift.find(key[i]);
+    x.push_back(train[i].x), y.push_back(static_cast<float>(train[i].y - (it == shift.end() ? 0.0 : it->second)));
   }
   return CostModel::train(x, y, o);
 }

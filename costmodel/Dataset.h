@@ -21,6 +21,7 @@ struct Sample {
   std::vector<float> x;
   float y = 0;           // log2(baseline_s / median_s)
   double handoff_ns = 0;  // where the cores were (TuningRecord::handoff_ns; 0: unknown): y compares only within a mode
+  double baseline_s = 0;  // the default's time measured alongside (0: unknown): how much the mode moved y
 };
 
 struct SampleSet {

@@ -50,7 +50,8 @@ constexpr int kConfirmations = 3;
  * bench/search_efficiency.py (which repeats this rule) sets a target per mode.
  */
 double near_handoff_ns(std::vector<double> handoffs);
-inline bool cores_apart(double handoff_ns, double near_ns) { return near_ns > 0 && handoff_ns > 2.5 * near_ns; }
+constexpr double kApartFactor = 2.5;
+inline bool cores_apart(double handoff_ns, double near_ns) { return near_ns > 0 && handoff_ns > kApartFactor * near_ns; }
 
 struct TuningRecord {
   int64_t id = 0;

@@ -93,11 +93,11 @@ void ModelSearch::grow(const Task &task, Pool &pool, std::vector<Point> pts) {
   else pool.score.resize(pool.points.size(), 0.0f);  // unscored: ranked in the order they came
 }
 
-void ModelSearch::add_result(const Task &task, const Point &p, double ratio, double handoff_ns) {
+void ModelSearch::add_result(const Task &task, const Point &p, double ratio, double baseline_s, double handoff_ns) {
   if (!(ratio > 0)) return;
   const std::vector<float> &x = features(task, p);
   if (x.empty()) return;
-  online_.add({task.hash, p.json, x, static_cast<float>(-std::log2(ratio)), handoff_ns});
+  online_.add({task.hash, p.json, x, static_cast<float>(-std::log2(ratio)), handoff_ns, baseline_s});
 }
 
 std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,

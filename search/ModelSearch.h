@@ -45,9 +45,10 @@ class ModelSearch {
   };
   /**
    * One new successful measurement: the schedule ran at `ratio` times its task's default time,
-   * with the thread pool's hand-off at `handoff_ns` (where the cores were; 0: unknown).
+   * which took `baseline_s` alongside, with the thread pool's hand-off at `handoff_ns` (where the
+   * cores were; 0: unknown, as are the defaults).
    */
-  void add_result(const Task &task, const Point &p, double ratio, double handoff_ns = 0);
+  void add_result(const Task &task, const Point &p, double ratio, double baseline_s = 0, double handoff_ns = 0);
   /**
    * Retrains when enough is new (16 records, or a quarter of what the model knows); before that,
    * scores the current model on the records it has not seen (its held-out accuracy). True if it

@@ -228,7 +228,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
         keep_min(st.ratios, r.schedule, ratio);
-        if (model) model->add_result(tr.task, point, ratio, m.handoff_ns);
+        if (model) model->add_result(tr.task, point, ratio, m.baseline_s, m.handoff_ns);
       }
       if (o.progress) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

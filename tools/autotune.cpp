@@ -777,7 +777,8 @@ int cmd_tune(const std::vector<std::string> &argv) {
     size_t apart = 0;
     for (double h : rep->handoff_ns) apart += cores_apart(h, near);
     std::printf("cores: thread hand-off %.0f ns when near; %zu of %zu measurements taken with the cores apart (over %.0f ns)%s\n", near,
-                apart, rep->handoff_ns.size(), 2.5 * near, apart ? ", ranked only among themselves by the cost model" : "");
+                apart, rep->handoff_ns.size(), kApartFactor * near,
+                apart ? "; the cost model discounts their defaults' slowdown apart" : "");
   }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {

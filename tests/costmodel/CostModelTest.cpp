@@ -177,28 +177,30 @@ TEST(CostModel, RatiosTakenWithTheCoresApartAreComparedOnlyWithEachOther) {
 }
 
 TEST(CostModel, AModeDoesNotPassForASchedulesSpeed) {
-  // Schedule A timed near at 0.0 and three times apart at 0.5 (the default it is timed against ran
-  // slower apart); schedule B timed near at 0.2, never apart. B is the faster: the apart labels are
-  // moved by the difference of the task's two modes' means before the regression sees them.
+  // The task's default took 1.0 ms with the cores near and 1.4 ms apart. Near, schedule A ran at
+  // log2 speedup 0.0 and B at 0.2; apart, A came out at 0.5 three times and C, never timed near, at
+  // 0.735 twice. Less the default's slowdown apart (log2 1.4 = 0.485): C 0.25 > B 0.2 > A 0.0.
   size_t n = model_feature_names().size();
-  std::vector<float> a(n, 0.0f), b(n, 0.0f);
-  b[0] = 1;
+  std::vector<float> a(n, 0.0f), b(n, 0.0f), c(n, 0.0f);
+  b[0] = 1, c[0] = 2;
   auto samples_with = [&](double apart_ns) {
-    std::vector<Sample> s{{"w", "A", a, 0.0f, 250.0}, {"w", "B", b, 0.2f, 250.0}};
-    for (int i = 0; i < 3; ++i) s.push_back({"w", "A", a, 0.5f, apart_ns});
+    std::vector<Sample> s{{"w", "A", a, 0.0f, 250.0, 1e-3}, {"w", "B", b, 0.2f, 250.0, 1e-3}};
+    for (int i = 0; i < 3; ++i) s.push_back({"w", "A", a, 0.5f, apart_ns, 1.4e-3});
+    for (int i = 0; i < 2; ++i) s.push_back({"w", "C", c, 0.735f, apart_ns, 1.4e-3});
     return s;
   };
   CostModelOptions o;
-  o.rounds = 20;
+  o.rounds = 30;
   auto modes = train_on(samples_with(1000.0), o);
   ASSERT_TRUE(static_cast<bool>(modes)) << modes.error().message;
-  auto p = (*modes)->predict({a, b});
+  auto p = (*modes)->predict({a, b, c});
   ASSERT_TRUE(static_cast<bool>(p));
   EXPECT_GT((*p)[1], (*p)[0]);
-  // Taken as one mode (the same hand-offs), A's 0.5s say A is the faster: the test can tell.
+  EXPECT_GT((*p)[2], (*p)[1]);
+  // Taken as one mode (the same hand-offs), A's 0.5s say A is faster than B: the test can tell.
   auto one = train_on(samples_with(250.0), o);
   ASSERT_TRUE(static_cast<bool>(one));
-  p = (*one)->predict({a, b});
+  p = (*one)->predict({a, b, c});
   ASSERT_TRUE(static_cast<bool>(p));
   EXPECT_LT((*p)[1], (*p)[0]);
 }
