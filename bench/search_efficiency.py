@@ -23,11 +23,12 @@ leaves out the tasks every database reached at its first trial (the default, alr
 tolerance of the best: a tie at 1 whatever the search), which otherwise decide the median.
 
 Where the databases say where the cores were (records.handoff_ns, schema 4), a ratio taken while the
-host ran the cores apart (hand-off more than 2.5x the near level) is compared only with ratios taken
-so: each task has a target per mode (the best any database measured in it, where every database
-measured the task in it), a trial counts as reaching if it is within tolerance of its own mode's
-target, and the table says how many trials each database took with the cores apart. The bench
-rounds say the same, and the end-to-end figure is also given over the rounds with the cores near for both.
+host ran the cores apart (hand-off more than 2.5x the near level) does not compare with one taken
+near: the target is the best ratio any database measured near, only a trial measured near can
+reach it, and the default (each database's first trial) counts as 1 wherever it ran. Trials taken
+apart still count as trials. The table says how many trials each database took apart, the JSON also
+how many near trials each needed. The bench rounds record the hand-off too, and the end-to-end
+figure is also given over the rounds with the cores near for both.
 
 With --warm-db, both searches start from a copy of that database (another model's tuning run,
 say): the evolutionary search's first cost model is trained on its records, as a second model's
@@ -46,32 +47,34 @@ import time
 
 
 # A record's cores were "apart" when its thread hand-off (records.handoff_ns, schema 4) was more than
-# this many times the 10th percentile of all the compared records' hand-offs. On the 2-vCPU VM this
-# was written on, the host ran the two vCPUs on one core complex (200-400 ns) or on two (900-1100 ns)
-# for stretches of seconds to minutes, and a default schedule whose stages pass data between
-# threads ran 1.4x slower in the second: every candidate timed against it then looked 1.4x better.
+# this many times the 10th percentile of all the compared records' hand-offs (db/TuningDb.h,
+# near_handoff_ns and cores_apart: the same rule). On the 2-vCPU VM this was written on, the host
+# ran the two vCPUs on one core complex (200-400 ns) or on two (900-1100 ns) for stretches of
+# seconds to minutes, and a default schedule whose stages pass data between threads ran 1.4x slower
+# in the second: every candidate timed against it then looked up to 1.4x better.
 APART = 2.5
 
 
 def trials_by_task(path):
-    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown)."""
+    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown,
+    baseline seconds, schedule JSON)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     cols = {r[1] for r in con.execute("PRAGMA table_info(records)")}
     handoff = "r.handoff_ns" if "handoff_ns" in cols else "0"
     rows = con.execute(
-        f"SELECT w.hash, w.target, r.status, r.median_s, r.baseline_s, {handoff} FROM records r JOIN workloads w ON r.workload_id = w.id "
-        "WHERE r.phase = 'trial' ORDER BY r.id").fetchall()
+        f"SELECT w.hash, w.target, r.status, r.median_s, r.baseline_s, {handoff}, r.schedule FROM records r "
+        "JOIN workloads w ON r.workload_id = w.id WHERE r.phase = 'trial' ORDER BY r.id").fetchall()
     con.close()
     tasks = {}
-    for h, target, status, median_s, baseline_s, handoff_ns in rows:
+    for h, target, status, median_s, baseline_s, handoff_ns, schedule in rows:
         ratio = median_s / baseline_s if status == "ok" and baseline_s and baseline_s > 0 and median_s > 0 else None
-        tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0))
+        tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0, baseline_s or 0, schedule))
     return tasks
 
 
 def near_handoff(dbs):
     """The hand-off of the cores near each other: the 10th percentile over every record that has one (None: no record has)."""
-    h = sorted(x for d in dbs for s in d.values() for _, x in s if x > 0)
+    h = sorted(x[1] for d in dbs for s in d.values() for x in s if x[1] > 0)
     return h[len(h) // 10] if h else None
 
 
@@ -83,26 +86,29 @@ def compare(paths, tolerance, exclude=()):
     common = sorted(set.intersection(*(set(d) for d in dbs)) - set(exclude))
     rows, counts = [], [[] for _ in dbs]
     for key in common:
-        series = [[(r, apart(h)) for r, h in d[key]] for d in dbs]
+        series = [d[key] for d in dbs]
         if all(len(s) <= 1 for s in series):
             continue  # a task nobody could improve on (one trial: its default)
-        # A ratio taken with the cores apart is compared only with others taken so: each mode has its
-        # own target, the best any database measured in it, and a mode counts only where every
-        # database measured the task in it. Without hand-offs (older databases) there is one mode.
-        targets = {}
-        for mode in (False, True):
-            bests = [min((r for r, m in s if r is not None and m == mode), default=None) for s in series]
-            if all(b is not None for b in bests):
-                targets[mode] = min(bests) * (1 + tolerance)
-        if False not in targets:
-            continue  # some database has no successful trial of it with the cores near
-        row = {"workload": key[0], "target_ratio": targets[False], "target_ratio_apart": targets.get(True), "trials": []}
-        for i, s in enumerate(series):
-            hit = next((n for n, (r, m) in enumerate(s, 1) if r is not None and m in targets and r <= targets[m]), None)
+        # A ratio taken with the cores apart is the candidate against a default that ran slower then,
+        # and by how much depends on the candidate too (a candidate whose stages pass data between
+        # threads slows down as well): it cannot be read as if taken near. So the target is the best
+        # ratio any database measured near, and only a trial measured near can reach it; the default
+        # (each database's first trial of the task) is 1 wherever it ran. Trials taken apart still
+        # count as trials: the search spent them. Without hand-offs (older databases) every trial is near.
+        defaults = {s[0][3] for s in series if s}
+        usable = [[None if r is None or (apart(h) and sched not in defaults) else (1.0 if apart(h) else r) for r, h, _, sched in s]
+                  for s in series]
+        bests = [min((r for r in s if r is not None), default=None) for s in usable]
+        if any(b is None for b in bests):
+            continue
+        target = min(bests) * (1 + tolerance)
+        row = {"workload": key[0], "target_ratio": target, "trials": []}
+        for i, s in enumerate(usable):
+            hit = next((n for n, r in enumerate(s, 1) if r is not None and r <= target), None)
             count = hit if hit is not None else len(s) + 1
-            best = min((r for r, m in s if r is not None and not m), default=None)
-            row["trials"].append({"db": paths[i], "needed": count, "reached": hit is not None, "of": len(s), "best": best,
-                                  "apart": sum(1 for _, m in s if m)})
+            row["trials"].append({"db": paths[i], "needed": count, "reached": hit is not None, "of": len(s), "best": bests[i],
+                                  "apart": sum(1 for _, h, _, _ in series[i] if apart(h)),
+                                  "near_needed": sum(1 for _, h, _, _ in series[i][:count] if not apart(h))})
             counts[i].append(count)
         rows.append(row)
     return rows, [statistics.median(c) if c else None for c in counts]

@@ -10,7 +10,6 @@
 #include "codegen/Schedule.h"
 #include "costmodel/Features.h"
 #include "ir/Parser.h"
-#include "ir/Stats.h"
 
 #include <nlohmann/json.hpp>
 
@@ -112,8 +111,7 @@ Expected<std::unique_ptr<CostModel>> train_on(const std::vector<Sample> &train, 
   std::map<std::string, double> shift;  // per apart group
   for (size_t i = 0; i < train.size(); ++i) {
     if (key[i] == train[i].workload || shift.count(key[i])) continue;
-    auto a = baselines.find(key[i]), n = baselines.find(train[i].workload);
-    shift[key[i]] = a != baselines.end() && n != baselines.end() ? std::log2(median(a->second) / median(n->second)) : 0.0;
+    shift[key[i]] = std::log2(apart_slowdown(baselines[train[i].workload], baselines[key[i]]));
   }
   for (size_t i = 0; i < train.size(); ++i) {
     auto it = shift.find(key[i]);

@@ -159,6 +159,11 @@ double near_handoff_ns(std::vector<double> handoffs) {
   return *at;
 }
 
+double apart_slowdown(const std::vector<double> &near_baselines, const std::vector<double> &apart_baselines) {
+  if (near_baselines.empty() || apart_baselines.empty()) return 1;
+  return median(apart_baselines) / median(near_baselines);
+}
+
 TuningDb::~TuningDb() {
   if (db_) sqlite3_close_v2(db_);
 }
@@ -192,7 +197,9 @@ Expected<std::unique_ptr<TuningDb>> TuningDb::open(const std::string &path, DbAc
     if (version != kDbSchemaVersion)
       return make_error(path + ": schema version " + std::to_string(version) + " cannot be read by this autotune (it reads version " +
                         std::to_string(kDbSchemaVersion) + ")" +
-                        (version < kDbSchemaVersion ? "; a writing command (autotune tune, db import) migrates it" : "; upgrade autotune"));
+                        (version < kDbSchemaVersion ? "; a writing command (autotune tune, db import) migrates it, e.g. 'autotune db import --db " +
+                                                         path + " --input /dev/null', which adds nothing"
+                                                   : "; upgrade autotune"));
     return d;
   }
   AT_TRY(d->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
@@ -304,21 +311,25 @@ Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, co
 Expected<std::optional<TuningDb::Scored>> TuningDb::best_scored(const std::string &hash, const std::string &target) {
   AT_ASSIGN(recs, records(hash, target));
   struct Score {
-    std::vector<double> ratios;
+    std::vector<double> ratios, near, apart;
     const TuningRecord *latest = nullptr;
   };
+  std::vector<double> handoffs;
+  for (const TuningRecord &r : recs) handoffs.push_back(r.handoff_ns);
+  double near_ns = near_handoff_ns(std::move(handoffs));
   std::map<std::string, Score> by_schedule;
   for (const TuningRecord &r : recs) {
     if (r.status != "ok" || !(r.median_s > 0)) continue;  // a time of 0 would rank as infinitely fast
     Score &s = by_schedule[r.schedule];
     s.ratios.push_back(r.relative());
+    (cores_apart(r.handoff_ns, near_ns) ? s.apart : s.near).push_back(r.relative());
     s.latest = &r;
   }
   const Score *best = nullptr;
   int best_tier = -1;
   double best_score = 0;
   for (auto &[schedule, s] : by_schedule) {
-    double score = median(s.ratios);
+    double score = s.near.empty() || s.apart.empty() ? median(s.ratios) : std::max(median(s.near), median(s.apart));
     int tier = static_cast<int>(std::min<size_t>(s.ratios.size(), kConfirmations));
     if (!best || tier > best_tier || (tier == best_tier && score < best_score)) best = &s, best_tier = tier, best_score = score;
   }

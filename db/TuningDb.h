@@ -52,6 +52,12 @@ constexpr int kConfirmations = 3;
 double near_handoff_ns(std::vector<double> handoffs);
 constexpr double kApartFactor = 2.5;
 inline bool cores_apart(double handoff_ns, double near_ns) { return near_ns > 0 && handoff_ns > kApartFactor * near_ns; }
+/**
+ * How much slower a task's default ran with the cores apart than near: the median of its baselines
+ * apart over the median near (1 when either has none). A ratio measured apart is the candidate
+ * against that slower default; times this, it is the candidate against the default near.
+ */
+double apart_slowdown(const std::vector<double> &near_baselines, const std::vector<double> &apart_baselines);
 
 struct TuningRecord {
   int64_t id = 0;
@@ -103,7 +109,11 @@ class TuningDb {
    * score is the median of its records' ratios (median_s / baseline_s); schedules measured at
    * least kConfirmations times come first, then those measured less. On a noisy machine the
    * minimum of hundreds of single measurements is luck, not speed (the winner's curse), so a
-   * single lucky sample never beats a confirmed schedule.
+   * single lucky sample never beats a confirmed schedule. Where the cores were near for some of a
+   * schedule's records and apart for others (cores_apart, over the workload's records), its score
+   * is the worse of the two modes' medians: a Winograd kernel of ResNet-18 confirmed at 0.93 twice
+   * apart and 1.49 once near was chosen by the median of the three and ran 1.5x slower than the
+   * default in the model, near.
    */
   Expected<std::optional<TuningRecord>> best(const std::string &hash, const std::string &target);
 

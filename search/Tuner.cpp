@@ -90,6 +90,16 @@ bool settled(const std::vector<const TuningRecord *> &records) {
 
 }  // namespace
 
+std::map<std::string, double> near_ratios(const std::vector<Timed> &timed, double near_ns) {
+  std::vector<double> near, apart;
+  for (const Timed &t : timed) (cores_apart(t.handoff_ns, near_ns) ? apart : near).push_back(t.baseline_s);
+  double slowdown = apart_slowdown(near, apart);
+  std::map<std::string, double> ratios;
+  for (const Timed &t : timed)
+    keep_min(ratios, t.schedule, t.median_s / t.baseline_s * (cores_apart(t.handoff_ns, near_ns) ? slowdown : 1.0));
+  return ratios;
+}
+
 Status TuneOptions::validate() const {
   if (trials < 1) return make_error("trials must be at least 1, got " + std::to_string(trials));
   if (batch < 1 || batch > 1024) return make_error("batch must be between 1 and 1024, got " + std::to_string(batch));
@@ -114,7 +124,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     ScheduleSpace space;
     std::set<std::string> measured;  // schedule JSON already in the database
     std::optional<TaskData> data;
-    std::map<std::string, double> ratios;  // schedule JSON -> its best ratio to the default (ok trials)
+    std::vector<Timed> timed;  // its ok trials: near_ratios ranks the schedules
     KernelSchedule default_point;  // the task's default schedule, and its JSON: made once, asked for every batch
     std::string default_json;
   };
@@ -131,6 +141,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     model->add_samples(std::move(known.samples));
   }
   std::vector<State> states;
+  std::vector<double> handoffs;  // of every ok trial, the database's and this run's: the near level (near_handoff_ns)
   std::vector<TaskProgress> progress;  // what the task scheduler reads, one per task: its best ratio after each trial
   TaskSchedulerOptions so;
   so.warmup_trials = 1 + o.batch;  // its default and one batch
@@ -150,7 +161,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       ++tr.trials;
       if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
       if (r.status == "ok" && r.baseline_s > 0) {
-        keep_min(st.ratios, r.schedule, r.relative());
+        st.timed.push_back({r.schedule, r.median_s, r.baseline_s, r.handoff_ns});
+        handoffs.push_back(r.handoff_ns);
       }
       pr.best_ratio.push_back(tr.best_ratio);
     }
@@ -227,7 +239,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (!confirming) progress[pick].best_ratio.push_back(tr.best_ratio);
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
-        keep_min(st.ratios, r.schedule, ratio);
+        st.timed.push_back({r.schedule, m.median_s, m.baseline_s, m.handoff_ns});
+        handoffs.push_back(m.handoff_ns);
         if (model) model->add_result(tr.task, point, ratio, m.baseline_s, m.handoff_ns);
       }
       if (o.progress) {
@@ -274,8 +287,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
           AT_TRY(db->save_cost_model(rep.target, kFeatureVersion, model->trained_rows(), bytes));
         }
         // The population's seeds: the task's best measured schedules.
+        double near = near_handoff_ns(handoffs);
         std::vector<KernelSchedule> elite;
-        for (const std::string &j : by_ratio(states[pick].ratios)) {
+        for (const std::string &j : by_ratio(near_ratios(states[pick].timed, near))) {
           if (elite.size() >= 8) break;
           if (auto s = schedule_from_json(j)) elite.push_back(*s);
         }
@@ -286,7 +300,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         auto anchor = [](const Task &t) { return t.ops.substr(0, t.ops.find('+')); };
         for (size_t t = 0; t < rep.tasks.size(); ++t) {
           if (static_cast<int>(t) == pick || anchor(rep.tasks[t].task) != anchor(rep.tasks[pick].task)) continue;
-          std::vector<std::string> theirs = by_ratio(states[t].ratios, 0.98);
+          std::vector<std::string> theirs = by_ratio(near_ratios(states[t].timed, near), 0.98);
           for (size_t k = 0; k < theirs.size() && k < 2; ++k)
             if (auto s = schedule_from_json(theirs[k]); s && !states[pick].measured.count(theirs[k])) elite.push_back(*s);
         }
@@ -313,11 +327,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   for (size_t i = 0; i < rep.tasks.size() && o.confirm_top > 0 && !stopped(); ++i) {
     TaskReport &tr = rep.tasks[i];
     AT_ASSIGN(recs, db->records(tr.task.hash, rep.target));
-    std::map<std::string, double> best_ratio;  // schedule -> its best single ratio
+    std::vector<Timed> timed;  // every ok record: each schedule's best single ratio, as if near
     for (const TuningRecord &r : recs)
-      if (r.status == "ok") {
-        keep_min(best_ratio, r.schedule, r.relative());
-      }
+      if (r.status == "ok" && r.baseline_s > 0) timed.push_back({r.schedule, r.median_s, r.baseline_s, r.handoff_ns});
+    std::map<std::string, double> best_ratio = near_ratios(timed, near_handoff_ns(handoffs));
     const std::string &def = states[i].default_json;
     std::vector<KernelSchedule> leading;
     bool has_default = false;

@@ -16,6 +16,7 @@
 // and the database's best() ranks confirmed schedules by their median first.
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -80,5 +81,19 @@ struct TuneReport {
 };
 
 Expected<TuneReport> tune(const Graph &fused, const TuneOptions &options);
+
+/** One successful measurement of a task's schedule against its default, and where the cores were. */
+struct Timed {
+  std::string schedule;
+  double median_s, baseline_s, handoff_ns;
+};
+
+/**
+ * Each schedule's best ratio to its task's default, as if every one was taken with the cores near
+ * (`near_ns`: db/TuningDb.h, near_handoff_ns): a ratio taken apart is scaled by the default's
+ * slowdown apart (apart_slowdown), so that a stretch apart does not pass its candidates off as the
+ * task's best. The tuner seeds the search and picks the schedules to confirm by it.
+ */
+std::map<std::string, double> near_ratios(const std::vector<Timed> &timed, double near_ns);
 
 }  // namespace autotune

@@ -15,20 +15,23 @@ NEAR, APART = 250.0, 1000.0  # hand-offs as the 2-vCPU host measured them, cores
 
 
 def make_db(path, trials, handoff_column=True):
-    """trials: per workload hash, a list of (ratio or None for a failure, hand-off ns) in the order measured."""
+    """trials: per workload hash, a list of (ratio or None for a failure, hand-off ns) in the order measured; the
+    first is the task's default, each other a schedule of its own."""
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE workloads(id INTEGER PRIMARY KEY, hash TEXT, target TEXT)")
-    con.execute("CREATE TABLE records(id INTEGER PRIMARY KEY, workload_id INTEGER, status TEXT, median_s REAL, baseline_s REAL, phase TEXT"
+    con.execute("CREATE TABLE records(id INTEGER PRIMARY KEY, workload_id INTEGER, schedule TEXT, status TEXT, median_s REAL, baseline_s REAL, "
+                "phase TEXT"
                 + (", handoff_ns REAL NOT NULL DEFAULT 0)" if handoff_column else ")"))
     for wid, (h, series) in enumerate(sorted(trials.items()), 1):
         con.execute("INSERT INTO workloads VALUES(?, ?, 'cpu')", (wid, h))
-        for ratio, handoff in series:
+        for n, (ratio, handoff) in enumerate(series):
             status = "ok" if ratio is not None else "crash"
-            row = (wid, status, (ratio or 0) * 1e-3, 1e-3, "trial")
+            row = (wid, f"s{n}", status, (ratio or 0) * 1e-3, 1e-3, "trial")
             if handoff_column:
-                con.execute("INSERT INTO records(workload_id, status, median_s, baseline_s, phase, handoff_ns) VALUES(?, ?, ?, ?, ?, ?)", row + (handoff,))
+                con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase, handoff_ns) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                            row + (handoff,))
             else:
-                con.execute("INSERT INTO records(workload_id, status, median_s, baseline_s, phase) VALUES(?, ?, ?, ?, ?)", row)
+                con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase) VALUES(?, ?, ?, ?, ?, ?)", row)
     con.commit()
     con.close()
 
@@ -52,26 +55,31 @@ class Compare(unittest.TestCase):
         self.assertEqual(self.needed(rows, "w"), [(5, False), (3, True)])  # 0.90 is not within 5% of 0.80
         self.assertEqual(medians, [5, 3])
 
-    def test_a_ratio_taken_with_the_cores_apart_is_compared_only_with_others_taken_so(self):
+    def test_a_ratio_taken_with_the_cores_apart_neither_sets_nor_reaches_the_target(self):
         # b's 0.67 against a default slowed by the cores apart: the same candidate measured 0.92 near.
         near = [(1.0, NEAR)] * 10  # enough near records for the near level
         make_db(self.a, {"w": [(1.0, NEAR), (0.99, NEAR), (0.92, NEAR)], "pad": near})
         make_db(self.b, {"w": [(1.0, NEAR), (0.67, APART), (0.98, NEAR), (0.91, NEAR)], "pad": near})
         rows, _ = se.compare([self.a, self.b], 0.05)
-        # a never measured this task with the cores apart, so that mode sets no target: both count near.
         self.assertEqual(self.needed(rows, "w"), [(3, True), (4, True)])
         row = next(r for r in rows if r["workload"] == "w")
-        self.assertIsNone(row["target_ratio_apart"])
-        self.assertEqual([t["apart"] for t in row["trials"]], [0, 1])
         self.assertAlmostEqual(row["target_ratio"], 0.91 * 1.05)
+        self.assertEqual([t["apart"] for t in row["trials"]], [0, 1])
+        self.assertEqual([t["near_needed"] for t in row["trials"]], [3, 3])
 
-    def test_each_mode_has_its_own_target_where_both_measured_in_it(self):
+    def test_the_default_is_one_wherever_it_ran_and_trials_apart_still_count(self):
         near = [(1.0, NEAR)] * 10
-        make_db(self.a, {"w": [(1.0, NEAR), (0.70, APART), (0.95, NEAR)], "pad": near})
-        make_db(self.b, {"w": [(1.0, NEAR), (0.90, APART), (0.93, NEAR), (0.68, APART)], "pad": near})
+        make_db(self.a, {"w": [(1.03, APART), (0.60, APART), (0.97, NEAR)], "pad": near})
+        make_db(self.b, {"w": [(1.0, NEAR), (0.95, NEAR)], "pad": near})
         rows, _ = se.compare([self.a, self.b], 0.05)
-        # Near target 0.93 * 1.05: b's 0.93 reaches at 3. Apart target 0.68 * 1.05: a's 0.70 reaches at 2 (b's 0.90 did not).
-        self.assertEqual(self.needed(rows, "w"), [(2, True), (3, True)])
+        # Target 0.95 * 1.05: a's default (1 as if near) does not reach it, its 0.60 apart cannot; its 0.97 does, at trial 3.
+        self.assertEqual(self.needed(rows, "w"), [(3, True), (2, True)])
+        row = next(r for r in rows if r["workload"] == "w")
+        self.assertEqual([t["near_needed"] for t in row["trials"]], [1, 2])
+        self.assertEqual([t["best"] for t in row["trials"]], [0.97, 0.95])
+        # A looser tolerance takes the default itself, measured apart, as within reach.
+        rows, _ = se.compare([self.a, self.b], 0.06)
+        self.assertEqual(self.needed(rows, "w"), [(1, True), (1, True)])
 
 
 if __name__ == "__main__":

@@ -42,6 +42,35 @@ class Db : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST_F(Db, AScheduleConfirmedInTwoModesScoresItsWorseMode) {
+  // As a ResNet-18 Winograd kernel was: 0.93 twice with the cores apart, 1.49 once near. The default
+  // (1.0 near, three times) is the better bet; taken as one mode, the median 0.93 wins.
+  for (double apart_ns : {1000.0, 250.0}) {
+    std::string file = path("m" + std::to_string(static_cast<int>(apart_ns)) + ".db");
+    auto db = TuningDb::open(file);
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload("w", "cpu", "ir", 1)));
+    auto add = [&](const std::string &schedule, double ratio, double handoff_ns) {
+      TuningRecord r = rec("w", ratio * 1e-3);
+      r.schedule = schedule, r.baseline_s = 1e-3, r.handoff_ns = handoff_ns;
+      ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+    };
+    for (int i = 0; i < 8; ++i) add("{\"default\":1}", 1.0, 250);
+    add("{\"winograd\":4}", 0.93, apart_ns);
+    add("{\"winograd\":4}", 1.49, 250);
+    add("{\"winograd\":4}", 0.93, apart_ns);
+    auto best = (*db)->best_scored("w", "cpu");
+    ASSERT_TRUE(best && *best);
+    if (apart_ns > 250) {
+      EXPECT_EQ((*best)->record.schedule, "{\"default\":1}");
+      EXPECT_DOUBLE_EQ((*best)->median_ratio, 1.0);
+    } else {
+      EXPECT_EQ((*best)->record.schedule, "{\"winograd\":4}");
+      EXPECT_NEAR((*best)->median_ratio, 0.93, 1e-12);
+    }
+  }
+}
+
 int64_t count_records(const std::string &path) {
   sqlite3 *db = nullptr;
   sqlite3_open(path.c_str(), &db);

@@ -396,5 +396,24 @@ TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
   EXPECT_LT(2 * (settling[3] + settling[4] + settling[5]), wide[3] + wide[4] + wide[5]) << both;
 }
 
+TEST(NearRatios, ARatioTakenWithTheCoresApartCountsAsIfNear) {
+  // The default ran 1.0 ms near and 1.4 ms apart. A, timed apart at 0.98 ms, came out 0.70; B,
+  // timed near at 0.92 ms, 0.92. As if near, A is 0.98 and B the faster: the search's seeds and the
+  // schedules confirmed come from this order.
+  std::vector<Timed> timed{{"default", 1.0e-3, 1.0e-3, 250}, {"B", 0.92e-3, 1.0e-3, 260}, {"default", 1.4e-3, 1.4e-3, 1000},
+                           {"A", 0.98e-3, 1.4e-3, 1000}};
+  double near = near_handoff_ns({250, 260, 1000, 1000});
+  EXPECT_EQ(near, 250);
+  auto r = near_ratios(timed, near);
+  EXPECT_NEAR(r.at("A"), 0.98, 1e-12);
+  EXPECT_NEAR(r.at("B"), 0.92, 1e-12);
+  EXPECT_NEAR(r.at("default"), 1.0, 1e-12);
+  // Hand-offs unknown (older records, one thread): the ratios as measured.
+  for (Timed &t : timed) t.handoff_ns = 0;
+  r = near_ratios(timed, near_handoff_ns({0, 0, 0, 0}));
+  EXPECT_NEAR(r.at("A"), 0.7, 1e-12);
+  EXPECT_NEAR(r.at("B"), 0.92, 1e-12);
+}
+
 }  // namespace
 }  // namespace autotune
