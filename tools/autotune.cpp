@@ -778,7 +778,9 @@ int cmd_tune(const std::vector<std::string> &argv) {
     for (double h : rep->handoff_ns) apart += cores_apart(h, near);
     std::printf("cores: thread hand-off %.0f ns when near; %zu of %zu measurements taken with the cores apart (over %.0f ns)%s\n", near,
                 apart, rep->handoff_ns.size(), kApartFactor * near,
-                apart ? "; the cost model discounts their defaults' slowdown apart" : "");
+                !apart                          ? ""
+                : rep->search == "evolutionary" ? "; the plan's choice and the cost model keep the two modes apart"
+                                                : "; the plan's choice keeps the two modes apart");
   }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
