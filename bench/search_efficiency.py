@@ -56,8 +56,7 @@ APART = 2.5
 
 
 def trials_by_task(path):
-    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown,
-    baseline seconds, schedule JSON)."""
+    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown, schedule JSON)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     cols = {r[1] for r in con.execute("PRAGMA table_info(records)")}
     handoff = "r.handoff_ns" if "handoff_ns" in cols else "0"
@@ -68,7 +67,7 @@ def trials_by_task(path):
     tasks = {}
     for h, target, status, median_s, baseline_s, handoff_ns, schedule in rows:
         ratio = median_s / baseline_s if status == "ok" and baseline_s and baseline_s > 0 and median_s > 0 else None
-        tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0, baseline_s or 0, schedule))
+        tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0, schedule))
     return tasks
 
 
@@ -95,8 +94,8 @@ def compare(paths, tolerance, exclude=()):
         # ratio any database measured near, and only a trial measured near can reach it; the default
         # (each database's first trial of the task) is 1 wherever it ran. Trials taken apart still
         # count as trials: the search spent them. Without hand-offs (older databases) every trial is near.
-        defaults = {s[0][3] for s in series if s}
-        usable = [[None if r is None or (apart(h) and sched not in defaults) else (1.0 if apart(h) else r) for r, h, _, sched in s]
+        defaults = {s[0][2] for s in series if s}
+        usable = [[None if r is None or (apart(h) and sched not in defaults) else (1.0 if apart(h) else r) for r, h, sched in s]
                   for s in series]
         bests = [min((r for r in s if r is not None), default=None) for s in usable]
         if any(b is None for b in bests):
@@ -107,8 +106,8 @@ def compare(paths, tolerance, exclude=()):
             hit = next((n for n, r in enumerate(s, 1) if r is not None and r <= target), None)
             count = hit if hit is not None else len(s) + 1
             row["trials"].append({"db": paths[i], "needed": count, "reached": hit is not None, "of": len(s), "best": bests[i],
-                                  "apart": sum(1 for _, h, _, _ in series[i] if apart(h)),
-                                  "near_needed": sum(1 for _, h, _, _ in series[i][:count] if not apart(h))})
+                                  "apart": sum(1 for _, h, _ in series[i] if apart(h)),
+                                  "near_needed": sum(1 for _, h, _ in series[i][:count] if not apart(h))})
             counts[i].append(count)
         rows.append(row)
     return rows, [statistics.median(c) if c else None for c in counts]

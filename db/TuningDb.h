@@ -46,8 +46,9 @@ constexpr int kConfirmations = 3;
  * The near level of a set of measurements is their hand-offs' 10th percentile (0 if none is
  * known); one taken with more than 2.5x that had the cores apart (never when either is unknown).
  * On the 2-vCPU VM this was written on the two modes were 200-400 and 900-1100 ns. Ratios taken
- * in different modes are not compared: the cost model ranks within a mode, and
- * bench/search_efficiency.py (which repeats this rule) sets a target per mode.
+ * in different modes are not compared as alike: the cost model ranks within a mode, the tuner
+ * (near_ratios) and best() correct or separate them, and bench/search_efficiency.py (which
+ * repeats this rule) lets only ratios taken near reach its target.
  */
 double near_handoff_ns(std::vector<double> handoffs);
 constexpr double kApartFactor = 2.5;
