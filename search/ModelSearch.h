@@ -4,7 +4,9 @@
 // search in the style of MetaSchedule's: random points of the task's space plus its best measured
 // schedules, then generations of mutation and crossover, the parents chosen by predicted speed;
 // the batch is the best unmeasured predictions plus an epsilon share of random unmeasured points
-// (exploration, and data where the model is unsure). Every point a task's searches have lowered
+// (exploration, and data where the model is unsure); until every family of the task's space (the
+// algorithm and the structure a schedule picks before its sizes: ScheduleSpace::family) has been
+// measured, each family not yet measured gets its best-predicted point first. Every point a task's searches have lowered
 // stays in its pool: a batch ranks the whole pool, so the evolution goes on across batches and
 // each batch lowers only its own new points (lowering is the search's cost).
 // The model starts from whatever the database already holds for the target (other models'
@@ -30,6 +32,7 @@ struct ModelSearchOptions {
   double epsilon = 0.125;     // share of each batch picked at random among unmeasured points
   int threads = 1;            // XGBoost's threads while training, and the threads lowering points for their features
   int64_t min_samples = 16;   // records before the first model is trained (random search until then)
+  bool every_family = true;   // each family of a task's space (ScheduleSpace::family) not measured yet gets its best-predicted point in the next batch
 };
 
 class ModelSearch {
@@ -112,6 +115,9 @@ class ModelSearch {
   mutable ReplayCache replays_;           // the step lists' prefixes the points share (lowered() runs on several threads)
   std::map<std::string, Pool> pools_;     // by task hash
   std::map<std::string, std::vector<float>> defaults_;  // by task hash: its default schedule's kernel features
+  std::map<std::string, int> family_;     // by schedule JSON: ScheduleSpace::family (-1: unreadable)
+  std::set<std::string> every_family_seen_;  // tasks with every family of their space measured (or given three batches)
+  std::map<std::string, int> family_passes_;  // by task hash: batches that took the families not measured yet
 };
 
 }  // namespace autotune

@@ -1,6 +1,7 @@
 #include "search/ScheduleSpace.h"
 
 #include <algorithm>
+#include <set>
 
 #include "codegen/Lower.h"
 #include "codegen/Sketch.h"
@@ -132,6 +133,44 @@ bool ScheduleSpace::within_budget(const KernelSchedule &s) const {
   if (s.oc_block == 0) return true;
   int vecs = s.oc_block / s.vector_width;
   return vecs * s.px_block + vecs + 1 <= register_budget + 1;
+}
+
+namespace {
+int step_list_family(const std::vector<Step> &steps, int winograd) {
+  int pad = 0;  // the padded input stored at root (or no padding stage)
+  for (const Step &st : steps)
+    if (st.producer == "pad") pad = st.op == "compute_inline" ? 1 : 2;  // inline, or at a tile
+  return 100 + 10 * winograd + pad;
+}
+}  // namespace
+
+int ScheduleSpace::family(const KernelSchedule &s) {
+  if (!s.steps.empty()) return step_list_family(s.steps, s.winograd);
+  if (s.pixel_vectors) return 200;
+  if (s.winograd) return 300 + s.winograd;
+  return (s.oc_block ? 400 : 500) + (s.pad_at_root ? 0 : 1);
+}
+
+std::vector<int> ScheduleSpace::families() const {
+  std::set<int> out;
+  for (const SketchPoint &p : sketches) out.insert(step_list_family(p.steps, p.winograd));
+  if (oc_block.empty() || vector_width.empty()) return {out.begin(), out.end()};
+  // The template's: each algorithm, pixel vectors and padding choice, with the narrowest and widest block.
+  for (int w : winograd)
+    for (bool pv : pixel_vectors)
+      for (bool pad : pad_at_root)
+        for (int ob : {oc_block.front(), oc_block.back()}) {
+          KernelSchedule s;
+          s.winograd = w, s.pixel_vectors = pv, s.pad_at_root = pad, s.oc_block = ob, s.vector_width = vector_width.back();
+          if (legalize(s)) out.insert(family(s));
+        }
+  return {out.begin(), out.end()};
+}
+
+std::optional<KernelSchedule> ScheduleSpace::sample_family(int f, Rng &rng, int tries) const {
+  for (int i = 0; i < tries; ++i)
+    if (KernelSchedule s = sample(rng); family(s) == f) return s;
+  return std::nullopt;
 }
 
 bool ScheduleSpace::legalize(KernelSchedule &s) {

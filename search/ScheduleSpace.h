@@ -6,6 +6,7 @@
 // prior, not a legality rule. Where the group has naive nests, the step lists of the sketch
 // rules are points of the space too: a quarter to three quarters of the samples.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "codegen/Lower.h"
@@ -57,6 +58,19 @@ struct ScheduleSpace {
    */
   KernelSchedule crossover(const KernelSchedule &a, const KernelSchedule &b, Rng &rng) const;
   bool within_budget(const KernelSchedule &s) const;
+
+  /**
+   * A schedule's family: the structure its knobs or steps choose before any size is picked, as
+   * Ansor's sketches are (the algorithm: direct, Winograd F(2x2) or F(4x4); a template, its
+   * pixel-vector variant or a step list; where a direct kernel's padded input lives: stored at
+   * root, read in place, or computed inline or at a tile). Sizes (blocks, splits, vector width,
+   * parallel axes, unrolling) do not change it.
+   */
+  static int family(const KernelSchedule &s);
+  /** The families of this space's points (sorted). */
+  std::vector<int> families() const;
+  /** A point of family `f`, by sampling up to `tries` points; nullopt if none came. */
+  std::optional<KernelSchedule> sample_family(int f, Rng &rng, int tries = 256) const;
   /** Clears the knobs the schedule's template does not have; false if what is left is illegal. */
   static bool legalize(KernelSchedule &s);
 };

@@ -133,6 +133,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   // search; with the evolutionary search the model also proposes the candidates.
   ModelSearchOptions mo;
   mo.threads = target.threads;
+  mo.every_family = o.search == "evolutionary";
   ModelSearch features(target, mo, o.seed);
   ModelSearch *model = o.search == "evolutionary" ? &features : nullptr;
   if (model) {

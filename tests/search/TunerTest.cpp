@@ -396,6 +396,57 @@ TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
   EXPECT_LT(2 * (settling[3] + settling[4] + settling[5]), wide[3] + wide[4] + wide[5]) << both;
 }
 
+TEST(ModelSearch, EveryFamilyIsMeasuredBeforeTheModelRanksAlone) {
+  // A model trained on labels that favour the default's family (0.9 for it, 1.5 for every other).
+  // With every_family, the next batch holds
+  // the best-predicted point of each family of the space not measured yet (ResNet-18's 3x3 conv at
+  // 14x14: direct and Winograd F(2x2), F(4x4), as template knobs and as step lists, the padded
+  // input stored or read in place); without, the model's ranking alone picks.
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  std::vector<Task> tasks = extract_tasks(*f);
+  const Task *task = nullptr;
+  for (const Task &t : tasks)
+    if (t.ops == "nn.conv2d_nchwc+nn.relu" && t.shape.find("14") != std::string::npos && ScheduleSpace::of(t.body).winograd.size() == 3) task = &t;
+  ASSERT_NE(task, nullptr);
+  ScheduleSpace space = ScheduleSpace::of(task->body);
+  std::vector<int> families = space.families();
+  ASSERT_GE(families.size(), 5u) << ::testing::PrintToString(families);
+  KernelSchedule def = default_schedule(task->body, host_target());
+  int home = ScheduleSpace::family(def);
+  auto batch_families = [&](bool every_family) {
+    ModelSearchOptions o;
+    o.threads = 2, o.every_family = every_family;
+    ModelSearch ms(host_target(), o, 5);
+    Rng rng(11);
+    // The model's data: other points of the space, as if measured on other tasks.
+    for (int i = 0; i < 48; ++i) {
+      ModelSearch::Point p{space.sample(rng), ""};
+      p.json = schedule_to_json(p.schedule);
+      if (ms.features(*task, p).empty()) continue;
+      ms.add_result(*task, p, ScheduleSpace::family(p.schedule) == home ? 0.9 : 1.5);
+    }
+    auto trained = ms.maybe_retrain();
+    EXPECT_TRUE(trained && *trained);
+    std::set<std::string> measured = {schedule_to_json(def)};  // this task: its default only
+    std::vector<KernelSchedule> out = ms.propose(*task, space, measured, {}, 16, rng);
+    EXPECT_EQ(out.size(), 16u);
+    std::multiset<int> got;
+    for (size_t i = 0; i + 2 < out.size(); ++i) got.insert(ScheduleSpace::family(out[i]));  // the last two are the random picks
+    return got;
+  };
+  std::multiset<int> every = batch_families(true), ranked = batch_families(false);
+  std::string both = ::testing::PrintToString(every) + " / " + ::testing::PrintToString(ranked) + " of " + ::testing::PrintToString(families);
+  for (int fam : families)
+    if (fam != home) {
+      EXPECT_TRUE(every.count(fam)) << "family " << fam << " missing: " << both;
+    }
+  // The ranking alone leaves families out (6 of the 13 on AVX-512 when this was written).
+  EXPECT_LT(std::set<int>(ranked.begin(), ranked.end()).size(), std::set<int>(every.begin(), every.end()).size()) << both;
+}
+
 TEST(NearRatios, ARatioTakenWithTheCoresApartCountsAsIfNear) {
   // The default ran 1.0 ms near and 1.4 ms apart. A, timed apart at 0.98 ms, came out 0.70; B,
   // timed near at 0.92 ms, 0.92. As if near, A is 0.98 and B the faster: the search's seeds and the
