@@ -101,7 +101,8 @@ void ModelSearch::add_result(const Task &task, const Point &p, double ratio, dou
 }
 
 std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
-                                                 const std::vector<KernelSchedule> &elite, int want, Rng &rng) {
+                                                 const std::vector<KernelSchedule> &elite, int want, Rng &rng,
+                                                 const std::vector<KernelSchedule> &first) {
   // A schedule's JSON is its identity (measured, chosen, scored, the feature cache); a step list's
   // takes 50 us to write, so each point's is written once.
   auto point = [](KernelSchedule s) {
@@ -174,6 +175,8 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     // here only by this task's shape (Winograd F(4x4) at 14x14 where the default is F(2x2)) waited
     // 17-31 trials for its first measurement where random search took 2-4 (ResNet-18, seeds 0, 1).
     std::vector<float> score;  // of each point taken
+    for (const KernelSchedule &s : first)
+      if (static_cast<int>(out.size()) < want - randoms && take(point(s))) score.push_back(INFINITY);
     if (o_.every_family && !every_family_seen_.count(task.hash)) {
       std::set<int> seen;
       for (const std::string &j : measured) {

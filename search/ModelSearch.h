@@ -63,10 +63,12 @@ class ModelSearch {
    * Up to `want` unmeasured, legal schedules of `task` for the next batch, no two of one kernel and
    * none of a measured schedule's kernel (LoweredKernel::identity); `elite` seeds the
    * population (the task's best measured schedules, and the Tuner adds other tasks' best), besides
-   * `population` random points. Random picks while there is no model.
+   * `population` random points; each of `first` that is legal here and unmeasured is taken before
+   * anything the model ranks (the best of tasks with the same anchor). Random picks while there is no model.
    */
   std::vector<KernelSchedule> propose(const Task &task, const ScheduleSpace &space, const std::set<std::string> &measured,
-                                      const std::vector<KernelSchedule> &elite, int want, Rng &rng);
+                                      const std::vector<KernelSchedule> &elite, int want, Rng &rng,
+                                      const std::vector<KernelSchedule> &first = {});
 
   /** The features of every point of `points` not cached yet, lowered on `threads` threads, then cached. */
   void compute_features(const Task &task, const std::vector<Point> &points);

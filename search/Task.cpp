@@ -2,10 +2,22 @@
 
 #include <unordered_map>
 
+#include "codegen/Schedule.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
 
 namespace autotune {
+std::string anchor_key(const Graph &body) {
+  const Node *anchor = nullptr;
+  for (const Node &n : body.nodes)
+    if (is_conv_op(n.op) || n.op == "nn.dense") anchor = &n;
+  if (!anchor) return "";
+  std::string key = anchor->op + "(";
+  for (const ValueId &v : anchor->inputs) key += type_str(body.type_of(v)) + ",";
+  for (const auto &[name, value] : anchor->attrs.items()) key += name + "=" + attr_value_str(value) + ",";
+  return key + ")->" + type_str(anchor->type);
+}
+
 std::vector<Task> extract_tasks(const Graph &fused) {
   std::vector<Task> tasks;
   std::unordered_map<std::string, size_t> index;

@@ -23,6 +23,14 @@ struct Task {
   std::vector<bool> constant;
 };
 
+/**
+ * What a group's schedule shapes: its anchor (the conv or dense the templates and tile sketches
+ * are made for) with its attributes and its operands' and result's types; "" for a group without
+ * one. Groups that differ only in their epilogue (a conv with and without the residual add) have
+ * the same key, and one's schedules are the other's points too.
+ */
+std::string anchor_key(const Graph &body);
+
 /** The tasks of a fused graph, in order of first use. */
 std::vector<Task> extract_tasks(const Graph &fused);
 

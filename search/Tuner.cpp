@@ -127,6 +127,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::vector<Timed> timed;  // its ok trials: near_ratios ranks the schedules
     KernelSchedule default_point;  // the task's default schedule, and its JSON: made once, asked for every batch
     std::string default_json;
+    std::string anchor_key;  // tasks with the same anchor (anchor_key) measure each other's best
   };
   rep.search = o.search;
   // The cost model's features of every measured kernel are saved with its record, whatever the
@@ -151,7 +152,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
     KernelSchedule def = default_schedule(t.body, target);
-    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}, def, schedule_to_json(def)};
+    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}, def, schedule_to_json(def), anchor_key(t.body)};
     TaskProgress pr;
     pr.uses = static_cast<double>(t.groups.size()), pr.flops = t.flops, pr.kind = t.ops;
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
@@ -298,14 +299,20 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         // made one conv fast (the algorithm, the register block) often makes the next one fast,
         // and a task's first batches otherwise start from random points alone. The model scores
         // them with the rest; those illegal here are dropped when they do not lower.
+        // A task whose anchor is this one's (the same conv, another epilogue: ResNet's 3x3 convs
+        // with and without the residual add) has its best measured here, not only scored: it is
+        // this task's likely best too, and the model, trained across tasks, may not rank it first.
         auto anchor = [](const Task &t) { return t.ops.substr(0, t.ops.find('+')); };
+        std::vector<KernelSchedule> siblings;
         for (size_t t = 0; t < rep.tasks.size(); ++t) {
           if (static_cast<int>(t) == pick || anchor(rep.tasks[t].task) != anchor(rep.tasks[pick].task)) continue;
           std::vector<std::string> theirs = by_ratio(near_ratios(states[t].timed, near), 0.98);
+          bool sibling = !states[pick].anchor_key.empty() && states[t].anchor_key == states[pick].anchor_key;
           for (size_t k = 0; k < theirs.size() && k < 2; ++k)
-            if (auto s = schedule_from_json(theirs[k]); s && !states[pick].measured.count(theirs[k])) elite.push_back(*s);
+            if (auto s = schedule_from_json(theirs[k]); s && !states[pick].measured.count(theirs[k]))
+              (sibling && k == 0 ? siblings : elite).push_back(*s);
         }
-        candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng);
+        candidates = model->propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, elite, static_cast<int>(want), rng, siblings);
       } else {
         // Random search: a ModelSearch that never trains proposes random, unmeasured, legal points.
         candidates = features.propose(rep.tasks[pick].task, states[pick].space, states[pick].measured, {}, static_cast<int>(want), rng);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "db/TuningDb.h"
@@ -445,6 +447,55 @@ TEST(ModelSearch, EveryFamilyIsMeasuredBeforeTheModelRanksAlone) {
     }
   // The ranking alone leaves families out (6 of the 13 on AVX-512 when this was written).
   EXPECT_LT(std::set<int>(ranked.begin(), ranked.end()).size(), std::set<int>(every.begin(), every.end()).size()) << both;
+}
+
+TEST(ModelSearch, TheBestOfATaskWithTheSameAnchorIsMeasuredFirst) {
+  // ResNet-18's 3x3 convs come in pairs per stage, with and without the residual add: one anchor
+  // key. The tuner hands a task its sibling's best as `first`: measured ahead of what the model
+  // ranks, where it is legal; a schedule that is not (another conv's step list) is left out.
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  std::vector<Task> tasks = extract_tasks(*f);
+  std::map<std::string, std::vector<const Task *>> by_anchor;
+  for (const Task &t : tasks) by_anchor[anchor_key(t.body)].push_back(&t);
+  const Task *a = nullptr, *b = nullptr, *other = nullptr;
+  int pairs = 0;
+  for (const auto &[key, ts] : by_anchor) {
+    if (key.empty() || ts.size() != 2) continue;
+    ++pairs;
+    EXPECT_NE(ts[0]->ops, ts[1]->ops) << key;  // the same anchor, another epilogue
+    if (!a && ScheduleSpace::of(ts[0]->body).winograd.size() == 3) a = ts[0], b = ts[1];
+  }
+  EXPECT_GE(pairs, 4);
+  ASSERT_TRUE(a && b);
+  for (const Task &t : tasks)
+    if (anchor_key(t.body) != anchor_key(a->body) && t.ops.rfind("nn.conv2d_nchwc", 0) == 0) other = &t;
+  ASSERT_NE(other, nullptr);
+  ScheduleSpace space_a = ScheduleSpace::of(a->body), space_b = ScheduleSpace::of(b->body), space_o = ScheduleSpace::of(other->body);
+  ModelSearchOptions o;
+  o.threads = 2;
+  ModelSearch ms(host_target(), o, 5);
+  Rng rng(3);
+  for (int i = 0; i < 24; ++i) {
+    ModelSearch::Point p{space_b.sample(rng), ""};
+    p.json = schedule_to_json(p.schedule);
+    if (!ms.features(*b, p).empty()) ms.add_result(*b, p, 1.0 + 0.01 * i);
+  }
+  auto trained = ms.maybe_retrain();
+  ASSERT_TRUE(trained && *trained);
+  // A's Winograd F(4x4) point and one of its step lists; another conv's step list.
+  KernelSchedule knobs = default_schedule(a->body, host_target());
+  knobs.steps.clear(), knobs.winograd = 4, knobs.oc_block = 16, knobs.px_block = 6;
+  std::optional<KernelSchedule> steps = space_a.sample_family(140, rng), foreign = space_o.sample_family(100, rng);
+  ASSERT_TRUE(steps && foreign);
+  std::set<std::string> measured = {schedule_to_json(default_schedule(b->body, host_target()))};
+  std::vector<KernelSchedule> out = ms.propose(*b, space_b, measured, {}, 8, rng, {*foreign, knobs, *steps});
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_EQ(schedule_to_json(out[0]), schedule_to_json(knobs));
+  EXPECT_EQ(schedule_to_json(out[1]), schedule_to_json(*steps));
+  for (const KernelSchedule &s : out) EXPECT_NE(schedule_to_json(s), schedule_to_json(*foreign));
 }
 
 TEST(NearRatios, ARatioTakenWithTheCoresApartCountsAsIfNear) {
