@@ -170,13 +170,14 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
       }
       grow(task, pool, std::move(children));
     }
+    std::vector<float> score;  // of each point taken
+    // The caller's firsts (the best of tasks with the same anchor) before anything the model ranks.
+    for (const KernelSchedule &s : first)
+      if (static_cast<int>(out.size()) < want - randoms && take(point(s))) score.push_back(INFINITY);
     // Every family measured once: a model trained on other tasks (and on this task's neighbours of
     // its default) ranks the points like the default first, and a different algorithm that wins
     // here only by this task's shape (Winograd F(4x4) at 14x14 where the default is F(2x2)) waited
     // 17-31 trials for its first measurement where random search took 2-4 (ResNet-18, seeds 0, 1).
-    std::vector<float> score;  // of each point taken
-    for (const KernelSchedule &s : first)
-      if (static_cast<int>(out.size()) < want - randoms && take(point(s))) score.push_back(INFINITY);
     if (o_.every_family && !every_family_seen_.count(task.hash)) {
       std::set<int> seen;
       for (const std::string &j : measured) {

@@ -6,6 +6,7 @@
 #include "codegen/Lower.h"
 #include "codegen/Sketch.h"
 #include "ir/Hash.h"
+#include "search/Task.h"
 
 namespace autotune {
 
@@ -17,9 +18,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   // an empty space, so the tuner measures its default and spends no trial on it.
   if (is_chain(body) && split_segments(body)) return sp;
   sp.register_budget = target.vector_registers - 1;
-  const Node *anchor = nullptr;
-  for (const Node &n : body.nodes)
-    if (is_conv_op(n.op) || n.op == "nn.dense") anchor = &n;
+  const Node *anchor = schedule_anchor(body);
   KernelSchedule base = default_schedule(body, target);
   std::vector<int> widths;  // the target's vector width and the narrower ones the templates accept
   for (int v = target.lanes; v >= 4; v /= 2) widths.push_back(v);

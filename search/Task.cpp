@@ -7,10 +7,15 @@
 #include "runtime/Runtime.h"
 
 namespace autotune {
-std::string anchor_key(const Graph &body) {
+const Node *schedule_anchor(const Graph &body) {
   const Node *anchor = nullptr;
   for (const Node &n : body.nodes)
     if (is_conv_op(n.op) || n.op == "nn.dense") anchor = &n;
+  return anchor;
+}
+
+std::string anchor_key(const Graph &body) {
+  const Node *anchor = schedule_anchor(body);
   if (!anchor) return "";
   std::string key = anchor->op + "(";
   for (const ValueId &v : anchor->inputs) key += type_str(body.type_of(v)) + ",";

@@ -23,6 +23,9 @@ struct Task {
   std::vector<bool> constant;
 };
 
+/** A group's anchor: its (last) conv or dense, the op the templates and tile sketches are made for; null if none. */
+const Node *schedule_anchor(const Graph &body);
+
 /**
  * What a group's schedule shapes: its anchor (the conv or dense the templates and tile sketches
  * are made for) with its attributes and its operands' and result's types; "" for a group without

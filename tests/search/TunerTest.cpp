@@ -344,17 +344,23 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
 }
 
+/** The tasks of the generated ResNet-18, fused (none, with a failure, if it does not import). */
+std::vector<Task> resnet18_tasks() {
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  EXPECT_TRUE(static_cast<bool>(g));
+  if (!g) return {};
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  EXPECT_TRUE(static_cast<bool>(f));
+  return f ? extract_tasks(*f) : std::vector<Task>{};
+}
+
 TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
   // A task's first batches lower up to population + generations x population new points (fewer
   // where the pool holds some already); once its pool holds settled_pool points, a batch adds
   // population / 4 random points and one generation. Each batch still proposes `want` unmeasured
   // schedules. The model is trained on labels made up from each kernel's features (the test is of
   // the search's effort, not of the model's accuracy: ratio 2^(-log2 bytes loaded / 8)).
-  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(static_cast<bool>(g));
-  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
-  ASSERT_TRUE(static_cast<bool>(f));
-  std::vector<Task> tasks = extract_tasks(*f);
+  std::vector<Task> tasks = resnet18_tasks();
   const Task *task = nullptr;
   for (const Task &t : tasks)
     if (t.ops == "nn.conv2d_nchwc+nn.relu" && (!task || ScheduleSpace::of(t.body).size() > ScheduleSpace::of(task->body).size())) task = &t;
@@ -400,15 +406,11 @@ TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
 
 TEST(ModelSearch, EveryFamilyIsMeasuredBeforeTheModelRanksAlone) {
   // A model trained on labels that favour the default's family (0.9 for it, 1.5 for every other).
-  // With every_family, the next batch holds
-  // the best-predicted point of each family of the space not measured yet (ResNet-18's 3x3 conv at
-  // 14x14: direct and Winograd F(2x2), F(4x4), as template knobs and as step lists, the padded
-  // input stored or read in place); without, the model's ranking alone picks.
-  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(static_cast<bool>(g));
-  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
-  ASSERT_TRUE(static_cast<bool>(f));
-  std::vector<Task> tasks = extract_tasks(*f);
+  // With every_family, the next batch holds the best-predicted point of each family of the space
+  // not measured yet (ResNet-18's 3x3 conv at 14x14: direct and Winograd F(2x2), F(4x4), as
+  // template knobs and as step lists, the padded input stored or read in place); without, the
+  // model's ranking alone picks.
+  std::vector<Task> tasks = resnet18_tasks();
   const Task *task = nullptr;
   for (const Task &t : tasks)
     if (t.ops == "nn.conv2d_nchwc+nn.relu" && t.shape.find("14") != std::string::npos && ScheduleSpace::of(t.body).winograd.size() == 3) task = &t;
@@ -453,11 +455,7 @@ TEST(ModelSearch, TheBestOfATaskWithTheSameAnchorIsMeasuredFirst) {
   // ResNet-18's 3x3 convs come in pairs per stage, with and without the residual add: one anchor
   // key. The tuner hands a task its sibling's best as `first`: measured ahead of what the model
   // ranks, where it is legal; a schedule that is not (another conv's step list) is left out.
-  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(static_cast<bool>(g));
-  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
-  ASSERT_TRUE(static_cast<bool>(f));
-  std::vector<Task> tasks = extract_tasks(*f);
+  std::vector<Task> tasks = resnet18_tasks();
   std::map<std::string, std::vector<const Task *>> by_anchor;
   for (const Task &t : tasks) by_anchor[anchor_key(t.body)].push_back(&t);
   const Task *a = nullptr, *b = nullptr, *other = nullptr;
