@@ -178,7 +178,9 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
     // its default) ranks the points like the default first, and a different algorithm that wins
     // here only by this task's shape (Winograd F(4x4) at 14x14 where the default is F(2x2)) waited
     // 17-31 trials for its first measurement where random search took 2-4 (ResNet-18, seeds 0, 1).
-    if (o_.every_family && !every_family_seen_.count(task.hash)) {
+    int &family_passes = family_passes_[task.hash];
+    std::vector<int> missing;
+    if (o_.every_family && family_passes < 3) {
       std::set<int> seen;
       for (const std::string &j : measured) {
         auto it = family_.find(j);
@@ -188,30 +190,28 @@ std::vector<KernelSchedule> ModelSearch::propose(const Task &task, const Schedul
         }
         seen.insert(it->second);
       }
-      std::vector<int> missing;
       for (int f : space.families())
         if (!seen.count(f)) missing.push_back(f);
       // Three batches take 21 families at 8 a batch; a family none of whose points lowers here gives up then.
-      if (missing.empty() || ++family_passes_[task.hash] >= 3) every_family_seen_.insert(task.hash);
-      if (!missing.empty()) {
-        std::set<int> pooled;
-        for (const Point &p : pool.points) pooled.insert(ScheduleSpace::family(p.schedule));
-        std::vector<Point> extra;
-        for (int f : missing)
-          if (!pooled.count(f))
-            if (auto s = space.sample_family(f, rng)) extra.push_back(point(std::move(*s)));
-        if (!extra.empty()) grow(task, pool, std::move(extra));
-        // The families in the order of their best prediction: a batch too small for all of them
-        // takes the ones the model likes most, the next batch the others.
-        std::set<int> wanted(missing.begin(), missing.end());
-        for (size_t i : ranked()) {
-          if (static_cast<int>(out.size()) >= want - randoms || wanted.empty()) break;
-          int f = ScheduleSpace::family(pool.points[i].schedule);
-          if (wanted.count(f) && take(pool.points[i])) score.push_back(pool.score[i]), wanted.erase(f);
-        }
-      }
+      family_passes = missing.empty() ? 3 : family_passes + 1;
+      std::set<int> pooled;
+      for (const Point &p : pool.points) pooled.insert(ScheduleSpace::family(p.schedule));
+      std::vector<Point> extra;
+      for (int f : missing)
+        if (!pooled.count(f))
+          if (auto s = space.sample_family(f, rng)) extra.push_back(point(std::move(*s)));
+      if (!extra.empty()) grow(task, pool, std::move(extra));
     }
-    for (size_t i : ranked()) {
+    std::vector<size_t> order = ranked();
+    // The families in the order of their best prediction: a batch too small for all of them takes
+    // the ones the model likes most, the next batch the others.
+    std::set<int> wanted(missing.begin(), missing.end());
+    for (size_t i : order) {
+      if (static_cast<int>(out.size()) >= want - randoms || wanted.empty()) break;
+      int f = ScheduleSpace::family(pool.points[i].schedule);
+      if (wanted.count(f) && take(pool.points[i])) score.push_back(pool.score[i]), wanted.erase(f);
+    }
+    for (size_t i : order) {
       if (static_cast<int>(out.size()) >= want - randoms) break;
       if (take(pool.points[i])) score.push_back(pool.score[i]);
     }

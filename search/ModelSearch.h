@@ -119,8 +119,7 @@ class ModelSearch {
   std::map<std::string, Pool> pools_;     // by task hash
   std::map<std::string, std::vector<float>> defaults_;  // by task hash: its default schedule's kernel features
   std::map<std::string, int> family_;     // by schedule JSON: ScheduleSpace::family (-1: unreadable)
-  std::set<std::string> every_family_seen_;  // tasks with every family of their space measured (or given three batches)
-  std::map<std::string, int> family_passes_;  // by task hash: batches that took the families not measured yet
+  std::map<std::string, int> family_passes_;  // by task hash: batches that took the families not measured yet (3: done)
 };
 
 }  // namespace autotune
