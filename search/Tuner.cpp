@@ -9,6 +9,7 @@
 
 #include "db/TuningDb.h"
 #include "ir/Printer.h"
+#include "ir/Stats.h"
 #include "costmodel/Features.h"
 #include "search/ModelSearch.h"
 #include "search/TaskScheduler.h"
@@ -57,13 +58,12 @@ void keep_min(std::map<std::string, double> &ratios, const std::string &schedule
   if (!fresh) it->second = std::min(it->second, ratio);
 }
 
-/** Folds one successful measurement into a task's report: its baseline into the default's mean, its ratio into the best. */
-void note_result(TaskReport &tr, const std::string &schedule, double median_s, double baseline_s) {
-  if (baseline_s <= 0) return;  // no side-by-side baseline: cannot be compared fairly
-  tr.default_s = (tr.default_s * static_cast<double>(tr.baselines) + baseline_s) / static_cast<double>(tr.baselines + 1);
-  ++tr.baselines;
-  double ratio = median_s / baseline_s;
-  if (tr.best_schedule.empty() || ratio < tr.best_ratio) tr.best_ratio = ratio, tr.best_schedule = schedule;
+/** A task's report after its timed trials change: its best and its default's time as if near (near_best). */
+void refresh(TaskReport &tr, const std::vector<Timed> &timed, double near_ns) {
+  if (timed.empty()) return;  // nothing ran correctly beside a baseline: nothing to compare
+  NearBest b = near_best(timed, near_ns);
+  tr.default_s = b.default_s, tr.best_ratio = b.ratio, tr.best_schedule = b.schedule;
+  tr.baselines = static_cast<int64_t>(timed.size());
 }
 
 /** Adds the seconds from its construction to its destruction to `into`. */
@@ -90,14 +90,32 @@ bool settled(const std::vector<const TuningRecord *> &records) {
 
 }  // namespace
 
+namespace {
+/** The baselines of `timed` taken near and apart (cores_apart). */
+std::pair<std::vector<double>, std::vector<double>> baselines_by_mode(const std::vector<Timed> &timed, double near_ns) {
+  std::pair<std::vector<double>, std::vector<double>> out;
+  for (const Timed &t : timed) (cores_apart(t.handoff_ns, near_ns) ? out.second : out.first).push_back(t.baseline_s);
+  return out;
+}
+}  // namespace
+
 std::map<std::string, double> near_ratios(const std::vector<Timed> &timed, double near_ns) {
-  std::vector<double> near, apart;
-  for (const Timed &t : timed) (cores_apart(t.handoff_ns, near_ns) ? apart : near).push_back(t.baseline_s);
+  auto [near, apart] = baselines_by_mode(timed, near_ns);
   double slowdown = apart_slowdown(near, apart);
   std::map<std::string, double> ratios;
   for (const Timed &t : timed)
     keep_min(ratios, t.schedule, t.median_s / t.baseline_s * (cores_apart(t.handoff_ns, near_ns) ? slowdown : 1.0));
   return ratios;
+}
+
+NearBest near_best(const std::vector<Timed> &timed, double near_ns) {
+  NearBest b;
+  if (timed.empty()) return b;
+  auto [near, apart] = baselines_by_mode(timed, near_ns);
+  b.default_s = median(near.empty() ? apart : near);
+  for (const auto &[schedule, ratio] : near_ratios(timed, near_ns))
+    if (b.schedule.empty() || ratio < b.ratio) b.schedule = schedule, b.ratio = ratio;
+  return b;
 }
 
 Status TuneOptions::validate() const {
@@ -128,6 +146,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     KernelSchedule default_point;  // the task's default schedule, and its JSON: made once, asked for every batch
     std::string default_json;
     std::string anchor_key;  // tasks with the same anchor (anchor_key) measure each other's best
+    std::string anchor_op;   // its conv or dense (schedule_anchor), else its first op: tasks of one anchor op seed each other's search
   };
   rep.search = o.search;
   // The cost model's features of every measured kernel are saved with its record, whatever the
@@ -148,25 +167,31 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   TaskSchedulerOptions so;
   so.warmup_trials = 1 + o.batch;  // its default and one batch
   TaskScheduler scheduler(so);
+  // Each task's trials in the database, in order: how many of its timed trials (State::timed) each
+  // had behind it; the progress the task scheduler reads is replayed from them once the near level
+  // of the hand-offs (over every task's records) is known.
+  std::vector<std::vector<size_t>> timed_after;
   for (Task &t : extract_tasks(fused)) {
     AT_TRY(db->upsert_workload(t.hash, rep.target, print_text(t.body), t.flops));
     TaskReport tr;
     KernelSchedule def = default_schedule(t.body, target);
-    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}, def, schedule_to_json(def), anchor_key(t.body)};
+    const Node *anchor = schedule_anchor(t.body);
+    State st{ScheduleSpace::of(t.body, target, o.space == "all"), {}, std::nullopt, {}, def, schedule_to_json(def), anchor_key(t.body),
+             anchor ? anchor->op : t.ops.substr(0, t.ops.find('+'))};
     TaskProgress pr;
     pr.uses = static_cast<double>(t.groups.size()), pr.flops = t.flops, pr.kind = t.ops;
     AT_ASSIGN(recs, db->records(t.hash, rep.target));
     std::map<std::string, std::vector<const TuningRecord *>> by_schedule;
+    std::vector<size_t> after;
     for (const TuningRecord &r : recs) {
       if (r.phase != "trial") continue;  // confirmations inform best(), not the budget
       by_schedule[r.schedule].push_back(&r);
       ++tr.trials;
-      if (r.status == "ok") note_result(tr, r.schedule, r.median_s, r.baseline_s);
       if (r.status == "ok" && r.baseline_s > 0) {
         st.timed.push_back({r.schedule, r.median_s, r.baseline_s, r.handoff_ns});
         handoffs.push_back(r.handoff_ns);
       }
-      pr.best_ratio.push_back(tr.best_ratio);
+      after.push_back(st.timed.size());
     }
     for (const auto &[schedule, records] : by_schedule)
       if (settled(records)) st.measured.insert(schedule);
@@ -175,6 +200,18 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     rep.tasks.push_back(std::move(tr));
     progress.push_back(std::move(pr));
     states.push_back(std::move(st));
+    timed_after.push_back(std::move(after));
+  }
+  double near_ns = near_handoff_ns(handoffs);
+  for (size_t i = 0; i < rep.tasks.size(); ++i) {
+    std::vector<Timed> prefix;
+    for (size_t n : timed_after[i]) {
+      if (n > prefix.size()) {
+        prefix.assign(states[i].timed.begin(), states[i].timed.begin() + static_cast<std::ptrdiff_t>(n));
+        refresh(rep.tasks[i], prefix, near_ns);
+      }
+      progress[i].best_ratio.push_back(rep.tasks[i].best_ratio);
+    }
   }
 
   auto stopped = [&] { return o.stop && o.stop->load(); };
@@ -233,18 +270,15 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
       if (!confirming) ++tr.trials;
       if (confirming) ++rep.confirmations;
       else ++rep.trials_run;
-      if (m.status != MeasureStatus::kOk) {
-        if (!confirming) ++rep.failures_run;
-      } else if (!confirming) {
-        note_result(tr, r.schedule, m.median_s, m.baseline_s);
-      }
-      if (!confirming) progress[pick].best_ratio.push_back(tr.best_ratio);
+      if (m.status != MeasureStatus::kOk && !confirming) ++rep.failures_run;
       if (m.status == MeasureStatus::kOk && m.baseline_s > 0) {
         double ratio = m.median_s / m.baseline_s;
         st.timed.push_back({r.schedule, m.median_s, m.baseline_s, m.handoff_ns});
         handoffs.push_back(m.handoff_ns);
+        if (!confirming) refresh(tr, st.timed, near_ns);
         if (model) model->add_result(tr.task, point, ratio, m.baseline_s, m.handoff_ns);
       }
+      if (!confirming) progress[pick].best_ratio.push_back(tr.best_ratio);
       if (o.progress) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
         int64_t done = rep.trials_before + rep.trials_run, left = std::max<int64_t>(0, o.trials - done);
@@ -267,6 +301,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     int pick = -1;
     std::vector<KernelSchedule> candidates;
     std::optional<AddSeconds> choosing(rep.choose_s);
+    near_ns = near_handoff_ns(handoffs);  // once a batch: the records' ratios as if near
     for (size_t i = 0; i < rep.tasks.size() && pick < 0; ++i) {
       if (!states[i].measured.count(states[i].default_json)) {
         pick = static_cast<int>(i);
@@ -289,9 +324,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
           AT_TRY(db->save_cost_model(rep.target, kFeatureVersion, model->trained_rows(), bytes));
         }
         // The population's seeds: the task's best measured schedules.
-        double near = near_handoff_ns(handoffs);
         std::vector<KernelSchedule> elite;
-        for (const std::string &j : by_ratio(near_ratios(states[pick].timed, near))) {
+        for (const std::string &j : by_ratio(near_ratios(states[pick].timed, near_ns))) {
           if (elite.size() >= 8) break;
           if (auto s = schedule_from_json(j)) elite.push_back(*s);
         }
@@ -302,11 +336,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         // A task whose anchor is this one's (the same conv, another epilogue: ResNet's 3x3 convs
         // with and without the residual add) has its best measured here, not only scored: it is
         // this task's likely best too, and the model, trained across tasks, may not rank it first.
-        auto anchor = [](const Task &t) { return t.ops.substr(0, t.ops.find('+')); };
         std::vector<KernelSchedule> siblings;
         for (size_t t = 0; t < rep.tasks.size(); ++t) {
-          if (static_cast<int>(t) == pick || anchor(rep.tasks[t].task) != anchor(rep.tasks[pick].task)) continue;
-          std::vector<std::string> theirs = by_ratio(near_ratios(states[t].timed, near), 0.98);
+          if (static_cast<int>(t) == pick || states[t].anchor_op != states[pick].anchor_op) continue;
+          std::vector<std::string> theirs = by_ratio(near_ratios(states[t].timed, near_ns), 0.98);
           bool sibling = !states[pick].anchor_key.empty() && states[t].anchor_key == states[pick].anchor_key;
           for (size_t k = 0; k < theirs.size() && k < 2; ++k)
             if (auto s = schedule_from_json(theirs[k]); s && !states[pick].measured.count(theirs[k]))

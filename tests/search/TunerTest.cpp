@@ -515,5 +515,28 @@ TEST(NearRatios, ARatioTakenWithTheCoresApartCountsAsIfNear) {
   EXPECT_NEAR(r.at("B"), 0.92, 1e-12);
 }
 
+TEST(NearRatios, TheSchedulersBestAndDefaultAreTheTasksAsIfNear) {
+  // The same records: as measured, A (0.70, apart) is the best and the default averages 1.2 ms over
+  // both modes; the task scheduler and the progress line read B (0.92) and the default near, 1.0 ms.
+  std::vector<Timed> timed{{"default", 1.0e-3, 1.0e-3, 250}, {"B", 0.92e-3, 1.0e-3, 260}, {"default", 1.4e-3, 1.4e-3, 1000},
+                           {"A", 0.98e-3, 1.4e-3, 1000}};
+  NearBest b = near_best(timed, near_handoff_ns({250, 260, 1000, 1000}));
+  EXPECT_EQ(b.schedule, "B");
+  EXPECT_NEAR(b.ratio, 0.92, 1e-12);
+  EXPECT_NEAR(b.default_s, 1.0e-3, 1e-12);
+  // Only apart: the default's time is its median apart, and ratios compare as measured.
+  std::vector<Timed> apart{timed[2], timed[3]};
+  b = near_best(apart, 250);
+  EXPECT_EQ(b.schedule, "A");
+  EXPECT_NEAR(b.ratio, 0.7, 1e-12);
+  EXPECT_NEAR(b.default_s, 1.4e-3, 1e-12);
+  // Hand-offs unknown: every record counts as taken near.
+  for (Timed &t : timed) t.handoff_ns = 0;
+  b = near_best(timed, 0);
+  EXPECT_EQ(b.schedule, "A");
+  EXPECT_NEAR(b.default_s, 1.2e-3, 1e-12);
+  EXPECT_EQ(near_best({}, 250).schedule, "");
+}
+
 }  // namespace
 }  // namespace autotune
