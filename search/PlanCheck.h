@@ -7,6 +7,12 @@
 // default schedules and with the tuned plan, alternating, with every group's time in the model;
 // a group whose tuned schedule is slower in the model than its default keeps the default in the
 // saved plan (the plan the runtime loads), and the plan is timed again.
+//
+// On a host that moves its cores (ThreadPool::handoff_ns: near, or apart and then some kernels
+// 1.4x slower and others not), a check taken apart would revert groups by the other machine's
+// times, where the tuner chose every schedule by its times near. Given the tuning run's near
+// level, the check is timed again while the hand-off says the cores were apart, a few times; if
+// they stay apart, nothing is reverted and the report says so.
 #include <string>
 #include <vector>
 
@@ -20,6 +26,9 @@ struct PlanCheckOptions {
   int threads = 0;      // 0: one per hardware thread
   int rounds = 20;      // timed runs of each model, alternating (after 3 untimed)
   double margin = 1.05; // a group is reverted when its tuned time in the model exceeds the default's by this factor
+  double near_ns = 0;   // the tuning run's near hand-off (db/TuningDb.h: near_handoff_ns; 0: unknown, every check counts as near)
+  int mode_tries = 5;   // side-by-side timings taken while the cores stay apart, before giving up on a check near
+  double mode_wait_s = 2; // the pause before each timing again
 };
 
 struct PlanCheckReport {
@@ -34,6 +43,9 @@ struct PlanCheckReport {
   double checked_untuned_ms = 0;        // the default model timed alongside it
   int tuned_groups = 0;                 // groups running a tuned schedule in the plan as the tuner saved it
   int checked_tuned_groups = 0;         // and in the checked plan
+  double handoff_ns = 0;                // the larger hand-off around the first check's runs (0: one thread)
+  bool apart = false;                   // the cores stayed apart for every try: nothing was reverted
+  int tries = 0;                        // side-by-side timings taken for the first check
 };
 
 /** Checks the plan of `fused` (a fused graph) saved in the database; see above. */

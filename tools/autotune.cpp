@@ -802,11 +802,16 @@ int cmd_tune(const std::vector<std::string> &argv) {
   PlanCheckOptions pc;
   pc.db_path = o.db_path;
   pc.threads = o.measure.threads;
+  pc.near_ns = near_handoff_ns(rep->handoff_ns);  // this run's measurements' near level: the check is taken near too
   auto check = check_plan_in_model(*fused, pc);
   if (!check) return fail(check.error());
   size_t groups = fused->nodes.size();
   std::printf("end to end (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
               check->untuned_ms, check->tuned_ms, check->untuned_ms / check->tuned_ms, check->tuned_groups, groups);
+  if (check->apart)
+    std::printf("the cores stayed apart for the check (thread hand-off %.0f ns, near is %.0f; %d tries): no group is reverted, "
+                "the plan keeps what the tuner chose from its measurements near\n",
+                check->handoff_ns, pc.near_ns, check->tries);
   if (!check->reverted.empty()) {
     std::printf("in the model, %zu groups ran slower tuned than with their default schedule; the saved plan keeps their default:\n",
                 check->reverted.size());

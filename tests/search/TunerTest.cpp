@@ -19,6 +19,7 @@
 #include "search/ScheduleSpace.h"
 #include "db/Workload.h"
 #include "search/PlanCheck.h"
+#include "runtime/ThreadPool.h"
 #include "search/ModelSearch.h"
 #include "search/Task.h"
 #include "search/Tuner.h"
@@ -277,40 +278,50 @@ TEST_F(Tuner, TheRuntimeCompilesWithTheTunedSchedulesAndStaysCorrect) {
   for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db_ + ".other" + suffix);
 }
 
-TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
-  // A plan entry that is slower in the model than the default: one padded conv's schedule made a
-  // valid but slow step list (its padding recomputed at every read, scalar, one thread), recorded
-  // as if it had won alone. The in-model check times the model both ways, reverts that group in
-  // the saved plan, and the runtime then runs its default; every other group keeps its entry.
-  auto rep = tune(fused_, options(20));
-  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
-  size_t g = fused_.nodes.size();
-  for (size_t i = 0; i < fused_.nodes.size() && g == fused_.nodes.size(); ++i)
-    for (const Node &n : fused_.nodes[i].body->nodes)
+/**
+ * Tunes the fixture's model, then makes one padded conv's plan entry slower in the model than its
+ * default: a valid but slow step list (its padding recomputed at every read, scalar, one thread),
+ * recorded as if it had won alone. Returns that group's index (the node count on failure).
+ */
+size_t plant_slow_plan_entry(const Graph &fused, const std::string &db_path, const TuneOptions &o) {
+  auto rep = tune(fused, o);
+  EXPECT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  size_t g = fused.nodes.size();
+  if (!rep) return g;
+  for (size_t i = 0; i < fused.nodes.size() && g == fused.nodes.size(); ++i)
+    for (const Node &n : fused.nodes[i].body->nodes)
       if (n.op == "nn.conv2d" && n.attrs.ints("padding") != std::vector<int64_t>{0, 0, 0, 0}) g = i;
-  ASSERT_LT(g, fused_.nodes.size());
-  const Graph &body = *fused_.nodes[g].body;
+  if (g == fused.nodes.size()) return g;
+  const Graph &body = *fused.nodes[g].body;
   KernelSchedule slow = default_schedule(body);
   Step inline_pad;
   inline_pad.op = "compute_inline", inline_pad.stage = "conv2d", inline_pad.producer = "pad";
   slow.steps = {inline_pad};
-  ASSERT_TRUE(static_cast<bool>(validate_schedule(body, slow)));
-  std::string model = model_hash(fused_);
-  {
-    auto db = TuningDb::open(db_);
-    ASSERT_TRUE(static_cast<bool>(db));
-    TuningRecord r;
-    r.workload_hash = workload_hash(body), r.target = rep->target, r.schedule = schedule_to_json(slow);
-    r.status = "ok", r.median_s = 1e-6, r.baseline_s = 1e-3, r.runs = 10, r.phase = "confirmation";
-    auto id = (*db)->add_record(r);
-    ASSERT_TRUE(static_cast<bool>(id));
-    auto plan = (*db)->plan(model, rep->target);
-    ASSERT_TRUE(plan && *plan && (*plan)->size() == fused_.nodes.size());
-    std::vector<std::pair<std::string, int64_t>> entries;
-    for (size_t i = 0; i < fused_.nodes.size(); ++i)
-      entries.emplace_back(workload_hash(*fused_.nodes[i].body), i == g ? *id : (**plan)[i] ? (**plan)[i]->id : 0);
-    ASSERT_TRUE(static_cast<bool>((*db)->save_plan(model, rep->target, entries)));
+  EXPECT_TRUE(static_cast<bool>(validate_schedule(body, slow)));
+  std::string model = model_hash(fused);
+  auto db = TuningDb::open(db_path);
+  EXPECT_TRUE(static_cast<bool>(db));
+  TuningRecord r;
+  r.workload_hash = workload_hash(body), r.target = rep->target, r.schedule = schedule_to_json(slow);
+  r.status = "ok", r.median_s = 1e-6, r.baseline_s = 1e-3, r.runs = 10, r.phase = "confirmation";
+  auto id = (*db)->add_record(r);
+  auto plan = (*db)->plan(model, rep->target);
+  if (!id || !plan || !*plan || (*plan)->size() != fused.nodes.size()) {
+    ADD_FAILURE() << "no record or no plan";
+    return fused.nodes.size();
   }
+  std::vector<std::pair<std::string, int64_t>> entries;
+  for (size_t i = 0; i < fused.nodes.size(); ++i)
+    entries.emplace_back(workload_hash(*fused.nodes[i].body), i == g ? *id : (**plan)[i] ? (**plan)[i]->id : 0);
+  EXPECT_TRUE(static_cast<bool>((*db)->save_plan(model, rep->target, entries)));
+  return g;
+}
+
+TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
+  // The in-model check times the model both ways, reverts the planted group in the saved plan, and
+  // the runtime then runs its default; every other group keeps its entry.
+  size_t g = plant_slow_plan_entry(fused_, db_, options(20));
+  ASSERT_LT(g, fused_.nodes.size());
   CompileOptions co;
   co.db_path = db_;
   auto before = CompiledModel::compile(fused_, co);
@@ -324,6 +335,8 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   pc.rounds = 10;
   auto check = check_plan_in_model(fused_, pc);
   ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
+  EXPECT_FALSE(check->apart);  // no near level given: every check counts as near
+  EXPECT_EQ(check->tries, 1);
   bool reverted = false;
   for (const auto &r : check->reverted) {
     reverted |= r.group == g;
@@ -342,6 +355,32 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   auto expected = run_reference(fused_, inputs);
   ASSERT_TRUE(got && expected);
   EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
+}
+
+TEST_F(Tuner, APlanCheckTakenWithTheCoresApartRevertsNothing) {
+  // The tuner chose every schedule by its times near; a check whose hand-off says the cores were
+  // apart (here every check: a near level of 1 ns, which no hand-off between threads is under) is
+  // taken again, and when the cores stay apart, the slow entry stays in the plan and the report
+  // says why. With one hardware thread there is no hand-off, and every check is near.
+  if (ThreadPool::shared()->size() < 2) GTEST_SKIP() << "one hardware thread: no hand-off between cores to tell apart";
+  size_t g = plant_slow_plan_entry(fused_, db_, options(20));
+  ASSERT_LT(g, fused_.nodes.size());
+  PlanCheckOptions pc;
+  pc.db_path = db_;
+  pc.rounds = 4;
+  pc.near_ns = 1, pc.mode_tries = 2, pc.mode_wait_s = 0;
+  auto check = check_plan_in_model(fused_, pc);
+  ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
+  EXPECT_TRUE(check->apart);
+  EXPECT_EQ(check->tries, 2);
+  EXPECT_GT(check->handoff_ns, 2.5);
+  EXPECT_TRUE(check->reverted.empty());
+  EXPECT_EQ(check->checked_tuned_groups, check->tuned_groups);
+  CompileOptions co;
+  co.db_path = db_;
+  auto after = CompiledModel::compile(fused_, co);
+  ASSERT_TRUE(static_cast<bool>(after)) << after.error().message;
+  EXPECT_TRUE((*after)->groups()[g].tuned);
 }
 
 /** The tasks of the generated ResNet-18, fused (none, with a failure, if it does not import). */
