@@ -88,15 +88,13 @@ bool settled(const std::vector<const TuningRecord *> &records) {
   return timeouts >= 2;
 }
 
-}  // namespace
-
-namespace {
 /** The baselines of `timed` taken near and apart (cores_apart). */
 std::pair<std::vector<double>, std::vector<double>> baselines_by_mode(const std::vector<Timed> &timed, double near_ns) {
   std::pair<std::vector<double>, std::vector<double>> out;
   for (const Timed &t : timed) (cores_apart(t.handoff_ns, near_ns) ? out.second : out.first).push_back(t.baseline_s);
   return out;
 }
+
 }  // namespace
 
 std::map<std::string, double> near_ratios(const std::vector<Timed> &timed, double near_ns) {
@@ -207,7 +205,8 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::vector<Timed> prefix;
     for (size_t n : timed_after[i]) {
       if (n > prefix.size()) {
-        prefix.assign(states[i].timed.begin(), states[i].timed.begin() + static_cast<std::ptrdiff_t>(n));
+        prefix.insert(prefix.end(), states[i].timed.begin() + static_cast<std::ptrdiff_t>(prefix.size()),
+                      states[i].timed.begin() + static_cast<std::ptrdiff_t>(n));
         refresh(rep.tasks[i], prefix, near_ns);
       }
       progress[i].best_ratio.push_back(rep.tasks[i].best_ratio);
