@@ -12,7 +12,8 @@
 // 1.4x slower and others not), a check taken apart would revert groups by the other machine's
 // times, where the tuner chose every schedule by its times near. Given the tuning run's near
 // level, the check is timed again while the hand-off says the cores were apart, a few times; if
-// they stay apart, nothing is reverted and the report says so.
+// they stay apart, nothing is reverted and the report says so. The checked plan's timing after a
+// revert is taken the same way.
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct PlanCheckReport {
   double handoff_ns = 0;                // the larger hand-off around the first check's runs (0: one thread)
   bool apart = false;                   // the cores stayed apart for every try: nothing was reverted
   int tries = 0;                        // side-by-side timings taken for the first check
+  bool checked_apart = false;           // the checked plan's timing (after a revert) was taken apart, every try
 };
 
 /** Checks the plan of `fused` (a fused graph) saved in the database; see above. */

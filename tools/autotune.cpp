@@ -817,8 +817,9 @@ int cmd_tune(const std::vector<std::string> &argv) {
                 check->reverted.size());
     for (const auto &r : check->reverted)
       std::printf("  %%%zu %s %s: default %.3f ms, tuned %.3f ms\n", r.group, r.ops.c_str(), r.shape.c_str(), r.default_ms, r.tuned_ms);
-    std::printf("end to end with that plan (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
-                check->checked_untuned_ms, check->checked_ms, check->checked_untuned_ms / check->checked_ms, check->checked_tuned_groups, groups);
+    std::printf("end to end with that plan (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned%s\n",
+                check->checked_untuned_ms, check->checked_ms, check->checked_untuned_ms / check->checked_ms, check->checked_tuned_groups, groups,
+                check->checked_apart ? " (the cores were apart for this timing)" : "");
   }
   return 0;
 }

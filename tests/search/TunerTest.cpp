@@ -336,6 +336,7 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   auto check = check_plan_in_model(fused_, pc);
   ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
   EXPECT_FALSE(check->apart);  // no near level given: every check counts as near
+  EXPECT_FALSE(check->checked_apart);
   EXPECT_EQ(check->tries, 1);
   bool reverted = false;
   for (const auto &r : check->reverted) {
