@@ -769,11 +769,12 @@ int cmd_tune(const std::vector<std::string> &argv) {
                 "saving %.1f s, the rest %.1f s\n",
                 rep->choose_s, m.lower_s, m.compile_s, m.prepare_s, m.run_s, rep->save_s, std::max(0.0, rep->elapsed_s - known));
   }
+  // This run's near hand-off level (0 when it measured nothing): the summary below and the plan check read it.
+  double near = near_handoff_ns(rep->handoff_ns);
   if (!rep->handoff_ns.empty()) {
     // A VM's host may run the cores near or far apart for minutes at a time, and kernels whose
     // stages pass data between threads slow down with the distance (docs/architecture.md, "Where
     // the cores are"): the user should know when a run's ratios were taken on two machines, in effect.
-    double near = near_handoff_ns(rep->handoff_ns);
     size_t apart = 0;
     for (double h : rep->handoff_ns) apart += cores_apart(h, near);
     std::printf("cores: thread hand-off %.0f ns when near; %zu of %zu measurements taken with the cores apart (over %.0f ns)%s\n", near,
@@ -802,7 +803,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   PlanCheckOptions pc;
   pc.db_path = o.db_path;
   pc.threads = o.measure.threads;
-  pc.near_ns = near_handoff_ns(rep->handoff_ns);  // this run's measurements' near level: the check is taken near too
+  pc.near_ns = near;  // the check is taken near too
   auto check = check_plan_in_model(*fused, pc);
   if (!check) return fail(check.error());
   size_t groups = fused->nodes.size();
