@@ -253,9 +253,16 @@ KernelSchedule naive_knobs(const KernelSchedule &s) {
   n.winograd = s.winograd, n.pixel_vectors = s.pixel_vectors;
   return n;
 }
+
+Expected<LoweredKernel> join_segments(const Graph &body, const std::vector<Segment> &segs, const std::string &name,
+                                      const std::function<Expected<LoweredKernel>(size_t, const std::string &)> &lower);
 }  // namespace
 
 Expected<LoweredKernel> lower_naive(const Graph &body, const std::string &name, const KernelSchedule &s) {
+  if (is_chain(body)) {
+    AT_ASSIGN(segs, split_segments(body));
+    return join_segments(body, segs, name, [&](size_t j, const std::string &n) { return Lowerer(segs[j].body, n, KernelSchedule{}).run(); });
+  }
   return Lowerer(body, name, naive_knobs(s)).run();
 }
 
@@ -599,13 +606,12 @@ Expected<std::vector<Segment>> split_segments(const Graph &body) {
 
 namespace {
 /**
- * A chain's kernel: each segment lowered with its own schedule, one after another, the result
- * of each a temporary the next reads (stored at root; placing it at a tile is the next step).
- * Stages and temporaries take the segment's prefix (s0_, s1_, ...).
+ * A chain's kernel from each segment's: one after another, the result of each a temporary the
+ * next reads (stored at root, where steps on the joined nests can move it). Stages and
+ * temporaries take the segment's prefix (s0_, s1_, ...). `lower(j, prefixed name)` gives segment j's kernel.
  */
-Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment> &segs, const std::string &name, const KernelSchedule &s) {
-  if (s.segments.size() != segs.size())
-    return make_error("a group of " + std::to_string(segs.size()) + " segments needs a schedule per segment, got " + std::to_string(s.segments.size()));
+Expected<LoweredKernel> join_segments(const Graph &body, const std::vector<Segment> &segs, const std::string &name,
+                                      const std::function<Expected<LoweredKernel>(size_t, const std::string &)> &lower) {
   LoweredKernel k;
   k.name = name;
   for (size_t i = 0; i < body.inputs.size(); ++i) k.buffers.push_back(lowering::param_buffer("p" + std::to_string(i), body.inputs[i].type));
@@ -617,7 +623,7 @@ Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment
   std::string described;
   for (size_t j = 0; j < segs.size(); ++j) {
     std::string pre = "s" + std::to_string(j) + "_";
-    AT_ASSIGN(sk, lower_group(segs[j].body, name + "_" + pre, s.segments[j]));
+    AT_ASSIGN(sk, lower(j, name + "_" + pre));
     std::map<const loop::BufferNode *, loop::Buffer> to;
     for (int i = 0; i < sk.num_params; ++i)
       to[sk.buffers[i].get()] = segs[j].args[i] >= 0 ? k.buffers[segs[j].args[i]] : prev;
@@ -657,10 +663,19 @@ Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment
   k.schedule = "chain of " + std::to_string(segs.size()) + ": " + described;
   return k;
 }
+
+/** A chain's kernel: each segment lowered with its own schedule (KernelSchedule::segments). */
+Expected<LoweredKernel> lower_chain(const Graph &body, const std::vector<Segment> &segs, const std::string &name, const KernelSchedule &s) {
+  if (s.segments.size() != segs.size())
+    return make_error("a group of " + std::to_string(segs.size()) + " segments needs a schedule per segment, got " + std::to_string(s.segments.size()));
+  return join_segments(body, segs, name, [&](size_t j, const std::string &n) { return lower_group(segs[j].body, n, s.segments[j]); });
+}
 }  // namespace
 
 Expected<LoweredKernel> lower_group(const Graph &body, const std::string &name, const KernelSchedule &s, ReplayCache *cache) {
-  if (is_chain(body)) {
+  // A chain's schedule is a schedule per segment, or steps on the joined naive nests (lower_naive),
+  // where they can place one segment's stages in another's loops.
+  if (is_chain(body) && s.steps.empty()) {
     AT_ASSIGN(segs, split_segments(body));
     return lower_chain(body, segs, name, s);
   }

@@ -130,13 +130,14 @@ std::vector<Step> register_tile(const std::string &stage, const std::vector<std:
 }
 
 /**
- * Steps placing a conv's padded input (the naive nest's "pad" stage) for consumer stage `stage`:
+ * Steps placing a conv's padded input (the naive nest's stage `pad`) for consumer stage `stage`:
  * "root" keeps its own stage ((n, c) fused and parallel), "inline" recomputes it at every read,
  * any other value is the consumer's loop to compute it at, into a local box. A stored copy's rows
  * and columns are partitioned into the border and the inside, where the reads are plain (no clamp,
  * no select), and every column loop is vectorized (in 16-lane pieces when wider than 64).
  */
-void place_pad(const LoweredKernel &naive, const std::string &stage, const std::string &where, std::vector<Step> &steps) {
+void place_pad(const LoweredKernel &naive, const std::string &stage, const std::string &where, std::vector<Step> &steps,
+               const std::string &pad = "pad") {
   auto make = [](const std::string &op, const std::string &loop, const std::string &in) {
     Step x;
     x.op = op, x.stage = in, x.loop = loop;
@@ -144,27 +145,37 @@ void place_pad(const LoweredKernel &naive, const std::string &stage, const std::
   };
   if (where == "inline") {
     Step x = make("compute_inline", "", stage);
-    x.producer = "pad";
+    x.producer = pad;
     steps.push_back(x);
     return;
   }
   bool root = where == "root";
-  std::string in = root ? "pad" : stage, suffix = root ? "" : "_" + where;
+  std::string in = root ? pad : stage, suffix = root ? "" : "_" + where;
   // The placement and the partitions tried on the naive nest alone: they touch only the copy's
   // own loops, so the names they give are the names in the full list.
   std::vector<Step> mine;
   if (!root) {
     Step x = make("compute_at", where, stage);
-    x.producer = "pad";
+    x.producer = pad;
     mine.push_back(x);
   }
   auto scratch = replay(naive, mine);
   if (!scratch) return steps.push_back(mine[0]);  // refused: the replay of the whole list says why
-  for (const char *dim : {"py", "px"}) {
-    Step part = make("partition", dim + suffix, in);
+  Step rows = make("partition", "py" + suffix, in);
+  if (auto next = apply_step(*scratch, rows)) scratch = next.take(), mine.push_back(rows);
+  // The columns of every part the rows were cut into: a box whose first and last rows are inside
+  // the image for some iterations of the loops around it (a block of rows) keeps a row condition
+  // there, and its inside columns then read plain vectors under it instead of gathering clamped
+  // columns.
+  auto at = stage_index(*scratch, in);
+  std::vector<std::pair<std::string, int64_t>> columns;
+  if (at) loops_of(scratch->stages[*at].body, columns);
+  for (const auto &[name, ex] : columns) {
+    if (name.rfind("px" + suffix, 0) != 0) continue;
+    Step part = make("partition", name, in);
     if (auto next = apply_step(*scratch, part)) scratch = next.take(), mine.push_back(part);
   }
-  auto at = stage_index(*scratch, in);
+  at = stage_index(*scratch, in);
   std::vector<std::pair<std::string, int64_t>> loops;
   if (at) loops_of(scratch->stages[*at].body, loops);
   // A blocked copy (conv2d_nchwc: loops pn, pc, py, px, pl) has its channel lanes innermost: they are the vector.
@@ -342,6 +353,42 @@ void channel_tile(const StageSteps &step, const ConvNest &n, const TileSketch &k
 }
 
 /**
+ * The pixel-lane register tiles of a 1x1 conv whose pixel loop p sits inside (or, pixels_outer,
+ * outside) its channel tiles oo around oi: p split into tiles of PB pixels, each oi channels x
+ * PB / lanes vectors around the reduction (k0, k1, k2), the weight prefetched; the `rest` pixels
+ * left over a tile of full vectors and one narrower one (masked on memory).
+ */
+void pixel_register_tiles(const StageSteps &step, const std::string &weight, int64_t PB, int64_t lanes, int64_t rest, bool pixels_outer) {
+  std::vector<Step> &steps = step.steps;
+  step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
+  step("split", "pi")->factor = lanes, steps.back().names = {"pv", "pl"};
+  step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
+  // The tile around the reduction: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
+  for (Step &t : register_tile(step.stage, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
+  Step *pf = step("prefetch", "k2");
+  pf->buffer = weight, pf->factor = 2048;
+  if (rest) {
+    // The remainder's tile: its pixels as full vectors and one narrower one (masked on memory).
+    step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo_tail", "oi_tail", "pi_tail"} : std::vector<std::string>{"oi_tail", "pi_tail"};
+    step("distribute", "pi_tail"), step("distribute", "oi_tail");
+    step("reorder")->names = {"k0_tail", "k1_tail", "k2_tail", "oi_tail_1", "pi_tail_1"};
+    Step *pt = step("prefetch", "k2_tail");
+    pt->buffer = weight, pt->factor = 2048;
+    for (const char *part : {"", "_1", "_2"}) {
+      std::string oi = std::string("oi_tail") + part, pi = std::string("pi_tail") + part;
+      step("unroll", oi);
+      if (rest > lanes) {
+        step("split", pi)->factor = lanes, steps.back().names = {pi + "v", pi + "l"};
+        step("unroll", pi + "v"), step("vectorize", pi + "l");
+        if (rest % lanes >= 2) step("vectorize", pi + "l_tail");
+      } else {
+        step(rest >= 2 ? "vectorize" : "unroll", pi);
+      }
+    }
+  }
+}
+
+/**
  * The register-tile sketch with pixel lanes for a 1x1 conv in NCHW (the pointwise template's form):
  * rows and columns fused into the pixel loop, whose contiguous pixels are the vector; tiles of
  * oc_block channels x pixel_vectors vectors of `lanes` pixels around the reduction, each weight
@@ -371,32 +418,7 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
   bool pixels_outer = knobs.parallel == 1;
   step("reorder")->names = pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
-  step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
-  step("split", "pi")->factor = lanes, steps.back().names = {"pv", "pl"};
-  step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
-  // The tile around the reduction: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
-  for (Step &t : register_tile(st.name, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
-  Step *pf = step("prefetch", "k2");
-  pf->buffer = weight, pf->factor = 2048;
-  if (rest) {
-    // The remainder's tile: its pixels as full vectors and one narrower one (masked on memory).
-    step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo_tail", "oi_tail", "pi_tail"} : std::vector<std::string>{"oi_tail", "pi_tail"};
-    step("distribute", "pi_tail"), step("distribute", "oi_tail");
-    step("reorder")->names = {"k0_tail", "k1_tail", "k2_tail", "oi_tail_1", "pi_tail_1"};
-    Step *pt = step("prefetch", "k2_tail");
-    pt->buffer = weight, pt->factor = 2048;
-    for (const char *part : {"", "_1", "_2"}) {
-      std::string oi = std::string("oi_tail") + part, pi = std::string("pi_tail") + part;
-      step("unroll", oi);
-      if (rest > lanes) {
-        step("split", pi)->factor = lanes, steps.back().names = {pi + "v", pi + "l"};
-        step("unroll", pi + "v"), step("vectorize", pi + "l");
-        if (rest % lanes >= 2) step("vectorize", pi + "l_tail");
-      } else {
-        step(rest >= 2 ? "vectorize" : "unroll", pi);
-      }
-    }
-  }
+  pixel_register_tiles(step, weight, PB, lanes, rest, pixels_outer);
   if (subsample) {
     StageSteps sub{"subsample", steps};
     sub("fuse", "sn")->names = {"sc", "snc"};
@@ -407,6 +429,93 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   parallel_units(steps, st.name, knobs.parallel, "po", rest && knobs.parallel);
   return steps;
 }
+
+}  // namespace
+
+Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                              const ChainTileSketch &knobs) {
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  bool padded = !names.empty() && names[0] == "s0_pad";
+  if (names != (padded ? std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"} : std::vector<std::string>{"s0_conv2d", "s1_conv2d"}))
+    return make_error("the chain tile sketch needs a conv's nests followed by a 1x1 conv's (stages s0_conv2d, s1_conv2d)");
+  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+  naive_loops(naive.stages.back().body, outs, reds);
+  naive_loops(naive.stages[padded].body, pouts, preds);
+  if (outs.size() != 4 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1 || pouts.size() != 4)
+    return make_error("the chain tile sketch needs a 1x1 conv in NCHW after the first conv");
+  int64_t H = outs[2].second, W = outs[3].second, R = knobs.rows, lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes;
+  if (pouts[2].second != H || pouts[3].second != W) return make_error("the first conv's result is not the 1x1 conv's input pixel for pixel");
+  if (R < 1 || H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
+  if (lanes < 2 || PB > R * W)
+    return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
+  std::vector<Step> steps;
+  StageSteps step{"s1_conv2d", steps};
+  // The 1x1 conv: blocks of R rows outermost, each block's pixels one loop p (contiguous in NCHW).
+  step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
+  step("fuse", "yi")->names = {"i3", "p"};
+  step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
+  step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"yo", "p", "oo", "oi"} : std::vector<std::string>{"yo", "oo", "p", "oi"};
+  // The first conv's result for the block's rows, every channel, into a local box (its reads are whole rows).
+  step("compute_at", "yo")->producer = "s0_conv2d";
+  pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, knobs.pixels_outer);
+  // The box's columns as vectors, the window unrolled. Where the columns are whole vectors and
+  // the block at most 8 rows, a register tile of the block's rows x one vector around the window
+  // (the loop sketch's row tile: rows whose windows overlap share their loads); else each vector
+  // alone, 16-lane pieces and a narrower rest.
+  std::vector<std::string> window;
+  for (const auto &k : reductions_to_unroll(preds)) window.push_back(k + "_yo");
+  std::vector<std::string> reduction;
+  for (const auto &k : preds) reduction.push_back(k.first + "_yo");
+  if (R <= 8 && W >= 2) {
+    std::string x = "i3_yo", rows = "i2_yo";
+    if (W > lanes) {
+      step("split", x)->factor = lanes, steps.back().names = {"fx", "fl"};
+      if (W % lanes) {
+        // The columns left over (56 = 3 x 16 + 8): the rows distributed over the full vectors and
+        // the rest, each a register tile of its own (the rest's vector narrower); each copy of
+        // the rows renamed by a split of the whole block, as the tiles' own loops distribute.
+        step("distribute", "i2_yo");
+        step("split", "i2_yo_1")->factor = R, steps.back().names = {"tyo", "ty"};
+        std::vector<std::string> tail;
+        for (const std::string &k : reduction) tail.push_back(k + "_tail");
+        for (Step &t : register_tile("s1_conv2d", {"ty", "fl_tail"}, tail)) steps.push_back(t);
+        for (const std::string &k : window) step("unroll", k + "_tail");
+        step("split", "i2_yo")->factor = R, steps.back().names = {"ryo", "ry"};
+        rows = "ry";
+      }
+      step("reorder")->names = {"fx", rows, "fl"};
+      x = "fl";
+    }
+    for (Step &t : register_tile("s1_conv2d", {rows, x}, reduction)) steps.push_back(t);
+    for (const std::string &k : window) step("unroll", k);
+  } else {
+    if (W > lanes) {
+      step("split", "i3_yo")->factor = lanes, steps.back().names = {"fx", "fl"};
+      step("vectorize", "fl");
+      if (W % lanes >= 2) step("vectorize", "fl_tail");
+    } else if (W >= 2) {
+      step("vectorize", "i3_yo");
+    }
+    for (const std::string &k : window) {
+      step("unroll", k);
+      if (W > lanes && W % lanes) step("unroll", k + "_tail");
+    }
+  }
+  if (padded) {
+    // At root, inline, or at a loop of the box (i1_yo: per channel, its rows with the halo, every
+    // column), partitioned and vectorized; placed where the steps so far have put its reader.
+    AT_ASSIGN(so_far, replay(naive, steps));
+    place_pad(so_far, "s1_conv2d", knobs.pad, steps, "s0_pad");
+  }
+  step("fuse", "i0")->names = {"yo", "blk"};
+  step("parallel", "blk");
+  return steps;
+}
+
+namespace {
 
 /**
  * The register-tile sketch with flat pixels (the register-blocked conv template's shape): the

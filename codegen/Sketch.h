@@ -136,6 +136,28 @@ Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::s
 std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                        int lanes, int registers, bool pointwise = false);
 
+/** The knobs of the chain tile sketch. */
+struct ChainTileSketch {
+  int64_t rows = 4;         // output rows per block: each block is a unit of the parallel loop
+  int64_t oc_block = 8;     // the 1x1 conv's register tile: output channels
+  int pixel_vectors = 3;    // and vectors of `lanes` pixels of the block (its rows' pixels are contiguous)
+  int lanes = 16;
+  bool pixels_outer = false;  // each pixel tile runs every channel tile (its slice of the box read once), else each channel tile every pixel tile
+  std::string pad = "i1_yo";  // the first conv's padded input: "root", "inline", or the box's loop to compute it at
+                              // (i1_yo: per channel of the block, its rows with the halo)
+};
+
+/**
+ * Issue 11's anchors at a tile: a chain of a conv (depthwise, stride 1: its result the next
+ * conv's input pixel for pixel) and a 1x1 conv in NCHW (lower_naive's joined nests: stages
+ * [s0_pad,] s0_conv2d, s1_conv2d) as one parallel loop over (image, block of `rows` output rows):
+ * per block, the first conv computes every channel of those rows into a local box (compute_at:
+ * the rows its result is read at, no halo), then the 1x1 conv runs its pixel-lane register tiles
+ * over the block's pixels, reading the box. The first conv's result never goes to memory.
+ */
+Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                              const ChainTileSketch &knobs);
+
 /**
  * The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc
  * points; the widths past 16 fit the registers only with one channel vector.

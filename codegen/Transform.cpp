@@ -895,7 +895,8 @@ struct Space {
   std::vector<std::string> vars;
   std::vector<int64_t> extents, strides;
   int64_t offset = 0;
-  Expr value;
+  Expr value;               // the element's value (one store), or null:
+  Stmt body;                // the statements that compute it (a reduction's init, update and epilogue)
   bool vectorized = false;  // its innermost loop was
 };
 
@@ -914,27 +915,47 @@ Expected<Space> producer_space(const KernelStage &st) {
     sp.vectorized = cur->for_kind == ForKind::kVectorized;
     cur = cur->body[0];
   }
-  if (cur->kind != StmtKind::kStore) return fail("the body of its loops is not one store");
-  sp.buffer = cur->buffer;
-  sp.value = cur->value;
-  auto idx = affine_form(cur->index);
-  if (!idx) return fail("the index " + to_string(cur->index) + " is not affine");
+  Expr index;
+  if (cur->kind == StmtKind::kStore) {
+    sp.buffer = cur->buffer, sp.value = cur->value, index = cur->index;
+  } else {
+    // Statements computing each element (a naive reduction: an accumulator set, updated by the
+    // reduction's loops, its result stored): one buffer written that they do not allocate, at one
+    // index, and read (an accumulation in place) only there.
+    std::vector<Access> stores, loads;
+    std::set<const BufferNode *> inner;
+    collect_accesses(cur, stores, loads, inner);
+    for (const Access &a : stores) {
+      if (inner.count(a.buffer.get())) continue;
+      if (!sp.buffer) sp.buffer = a.buffer, index = a.index;
+      else if (a.buffer != sp.buffer) return fail("the body of its loops writes " + sp.buffer->name + " and " + a.buffer->name);
+      else if (to_string(a.index) != to_string(index))
+        return fail("the body of its loops writes " + sp.buffer->name + " at " + to_string(index) + " and at " + to_string(a.index));
+    }
+    if (!sp.buffer) return fail("the body of its loops stores nothing it does not allocate");
+    for (const Access &a : loads)
+      if (a.buffer == sp.buffer && to_string(a.index) != to_string(index))
+        return fail("the body of its loops reads " + sp.buffer->name + " at " + to_string(a.index) + ", not the element it writes");
+    sp.body = cur;
+  }
+  auto idx = affine_form(index);
+  if (!idx) return fail("the index " + to_string(index) + " is not affine");
   std::vector<std::pair<int64_t, std::string>> dims;
   for (const auto &[v, e] : extent) {
     auto it = idx->coeff.find(v);
-    if (it == idx->coeff.end() || it->second <= 0) return fail("the index " + to_string(cur->index) + " does not increase with loop " + v);
+    if (it == idx->coeff.end() || it->second <= 0) return fail("the index " + to_string(index) + " does not increase with loop " + v);
     dims.emplace_back(it->second, v);
   }
-  if (idx->coeff.size() != dims.size()) return fail("the index " + to_string(cur->index) + " uses a variable that is not one of its loops");
+  if (idx->coeff.size() != dims.size()) return fail("the index " + to_string(index) + " uses a variable that is not one of its loops");
   std::sort(dims.rbegin(), dims.rend());
   for (size_t d = 0; d < dims.size(); ++d) {
     sp.vars.push_back(dims[d].second);
     sp.strides.push_back(dims[d].first);
     sp.extents.push_back(extent[dims[d].second]);
     if (d > 0 && sp.strides[d - 1] < sp.strides[d] * sp.extents[d])
-      return fail("the index " + to_string(cur->index) + " is not a row-major box (loop " + sp.vars[d] + " overlaps loop " + sp.vars[d - 1] + ")");
+      return fail("the index " + to_string(index) + " is not a row-major box (loop " + sp.vars[d] + " overlaps loop " + sp.vars[d - 1] + ")");
   }
-  if (sp.strides.empty() || sp.strides.back() != 1) return fail("the index " + to_string(cur->index) + " has no unit-stride loop");
+  if (sp.strides.empty() || sp.strides.back() != 1) return fail("the index " + to_string(index) + " has no unit-stride loop");
   sp.offset = idx->constant;
   return sp;
 }
@@ -991,8 +1012,7 @@ Expected<ProducerConsumer> producer_consumer(const LoweredKernel &k, const std::
   const BufferNode *b = sp.buffer.get();
   if (sp.buffer->scope != BufferScope::kTemp) return make_error("stage " + producer + " writes " + b->name + ", which is not a temporary of the kernel");
   std::set<const BufferNode *> preads, pwrites;
-  loop::Stmt pv = store(sp.buffer, int_imm(0), sp.value);
-  buffers_of(pv, preads, pwrites);
+  buffers_of(sp.body ? sp.body : store(sp.buffer, int_imm(0), sp.value), preads, pwrites);
   for (size_t i = 0; i < k.stages.size(); ++i) {
     if (i == p) continue;
     std::set<const BufferNode *> r, w;
@@ -1035,6 +1055,30 @@ std::string fresh_name(const Stmt &s, const std::string &base, std::set<std::str
   return n;
 }
 
+Expected<Stmt> body_at(const Space &sp, const std::vector<Expr> &at, const Buffer &local, const Expr &li, const std::string &suffix,
+                       const Stmt &around, std::set<std::string> &taken) {
+  Stmt b = sp.body;
+  for (const std::string &l : loops_in(b)) {
+    std::string to = fresh_name(around, l + suffix, taken);
+    AT_ASSIGN(renamed, map_loop(b, l, [&](const Stmt &f) -> Expected<Stmt> {
+      return for_loop(to, f->min, f->extent, f->for_kind, substitute(f->body[0], l, var(to)));
+    }));
+    b = renamed;
+  }
+  std::vector<Access> stores, loads;
+  std::set<const BufferNode *> inner;
+  collect_accesses(b, stores, loads, inner);
+  std::map<const BufferNode *, Buffer> fresh;
+  for (const BufferNode *x : inner) fresh[x] = make_buffer(x->name + suffix, x->type, x->size, x->scope);
+  b = replace_buffers(b, fresh);
+  // Through fresh names first, so an index that mentions a producer loop's own name is not substituted twice.
+  for (size_t k = 0; k < sp.vars.size(); ++k) b = substitute(b, sp.vars[k], var("\x01" + sp.vars[k]));
+  for (size_t k = 0; k < sp.vars.size(); ++k) b = substitute(b, "\x01" + sp.vars[k], at[k]);
+  return map_stmt_loads(
+      b, sp.buffer.get(), [&](const Expr &) -> Expected<Expr> { return load(local, li); },
+      [&](const Stmt &st) -> Expected<Stmt> { return store(local, li, st->value); });
+}
+
 /** A nest over `extents` (outermost first) around body(indices); the innermost loop vectorized when asked and 2 to 64 long. */
 Stmt box_nest(const std::vector<std::string> &names, const std::vector<int64_t> &extents, bool vectorize_inner,
               const std::function<Stmt(const std::vector<Expr> &)> &body) {
@@ -1075,6 +1119,9 @@ Expected<Stmt> with_loop_body(const Stmt &s, const std::string &name, const Stmt
 
 Expected<LoweredKernel> compute_inline(const LoweredKernel &k, const std::string &producer, const std::string &consumer) {
   AT_ASSIGN(pc, producer_consumer(k, producer, consumer));
+  if (pc.space.body)
+    return make_error("compute_inline " + producer + " into " + consumer + ": stage " + producer +
+                      " computes each element in statements (a reduction), not as one value; compute_at places it");
   const KernelStage &cs = k.stages[pc.c];
   Ranges ranges = stage_ranges(cs);
   auto body = map_stmt_loads(cs.body, pc.space.buffer.get(), [&](const Expr &ld) -> Expected<Expr> {
@@ -1113,20 +1160,48 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   std::set<std::string> inner = loops_in(inside);
   // The box: per producer loop, the outer part of every read's index must agree; the inner parts give its extent.
   size_t D = sp.vars.size();
-  std::vector<Affine> outer(D);
-  std::vector<Range> box(D);
-  for (size_t i = 0; i < in_loads.size(); ++i) {
-    auto d = digits_of(in_loads[i], sp, ranges);
-    if (!d) return make_error(where + d.error().message);
-    for (size_t x = 0; x < D; ++x) {
-      Affine o = part((*d)[x], inner, false), in = part((*d)[x], inner, true);
-      in.constant = o.constant, o.constant = 0;
-      AT_ASSIGN(r, range_of(in, ranges));
-      if (i == 0) outer[x] = o, box[x] = r;
-      else if (!(outer[x] == o)) return make_error(where + "reads of " + b->name + " move differently with the loops outside it (" + to_string(to_expr(outer[x])) + " and " + to_string(to_expr(o)) + ")");
-      else box[x] = {std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
+  auto box_in = [&](const Space &in_space, std::vector<Affine> &outer, std::vector<Range> &box) -> Status {
+    size_t n = in_space.vars.size();
+    outer.assign(n, Affine{}), box.assign(n, Range{});
+    for (size_t i = 0; i < in_loads.size(); ++i) {
+      AT_ASSIGN(d, digits_of(in_loads[i], in_space, ranges));
+      for (size_t x = 0; x < n; ++x) {
+        Affine o = part(d[x], inner, false), in = part(d[x], inner, true);
+        in.constant = o.constant, o.constant = 0;
+        AT_ASSIGN(r, range_of(in, ranges));
+        if (i == 0) outer[x] = o, box[x] = r;
+        else if (!(outer[x] == o)) return make_error("reads of " + b->name + " move differently with the loops outside it (" + to_string(to_expr(outer[x])) + " and " + to_string(to_expr(o)) + ")");
+        else box[x] = {std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
+      }
+    }
+    return Status::ok();
+  };
+  std::vector<Affine> outer;
+  std::vector<Range> box;
+  // The space the reads are mapped in: the producer's, or with its last two loops as one where a
+  // flat tile of pixels (a 1x1 conv's rows and columns fused) reads its rows and columns as one
+  // run. Where that run is whole rows, the box is those rows, every column.
+  Space reads = sp;
+  Status mapped = box_in(sp, outer, box);
+  if (!mapped && D >= 2 && sp.strides[D - 2] == sp.extents[D - 1] * sp.strides[D - 1]) {
+    Space flat = sp;
+    int64_t W = sp.extents[D - 1];
+    flat.vars.pop_back(), flat.strides.erase(flat.strides.end() - 2), flat.extents.pop_back(), flat.extents.back() *= W;
+    std::vector<Affine> fo;
+    std::vector<Range> fb;
+    if (box_in(flat, fo, fb)) {
+      const Affine &o = fo.back();
+      const Range &r = fb.back();
+      bool whole = r.lo % W == 0 && (r.hi + 1) % W == 0 && std::all_of(o.coeff.begin(), o.coeff.end(), [&](const auto &c) { return c.second % W == 0; });
+      if (!whole) return make_error(where + "the reads of " + b->name + " take rows " + sp.vars[D - 2] + " and columns " + sp.vars[D - 1] + " as one run that is not whole rows of " + std::to_string(W));
+      outer = fo, box = fb;
+      for (auto &[v, c] : outer.back().coeff) c /= W;
+      box.back() = {r.lo / W, (r.hi + 1) / W - 1};
+      outer.push_back(Affine{}), box.push_back({0, W - 1});
+      reads = flat, mapped = Status::ok();
     }
   }
+  if (!mapped) return make_error(where + mapped.error().message);
   std::vector<int64_t> ext(D);
   for (size_t x = 0; x < D; ++x) ext[x] = box[x].hi - box[x].lo + 1;
   int64_t size = 0;
@@ -1136,19 +1211,32 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   Buffer local = make_buffer(fresh_name(cs.body, sp.buffer->name + "_at_" + loop, taken), sp.buffer->type, size, BufferScope::kLocal);
   std::vector<std::string> names;
   for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(cs.body, sp.vars[x] + "_" + loop, taken));
-  Stmt fill = box_nest(names, ext, sp.vectorized, [&](const std::vector<Expr> &r) {
-    std::vector<Expr> at;
-    Expr li = int_imm(0);
-    for (size_t x = 0; x < D; ++x) at.push_back(to_expr(outer[x]) + int_imm(box[x].lo) + r[x]), li = li + r[x] * ls[x];
-    return store(local, li, value_at(sp, at));
-  });
+  std::vector<Expr> at;
+  Expr li = int_imm(0);
+  for (size_t x = 0; x < D; ++x) at.push_back(to_expr(outer[x]) + int_imm(box[x].lo) + var(names[x])), li = li + var(names[x]) * ls[x];
+  Stmt element;
+  if (!sp.body) {
+    element = store(local, li, value_at(sp, at));
+  } else {
+    auto computed = body_at(sp, at, local, li, "_" + loop, cs.body, taken);
+    if (!computed) return make_error(where + computed.error().message);
+    element = *computed;
+  }
+  // A producer of statements keeps its box loops serial: vectorizing one (a later step) gives each
+  // lane its own accumulator, which marking the loop here would not.
+  Stmt fill = box_nest(names, ext, sp.vectorized && !sp.body, [&](const std::vector<Expr> &) { return element; });
+  // A read's index in the box, in the space it was mapped in (rows and columns as one run: the
+  // box's whole rows are contiguous in it, its first element at the first row's first column).
+  std::vector<int64_t> rlo, rls;
+  for (size_t x = 0; x < reads.vars.size(); ++x) rlo.push_back(box[x].lo), rls.push_back(ls[x]);
+  if (reads.vars.size() < D) rlo.back() *= sp.extents[D - 1], rls.back() = ls[D - 1];
   AT_ASSIGN(body, map_stmt_loads(inside, b, [&](const Expr &ld) -> Expected<Expr> {
-    AT_ASSIGN(d, digits_of(ld->args[0], sp, ranges));
+    AT_ASSIGN(d, digits_of(ld->args[0], reads, ranges));
     Expr li = int_imm(0);
-    for (size_t x = 0; x < D; ++x) {
+    for (size_t x = 0; x < d.size(); ++x) {
       Affine in = part(d[x], inner, true);
-      in.constant = d[x].constant - box[x].lo;
-      li = li + to_expr(in) * ls[x];
+      in.constant = d[x].constant - rlo[x];
+      li = li + to_expr(in) * rls[x];
     }
     return load(local, li);
   }));

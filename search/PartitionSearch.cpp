@@ -67,9 +67,21 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     flops += std::exp2(v[f_flops]);
   };
   std::vector<PartitionMove> moves = partition_moves(fused, o.max_copies);
-  // The moves measured (legal, and not a chain unless asked): what progress counts.
-  auto measurable = [&](const PartitionMove &m) { return m.why_not.empty() && (m.kind != PartitionMove::kChain || o.chains); };
-  size_t to_measure = std::count_if(moves.begin(), moves.end(), measurable), measuring = 0;
+  // A chain is measured where the chain tile sketch fits it (its default is the sketch's list: the
+  // producer's result a local box per block of rows); elsewhere its default runs the segments one
+  // after another, the kernels apart with the same traffic, so it is not measured unless asked.
+  std::vector<std::string> unfit(moves.size());
+  for (size_t i = 0; i < moves.size(); ++i) {
+    const PartitionMove &m = moves[i];
+    if (m.kind != PartitionMove::kChain || !m.why_not.empty() || o.chains) continue;
+    auto merged = apply_move(fused, m.producer, o.max_copies);
+    if (merged && default_schedule(*merged->nodes[m.consumers[0] - 1].body, jit->target()).steps.empty())
+      unfit[i] = "not measured: no chain tile fits it (a stride-1 conv before a 1x1 conv on pixel lanes), and its segments one after another are the kernels apart";
+  }
+  // The moves measured: what progress counts.
+  auto measurable = [&](size_t i) { return moves[i].why_not.empty() && unfit[i].empty(); };
+  size_t to_measure = 0, measuring = 0;
+  for (size_t i = 0; i < moves.size(); ++i) to_measure += measurable(i);
   // A move whose kernels apart and merged are those of a move measured before (a transformer's 12
   // identical layers) takes that measurement: the same kernels, timed again, say nothing new.
   std::map<std::string, size_t> measured_kernels;
@@ -83,9 +95,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     r.ops = group_ops(*fused.nodes[mv.producer].body);
     for (size_t k = 0; k < mv.consumers.size(); ++k)
       r.ops += std::string(k ? ", " : " -> ") + group_ops(*fused.nodes[mv.consumers[k]].body);
-    r.why_not = mv.why_not;
-    if (r.why_not.empty() && mv.kind == PartitionMove::kChain && !o.chains)
-      r.why_not = "not measured: a chain's segments run one after another, each at its default, so it cannot be faster yet";
+    r.why_not = mv.why_not.empty() ? unfit[mi] : mv.why_not;
     r.bytes_saved = 2.0 * static_cast<double>(fused.nodes[mv.producer].type.numel()) * 4;  // written once, read back once
     if (r.why_not.empty()) {
       auto merged = apply_move(fused, mv.producer, o.max_copies);
@@ -129,7 +139,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       }
     }
 
-    if (o.progress && measurable(mv)) {
+    if (o.progress && measurable(mi)) {
       ++measuring;
       char line[256];
       if (r.measured)

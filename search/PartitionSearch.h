@@ -21,7 +21,7 @@ struct PartitionSearchOptions {
   double min_gain = 0.03;               // a move is taken when its kernels are this much faster than those it replaces
   int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
   int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
-  bool chains = false;                  // measure chain moves too (they run their segments at root: never faster yet)
+  bool chains = false;                  // measure every chain move, also those no chain tile fits (their segments run one after another)
   const std::atomic<bool> *stop = nullptr;
   std::function<void(const std::string &)> progress;
 };

@@ -5,6 +5,8 @@
 #include <random>
 
 #include "codegen/Jit.h"
+#include "codegen/Lower.h"
+#include "codegen/Sketch.h"
 #include "codegen/Steps.h"
 #include "codegen/Transform.h"
 #include "ir/Parser.h"
@@ -371,7 +373,14 @@ TEST(Transform, ProducerStepsAreRefusedWithTheirReason) {
   // The conv's output is not a temporary; a producer that is not one store in a box of loops.
   LoweredKernel two = k;
   two.stages.push_back({"copy", "u", 1, for_loop("i", int_imm(0), int_imm(5), ForKind::kSerial, store(pc.out, var("i"), load(pc.out, var("i"))))});
-  EXPECT_EQ(refusal(compute_inline(two, "conv", "copy")), "stage conv is not a producer nest: the body of its loops is not one store");
+  EXPECT_EQ(refusal(compute_inline(two, "conv", "copy")), "stage conv writes out, which is not a temporary of the kernel");
+  // Statements that write their buffer at two elements, or read it at another, compute no element each.
+  LoweredKernel twice = k;
+  Stmt zero = store(pc.padded, var("c"), float_imm(0));
+  twice.stages[0].body = for_loop("c", int_imm(0), int_imm(4), ForKind::kSerial, seq({zero, store(pc.padded, var("c") + int_imm(1), float_imm(0))}));
+  EXPECT_EQ(refusal(compute_at(twice, "pad", "conv", "oy")), "stage pad is not a producer nest: the body of its loops writes padded at c and at (c + 1)");
+  twice.stages[0].body = for_loop("c", int_imm(0), int_imm(4), ForKind::kSerial, seq({zero, store(pc.padded, var("c"), load(pc.padded, var("c") + int_imm(1)))}));
+  EXPECT_EQ(refusal(compute_at(twice, "pad", "conv", "oy")), "stage pad is not a producer nest: the body of its loops reads padded at (c + 1), not the element it writes");
   LoweredKernel diag = k;
   diag.stages[0].body = for_loop("c", int_imm(0), int_imm(4), ForKind::kSerial, store(pc.padded, var("c") * 2, float_imm(0)));
   EXPECT_EQ(refusal(compute_inline(diag, "pad", "conv")), "stage pad is not a producer nest: the index (c * 2) has no unit-stride loop");
@@ -381,6 +390,114 @@ TEST(Transform, ProducerStepsAreRefusedWithTheirReason) {
   EXPECT_EQ(refusal(compute_inline(narrow, "pad", "conv")).rfind("stage pad is not a producer nest", 0), 0u);
   // cache_write needs the loop to store to the buffer, with one store covering the box.
   EXPECT_EQ(refusal(cache_write(k.stages[1], "padded", "oy")), "cache_write padded at oy in stage conv: the loop does not store to padded");
+}
+
+/**
+ * A depthwise 3x3 conv and the 1x1 conv that reads it (MobileNet's pair) in one group: a chain,
+ * whose joined naive nests are stages s0_pad, s0_conv2d (a reduction: its accumulator set, the
+ * window summed, the relu stored) and s1_conv2d.
+ */
+struct DepthwiseThenPointwise : ReferenceCase {
+  DepthwiseThenPointwise() {
+    set("def @main(%x: Tensor[(1, 6, 8, 10), float32], %w: Tensor[(6, 1, 3, 3), float32], %b: Tensor[(6), float32], "
+        "%v: Tensor[(8, 6, 1, 1), float32]) -> Tensor[(1, 8, 8, 10), float32] {\n"
+        "  %0 = nn.conv2d(%x, %w, %b, padding=[1, 1, 1, 1], groups=6);\n  %1 = nn.relu(%0);\n"
+        "  %2 = nn.conv2d(%1, %v);\n  %3 = nn.relu(%2);\n  return %3;\n}",
+        13);
+  }
+};
+
+TEST(Transform, AReductionComputedAtAConsumersLoopMatches) {
+  DepthwiseThenPointwise c;
+  LoweredKernel naive = ok(lower_naive(c.graph, "chain", KernelSchedule{}));
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  ASSERT_EQ(names, (std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"}));
+  EXPECT_LT(c.run(naive), 1e-5) << naive.to_string();
+  // At each loop of the 1x1 conv, the box of the depthwise conv's result its body reads: every
+  // channel, row and column per image or output channel, a row's 6 x 10, a pixel's 6 channels, one value.
+  struct Case {
+    std::string loop;
+    int64_t box;
+  };
+  for (const Case &cs : std::vector<Case>{{"i0", 6 * 8 * 10}, {"i1", 6 * 8 * 10}, {"i2", 6 * 10}, {"i3", 6}, {"k0", 1}}) {
+    LoweredKernel at = ok(compute_at(naive, "s0_conv2d", "s1_conv2d", cs.loop));
+    ASSERT_EQ(at.stages.size(), 2u) << cs.loop;
+    std::string ir = at.to_string();
+    EXPECT_NE(ir.find("allocate s0_result_at_" + cs.loop + "[" + std::to_string(cs.box) + "]"), std::string::npos) << ir;
+    // The producer's own reduction loops and accumulator are renamed where they are placed.
+    EXPECT_NE(ir.find("allocate acc_" + cs.loop + "[1]"), std::string::npos) << ir;
+    EXPECT_LT(c.run(at), 1e-5) << ir;
+  }
+  // Blocks of 2 rows (issue 11's anchors at a tile): the 1x1 conv's rows split and the block loop
+  // moved outside its channels; the depthwise conv computed per block (6 channels x 2 rows x 10
+  // columns), its padded input per channel of that box (4 rows with the halo x 12 columns); the
+  // image and the blocks one parallel loop; the box's columns vectorized, each lane with its own
+  // accumulator. As steps on the chain's naive nests, through lower_group.
+  auto step = [](const std::string &op, const std::string &loop) {
+    Step s;
+    s.op = op, s.stage = "s1_conv2d", s.loop = loop;
+    return s;
+  };
+  Step sp = step("split", "i2"), ro = step("reorder", ""), at = step("compute_at", "yo"), pad = step("compute_at", "i1_yo"),
+       fu = step("fuse", "i0");
+  sp.factor = 2, sp.names = {"yo", "yi"};
+  ro.names = {"yo", "i1", "yi"};
+  at.producer = "s0_conv2d", pad.producer = "s0_pad";
+  fu.names = {"yo", "blk"};
+  KernelSchedule s;
+  s.steps = {sp, ro, at, pad, fu, step("parallel", "blk"), step("vectorize", "i3_yo")};
+  auto k = lower_group(c.graph, "chain", s);
+  ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+  std::string ir = k->to_string();
+  ASSERT_EQ(k->stages.size(), 1u) << ir;
+  for (const char *want : {"allocate s0_result_at_yo[120]", "allocate s0_padded_at_i1_yo[48]", "vectorized (i3_yo, 0, 10)"})
+    EXPECT_NE(ir.find(want), std::string::npos) << want << "\n" << ir;
+  EXPECT_EQ(k->stages[0].parallel_extent, 4);
+  EXPECT_LT(c.run(*k), 1e-5) << ir;
+  // The 1x1 conv's rows and columns fused into one pixel loop (its pixel-lane tiles' form), split
+  // into runs of 20 pixels: each run is two whole rows, so the box is 6 x 2 x 10 again. A run of
+  // 16 pixels is not whole rows, and is refused.
+  LoweredKernel flat = naive;
+  flat.stages[2].body = ok(fuse(flat.stages[2].body, "i2", "i3", "p"));
+  LoweredKernel runs = flat;
+  runs.stages[2].body = ok(split(runs.stages[2].body, "p", 20, "po", "pi"));
+  LoweredKernel run_at = ok(compute_at(runs, "s0_conv2d", "s1_conv2d", "po"));
+  EXPECT_NE(run_at.to_string().find("allocate s0_result_at_po[120]"), std::string::npos) << run_at.to_string();
+  EXPECT_LT(c.run(run_at), 1e-5) << run_at.to_string();
+  runs = flat;
+  runs.stages[2].body = ok(split(runs.stages[2].body, "p", 16, "po", "pi"));
+  runs.stages[2].body = ok(reorder(runs.stages[2].body, {"po", "i1"}));
+  EXPECT_EQ(refusal(compute_at(runs, "s0_conv2d", "s1_conv2d", "po")),
+            "compute_at s0_conv2d in s1_conv2d at po: the reads of s0_result take rows i2 and columns i3 as one run that is not whole rows of 10");
+  // The chain tile sketch: blocks of rows, the depthwise conv's box per block, the 1x1 conv's
+  // pixel-lane register tiles over the block (full tiles and a remainder), the padded input per
+  // channel of the box, at root or inline; 8 lanes make the box's 10 columns a vector and a rest.
+  struct Point {
+    int64_t rows, oc_block;
+    int vectors, lanes;
+    std::string pad;
+  };
+  for (const Point &pt : std::vector<Point>{{2, 4, 1, 16, "i1_yo"}, {4, 8, 2, 16, "root"}, {2, 8, 2, 8, "inline"}, {8, 4, 3, 8, "i1_yo"}}) {
+    ChainTileSketch knobs;
+    knobs.rows = pt.rows, knobs.oc_block = pt.oc_block, knobs.pixel_vectors = pt.vectors, knobs.lanes = pt.lanes, knobs.pad = pt.pad;
+    auto steps = chain_tile_sketch(naive, "p3", {8, 6, 1, 1}, knobs);
+    ASSERT_TRUE(static_cast<bool>(steps)) << steps.error().message;
+    KernelSchedule sk;
+    sk.steps = *steps;
+    auto tiled = lower_group(c.graph, "chain", sk);
+    ASSERT_TRUE(static_cast<bool>(tiled)) << pt.rows << " rows, pad " << pt.pad << ": " << tiled.error().message;
+    std::string tir = tiled->to_string();
+    EXPECT_NE(tir.find("allocate s0_result_at_yo[" + std::to_string(6 * pt.rows * 10) + "]"), std::string::npos) << tir;
+    EXPECT_EQ(tiled->stages.back().parallel_extent, 8 / pt.rows) << tir;
+    EXPECT_LT(c.run(*tiled), 1e-5) << tir;
+  }
+  ChainTileSketch wide;
+  wide.rows = 3;
+  EXPECT_EQ(refusal(chain_tile_sketch(naive, "p3", {8, 6, 1, 1}, wide)), "3 rows per block do not divide 8 rows");
+  // A reduction cannot be inlined at every read: it is statements, not a value.
+  EXPECT_EQ(refusal(compute_inline(naive, "s0_conv2d", "s1_conv2d")),
+            "compute_inline s0_conv2d into s1_conv2d: stage s0_conv2d computes each element in statements (a reduction), not as one value; compute_at places it");
 }
 
 TEST(Transform, CacheWriteMakesARegisterTile) {

@@ -217,7 +217,7 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   auto bench_json = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(bench_json["tuned_groups"], 13 - reverted);
   // tiny_cnn has no elementwise group to recompute: the searched partition is FuseOps's, saved.
-  EXPECT_EQ(bench_json["partition"], "searched (the database's): 0 groups recomputed in the groups that read them");
+  EXPECT_EQ(bench_json["partition"], "searched (the database's): 0 groups recomputed in the groups that read them, 0 joined to the group that reads them");
   // The planned stage is the saved partition's groups: tiny_cnn has no move, so FuseOps's "groups" list.
   std::string fused_json = cli("inspect --model " + model_path("tiny_cnn") + " --stage fused --format json", &code);
   ASSERT_EQ(code, 0) << fused_json;
