@@ -53,7 +53,10 @@ inline Step random_step(const LoweredKernel &k, std::mt19937 &rng, int t) {
     s.names = {loops[std::min(loops.size() - 1, i + 1 + pick(3))].first};
   }
   const KernelStage &last = k.stages.back();
-  if (s.op == "compute_at" || s.op == "compute_inline") s.stage = last.name, s.producer = k.stages.front().name;
+  // The producer: the first stage, or with more than two any stage before the last (a chain's
+  // depthwise conv after its padded input, a producer of statements).
+  if (s.op == "compute_at" || s.op == "compute_inline")
+    s.stage = last.name, s.producer = k.stages[k.stages.size() > 2 ? pick(k.stages.size() - 1) : 0].name;
   if (s.op == "cache_write") s.stage = last.name, s.buffer = k.buffers[static_cast<size_t>(k.num_params)]->name;
   if (s.op == "compute_at" || s.op == "cache_write") {
     std::vector<std::pair<std::string, int64_t>> cl;

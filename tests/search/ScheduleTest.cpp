@@ -313,34 +313,45 @@ TEST(ScheduleSpace, RandomStepListsOnEveryGroupsNaiveNestMatchTheReference) {
   // FUZZ_SEED=N runs other sequences; FUZZ_SHOW=1 prints each list and kernel before it runs (for a crash).
   std::mt19937 rng(getenv("FUZZ_SEED") ? static_cast<unsigned>(atoi(getenv("FUZZ_SEED"))) : 7u);
   int sequences = 0, applied = 0;
-  for (const char *model : {"tiny_cnn", "mlp"}) {
-    for (const Task &t : extract_tasks(fused_model(model))) {
-      auto naive = lower_naive(t.body, "fuzz", default_schedule(t.body));
-      if (!naive) continue;
-      for (int seqno = 0; seqno < 4; ++seqno) {
-        LoweredKernel k = *naive;
-        KernelSchedule s = default_schedule(t.body);
-        s.steps.clear();  // the list starts from the naive nest, not from a default's own steps
-        for (int step = 0; step < 6; ++step) {
-          Step st = testing::random_step(k, rng, step);
-          auto next = apply_step(k, st);
-          if (!next) {
-            EXPECT_FALSE(next.error().message.empty());
-            continue;
-          }
-          k = next.take();
-          s.steps.push_back(st);
-          ++applied;
+  auto fuzz = [&](const Graph &body, const std::string &name, int lists) {
+    auto naive = lower_naive(body, "fuzz", default_schedule(body));
+    if (!naive) return;
+    for (int seqno = 0; seqno < lists; ++seqno) {
+      LoweredKernel k = *naive;
+      KernelSchedule s = default_schedule(body);
+      s.steps.clear();  // the list starts from the naive nest, not from a default's own steps
+      s.segments.clear();
+      for (int step = 0; step < 6; ++step) {
+        Step st = testing::random_step(k, rng, step);
+        auto next = apply_step(k, st);
+        if (!next) {
+          EXPECT_FALSE(next.error().message.empty());
+          continue;
         }
-        if (s.steps.empty()) continue;
-        if (getenv("FUZZ_SHOW")) std::fprintf(stderr, "%s\n%s\n", steps_to_json(s.steps).c_str(), k.to_string().c_str());
-        expect_schedule_matches(t.body, s, std::string(model) + " " + t.ops + " " + t.shape);
-        ++sequences;
+        k = next.take();
+        s.steps.push_back(st);
+        ++applied;
       }
+      if (s.steps.empty()) continue;
+      if (getenv("FUZZ_SHOW")) std::fprintf(stderr, "%s\n%s\n", steps_to_json(s.steps).c_str(), k.to_string().c_str());
+      expect_schedule_matches(body, s, name);
+      ++sequences;
     }
-  }
+  };
+  for (const char *model : {"tiny_cnn", "mlp"})
+    for (const Task &t : extract_tasks(fused_model(model))) fuzz(t.body, std::string(model) + " " + t.ops + " " + t.shape, 4);
+  // A chain (a depthwise conv and the 1x1 conv after it, one group): its joined naive nests, whose
+  // depthwise conv becomes a producer of statements that compute_at places once its padded input is placed.
+  auto chain = parse_text(R"(def @main(%x: Tensor[(1, 6, 7, 9), float32], %w: Tensor[(6, 1, 3, 3), float32], %v: Tensor[(8, 6, 1, 1), float32]) -> Tensor[(1, 8, 7, 9), float32] {
+  %0 = nn.conv2d(%x, %w, padding=[1, 1, 1, 1], groups=6);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %v);
+  return %2;
+})");
+  ASSERT_TRUE(static_cast<bool>(chain)) << chain.error().message;
+  fuzz(*chain, "depthwise and 1x1 chain", 16);
   std::printf("%d random step lists (%d steps applied) checked\n", sequences, applied);
-  EXPECT_GE(sequences, 40);
+  EXPECT_GE(sequences, 50);
 }
 
 TEST(ScheduleSpace, WinogradMatchesTheReference) {
