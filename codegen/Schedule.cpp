@@ -310,7 +310,11 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   if (is_chain(body))
     if (auto segs = split_segments(body)) {
       for (const Segment &g : *segs) s.segments.push_back(default_schedule(g.body, target));
-      if (auto steps = chain_tile_default(body, *segs, s.segments)) s.steps = *steps, s.segments.clear();
+      if (auto steps = chain_tile_default(body, *segs, s.segments)) {
+        // The knobs beside the steps are unused; the 1x1 conv's vector width, as its tiles have, is what they print.
+        s.vector_width = s.segments[1].vector_width;
+        s.steps = *steps, s.segments.clear();
+      }
       return s;
     }
   s.vector_width = target.lanes;
