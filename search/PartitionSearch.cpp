@@ -25,7 +25,7 @@ std::string PartitionReport::json() const {
   for (const MoveReport &m : moves) {
     moves_j.push_back({{"move", m.move}, {"ops", m.ops}, {"apart_ms", m.apart_s * 1e3}, {"merged_ms", m.merged_s * 1e3}, {"ratio", m.ratio},
                        {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
-                       {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
+                       {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"handoff_ns", m.handoff_ns}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
     if (!m.same_as.empty()) moves_j.back()["same_as"] = m.same_as;
   }
   return nlohmann::json{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}}.dump();
@@ -44,13 +44,15 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   rep.target = jit->target().key(o.measure.threads);
   rep.model_hash = model_hash(fused);
   Measurer measurer(*jit, o.measure);
-  // The default kernel's median of one group body, measured once per round (the fastest round counts).
-  auto time_of = [&](const Graph &body, std::string &error) -> double {
+  // The default kernel's median of one group body, measured once per round (the fastest round
+  // counts); `handoff` keeps the largest thread hand-off around the timings.
+  auto time_of = [&](const Graph &body, std::string &error, double &handoff) -> double {
     auto data = TaskData::make(body, 1);
     if (!data) return error = data.error().message, 0.0;
     auto r = measurer.measure(body, *data, {default_schedule(body, jit->target())}, nullptr, o.stop);
     if (r.empty()) return error = "stopped", 0.0;
     if (r[0].status != MeasureStatus::kOk) return error = std::string(status_name(r[0].status)) + ": " + r[0].error, 0.0;
+    handoff = std::max(handoff, r[0].handoff_ns);
     return r[0].median_s;
   };
   // The cost model's view of a kernel apart from its time: the bytes it touches (every buffer's
@@ -114,7 +116,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
           const MoveReport &s = rep.moves[seen->second];
           r.apart_s = s.apart_s, r.merged_s = s.merged_s, r.ratio = s.ratio, r.measured = s.measured, r.chosen = s.chosen;
           r.bytes_apart = s.bytes_apart, r.bytes_merged = s.bytes_merged, r.flops_apart = s.flops_apart, r.flops_merged = s.flops_merged;
-          r.why_not = s.why_not, r.same_as = s.move;
+          r.why_not = s.why_not, r.same_as = s.move, r.handoff_ns = s.handoff_ns;
         } else {
           measured_kernels[kernels] = rep.moves.size();
           for (const Graph *b : apart) estimate(*b, r.bytes_apart, r.flops_apart);
@@ -126,8 +128,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
           r.apart_s = r.merged_s = INFINITY;
           for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
             double a = 0, t = 0;
-            for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not);
-            for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not);
+            for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not, r.handoff_ns);
+            for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not, r.handoff_ns);
             if (!r.why_not.empty()) break;
             ratios.push_back(t / a);
             r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);
@@ -143,8 +145,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       ++measuring;
       char line[256];
       if (r.measured)
-        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f)%s%s%s", measuring, to_measure,
-                      r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.chosen ? ", taken" : "",
+        std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f; hand-off up to %.0f ns)%s%s%s",
+                      measuring, to_measure, r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.handoff_ns, r.chosen ? ", taken" : "",
                       r.same_as.empty() ? "" : "; the kernels of ", r.same_as.c_str());
       else
         std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not measured (%s)", measuring, to_measure, r.move.c_str(), r.ops.c_str(),

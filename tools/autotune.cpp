@@ -577,8 +577,9 @@ void print_measured_moves(const std::string &report_json) {
   for (const auto &m : report["moves"]) {
     if (!m.value("measured", false)) continue;
     std::string why = m.value("why_not", "");
-    std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n", m.value("move", "").c_str(),
-                m.value("ops", "").substr(0, 36).c_str(), m.value("apart_ms", 0.0), m.value("merged_ms", 0.0), m.value("ratio", 0.0),
+    std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f; hand-off %.0f ns); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n",
+                m.value("move", "").c_str(), m.value("ops", "").substr(0, 36).c_str(), m.value("apart_ms", 0.0), m.value("merged_ms", 0.0),
+                m.value("ratio", 0.0), m.value("handoff_ns", 0.0),
                 m.value("bytes_apart", 0.0) / 1024, m.value("bytes_merged", 0.0) / 1024, m.value("flops_apart", 0.0) / 1e6,
                 m.value("flops_merged", 0.0) / 1e6, m.value("chosen", false) ? "  taken" : why.empty() ? "" : ("  " + why).c_str());
   }

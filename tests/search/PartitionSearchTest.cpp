@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "codegen/Lower.h"
 #include "codegen/Schedule.h"
@@ -45,6 +46,9 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
     EXPECT_GT(m.apart_s, 0.0);
     EXPECT_GT(m.merged_s, 0.0);
     EXPECT_NEAR(m.ratio, m.merged_s / m.apart_s, 1e-9);  // one round: the ratio is that round's
+    if (std::thread::hardware_concurrency() > 1) {
+      EXPECT_GT(m.handoff_ns, 0.0) << m.move;  // where the cores were (0: one thread)
+    }
     EXPECT_EQ(m.chosen, m.ratio < 1 - o.min_gain) << m.move;  // no winner conflicts with another prologue
   }
   EXPECT_EQ(measured, legal_prologues);
@@ -64,6 +68,7 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
   EXPECT_EQ(compare((*a)[0], (*b)[0])->max_abs, 0.0);
   auto report = nlohmann::json::parse(rep->json());
   EXPECT_EQ(report["moves"].size(), rep->moves.size());
+  for (size_t i = 0; i < rep->moves.size(); ++i) EXPECT_EQ(report["moves"][i].value("handoff_ns", -1.0), rep->moves[i].handoff_ns);
   opened->reset();
   for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
 }
