@@ -148,8 +148,8 @@ struct ChainTileSketch {
 };
 
 /**
- * Issue 11's anchors at a tile: a chain of a conv (depthwise, stride 1: its result the next
- * conv's input pixel for pixel) and a 1x1 conv in NCHW (lower_naive's joined nests: stages
+ * Issue 11's anchors at a tile: a chain of a conv (a depthwise one, of any stride: its result the
+ * next conv's input pixel for pixel) and a 1x1 conv in NCHW (lower_naive's joined nests: stages
  * [s0_pad,] s0_conv2d, s1_conv2d) as one parallel loop over (image, block of `rows` output rows):
  * per block, the first conv computes every channel of those rows into a local box (compute_at:
  * the rows its result is read at, no halo), then the 1x1 conv runs its pixel-lane register tiles

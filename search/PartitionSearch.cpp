@@ -78,7 +78,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     if (m.kind != PartitionMove::kChain || !m.why_not.empty() || o.chains) continue;
     auto merged = apply_move(fused, m.producer, o.max_copies);
     if (merged && default_schedule(*merged->nodes[m.consumers[0] - 1].body, jit->target()).steps.empty())
-      unfit[i] = "not measured: no chain tile fits it (a stride-1 conv before a 1x1 conv on pixel lanes), and its segments one after another are the kernels apart";
+      unfit[i] = "not measured: no chain tile fits it (a depthwise conv before a 1x1 conv on pixel lanes), and its segments one after another are the kernels apart";
   }
   // The moves measured: what progress counts.
   auto measurable = [&](size_t i) { return moves[i].why_not.empty() && unfit[i].empty(); };

@@ -398,9 +398,10 @@ TEST(Transform, ProducerStepsAreRefusedWithTheirReason) {
  * window summed, the relu stored) and s1_conv2d.
  */
 struct DepthwiseThenPointwise : ReferenceCase {
-  DepthwiseThenPointwise() {
-    set("def @main(%x: Tensor[(1, 6, 8, 10), float32], %w: Tensor[(6, 1, 3, 3), float32], %b: Tensor[(6), float32], "
-        "%v: Tensor[(8, 6, 1, 1), float32]) -> Tensor[(1, 8, 8, 10), float32] {\n"
+  explicit DepthwiseThenPointwise(int64_t h = 8) {
+    std::string H = std::to_string(h);
+    set("def @main(%x: Tensor[(1, 6, " + H + ", 10), float32], %w: Tensor[(6, 1, 3, 3), float32], %b: Tensor[(6), float32], "
+        "%v: Tensor[(8, 6, 1, 1), float32]) -> Tensor[(1, 8, " + H + ", 10), float32] {\n"
         "  %0 = nn.conv2d(%x, %w, %b, padding=[1, 1, 1, 1], groups=6);\n  %1 = nn.relu(%0);\n"
         "  %2 = nn.conv2d(%1, %v);\n  %3 = nn.relu(%2);\n  return %3;\n}",
         13);
@@ -492,6 +493,22 @@ TEST(Transform, AReductionComputedAtAConsumersLoopMatches) {
     EXPECT_EQ(tiled->stages.back().parallel_extent, 8 / pt.rows) << tir;
     EXPECT_LT(c.run(*tiled), 1e-5) << tir;
   }
+  // Blocks of more than 8 rows: the box's rows are no register tile, each vector computed alone.
+  DepthwiseThenPointwise tall(18);
+  LoweredKernel tall_naive = ok(lower_naive(tall.graph, "chain", KernelSchedule{}));
+  ChainTileSketch nine;
+  nine.rows = 9, nine.lanes = 8;
+  auto nine_steps = chain_tile_sketch(tall_naive, "p3", {8, 6, 1, 1}, nine);
+  ASSERT_TRUE(static_cast<bool>(nine_steps)) << nine_steps.error().message;
+  KernelSchedule ns;
+  ns.steps = *nine_steps;
+  auto nine_rows = lower_group(tall.graph, "chain", ns);
+  ASSERT_TRUE(static_cast<bool>(nine_rows)) << nine_rows.error().message;
+  std::string nir = nine_rows->to_string();
+  EXPECT_NE(nir.find("allocate s0_result_at_yo[540]"), std::string::npos) << nir;
+  EXPECT_NE(nir.find("vectorized (fl_tail, 0, 2)"), std::string::npos) << nir;
+  EXPECT_EQ(nine_rows->stages.back().parallel_extent, 2) << nir;
+  EXPECT_LT(tall.run(*nine_rows), 1e-5) << nir;
   ChainTileSketch wide;
   wide.rows = 3;
   EXPECT_EQ(refusal(chain_tile_sketch(naive, "p3", {8, 6, 1, 1}, wide)), "3 rows per block do not divide 8 rows");
