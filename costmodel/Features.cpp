@@ -128,6 +128,8 @@ class Walker {
       case ExprKind::kCall:
         if (e->name == "fmuladd") fma_ += n, count_flop(2 * n);
         else if (e->name == "exp" || e->name == "log" || e->name == "sqrt") transcendental_ += n, count_flop(n);
+        // Counted as the 1 / (1 + exp(0 - x)) it replaced, so features of recorded kernels stay as they were.
+        else if (e->name == "sigmoid") add_ += 2 * n, div_ += n, transcendental_ += n, count_flop(4 * n);
         else cmp_ += n, count_flop(n);  // floor
         break;
       case ExprKind::kLoad: access(e->buffer, e->args[0], false); break;
