@@ -356,26 +356,34 @@ void channel_tile(const StageSteps &step, const ConvNest &n, const TileSketch &k
  * The pixel-lane register tiles of a 1x1 conv whose pixel loop p sits inside (or, pixels_outer,
  * outside) its channel tiles oo around oi: p split into tiles of PB pixels, each oi channels x
  * PB / lanes vectors around the reduction (k0, k1, k2), the weight prefetched; the `rest` pixels
- * left over a tile of full vectors and one narrower one (masked on memory).
+ * left over a tile of full vectors and one narrower one (masked on memory). Every loop it takes and
+ * makes is named with suffix `sfx` (a box's loops: p_yo, oo_yo, k0_yo); no prefetch without a weight.
  */
-void pixel_register_tiles(const StageSteps &step, const std::string &weight, int64_t PB, int64_t lanes, int64_t rest, bool pixels_outer) {
+void pixel_register_tiles(const StageSteps &step, const std::string &weight, int64_t PB, int64_t lanes, int64_t rest, bool pixels_outer,
+                          const std::string &sfx) {
   std::vector<Step> &steps = step.steps;
-  step("split", "p")->factor = PB, steps.back().names = {"po", "pi"};
-  step("split", "pi")->factor = lanes, steps.back().names = {"pv", "pl"};
-  step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo", "oi", "pv", "pl"} : std::vector<std::string>{"oi", "pv", "pl"};
+  auto n = [&](const char *name, const std::string &more = "") { return std::string(name) + sfx + more; };
+  step("split", n("p"))->factor = PB, steps.back().names = {n("po"), n("pi")};
+  step("split", n("pi"))->factor = lanes, steps.back().names = {n("pv"), n("pl")};
+  step("reorder")->names = pixels_outer ? std::vector<std::string>{n("oo"), n("oi"), n("pv"), n("pl")} : std::vector<std::string>{n("oi"), n("pv"), n("pl")};
   // The tile around the reduction: channels unrolled, pixel vectors unrolled, pixel lanes vectorized.
-  for (Step &t : register_tile(step.stage, {"oi", "pv", "pl"}, {"k0", "k1", "k2"})) steps.push_back(t);
-  Step *pf = step("prefetch", "k2");
-  pf->buffer = weight, pf->factor = 2048;
+  for (Step &t : register_tile(step.stage, {n("oi"), n("pv"), n("pl")}, {n("k0"), n("k1"), n("k2")})) steps.push_back(t);
+  if (!weight.empty()) {
+    Step *pf = step("prefetch", n("k2"));
+    pf->buffer = weight, pf->factor = 2048;
+  }
   if (rest) {
     // The remainder's tile: its pixels as full vectors and one narrower one (masked on memory).
-    step("reorder")->names = pixels_outer ? std::vector<std::string>{"oo_tail", "oi_tail", "pi_tail"} : std::vector<std::string>{"oi_tail", "pi_tail"};
-    step("distribute", "pi_tail"), step("distribute", "oi_tail");
-    step("reorder")->names = {"k0_tail", "k1_tail", "k2_tail", "oi_tail_1", "pi_tail_1"};
-    Step *pt = step("prefetch", "k2_tail");
-    pt->buffer = weight, pt->factor = 2048;
+    step("reorder")->names = pixels_outer ? std::vector<std::string>{n("oo", "_tail"), n("oi", "_tail"), n("pi", "_tail")}
+                                          : std::vector<std::string>{n("oi", "_tail"), n("pi", "_tail")};
+    step("distribute", n("pi", "_tail")), step("distribute", n("oi", "_tail"));
+    step("reorder")->names = {n("k0", "_tail"), n("k1", "_tail"), n("k2", "_tail"), n("oi", "_tail_1"), n("pi", "_tail_1")};
+    if (!weight.empty()) {
+      Step *pt = step("prefetch", n("k2", "_tail"));
+      pt->buffer = weight, pt->factor = 2048;
+    }
     for (const char *part : {"", "_1", "_2"}) {
-      std::string oi = std::string("oi_tail") + part, pi = std::string("pi_tail") + part;
+      std::string oi = n("oi", "_tail") + part, pi = n("pi", "_tail") + part;
       step("unroll", oi);
       if (rest > lanes) {
         step("split", pi)->factor = lanes, steps.back().names = {pi + "v", pi + "l"};
@@ -418,7 +426,7 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
   bool pixels_outer = knobs.parallel == 1;
   step("reorder")->names = pixels_outer ? std::vector<std::string>{"p", "oo", "oi"} : std::vector<std::string>{"oo", "p", "oi"};
-  pixel_register_tiles(step, weight, PB, lanes, rest, pixels_outer);
+  pixel_register_tiles(step, weight, PB, lanes, rest, pixels_outer, "");
   if (subsample) {
     StageSteps sub{"subsample", steps};
     sub("fuse", "sn")->names = {"sc", "snc"};
@@ -428,6 +436,60 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   }
   parallel_units(steps, st.name, knobs.parallel, "po", rest && knobs.parallel);
   return steps;
+}
+
+}  // namespace
+
+/**
+ * Steps making a depthwise conv's `R` rows (loop `rows`) by `W` columns (loop `x`, the innermost)
+ * of stage step.stage, around its reduction loops `reduction` (those in `window` unrolled), a
+ * register tile. Where the columns are whole vectors and R is at most 8, a tile of the rows x one
+ * vector of `lanes` columns around the window (the loop sketch's row tile: rows whose windows
+ * overlap share their loads); columns past the whole vectors a tile of their own with a narrower
+ * vector. Else each vector alone, 16-lane pieces and a narrower rest. The loops it makes are
+ * named with prefix `pre` (fx, fl, tyo, ty, ryo, ry).
+ */
+namespace {
+
+void depthwise_rows_tile(const StageSteps &step, const std::string &rows_loop, const std::string &x_loop, int64_t R, int64_t W, int64_t lanes,
+                         const std::vector<std::string> &reduction, const std::vector<std::string> &window, const std::string &pre) {
+  std::vector<Step> &steps = step.steps;
+  std::string fx = pre + "fx", fl = pre + "fl";
+  if (R <= 8 && W >= 2) {
+    std::string x = x_loop, rows = rows_loop;
+    if (W > lanes) {
+      step("split", x)->factor = lanes, steps.back().names = {fx, fl};
+      if (W % lanes) {
+        // The columns left over (56 = 3 x 16 + 8): the rows distributed over the full vectors and
+        // the rest, each a register tile of its own (the rest's vector narrower); each copy of
+        // the rows renamed by a split of the whole block, as the tiles' own loops distribute.
+        step("distribute", rows_loop);
+        step("split", rows_loop + "_1")->factor = R, steps.back().names = {pre + "tyo", pre + "ty"};
+        std::vector<std::string> tail;
+        for (const std::string &k : reduction) tail.push_back(k + "_tail");
+        for (Step &t : register_tile(step.stage, {pre + "ty", fl + "_tail"}, tail)) steps.push_back(t);
+        for (const std::string &k : window) step("unroll", k + "_tail");
+        step("split", rows_loop)->factor = R, steps.back().names = {pre + "ryo", pre + "ry"};
+        rows = pre + "ry";
+      }
+      step("reorder")->names = {fx, rows, fl};
+      x = fl;
+    }
+    for (Step &t : register_tile(step.stage, {rows, x}, reduction)) steps.push_back(t);
+    for (const std::string &k : window) step("unroll", k);
+  } else {
+    if (W > lanes) {
+      step("split", x_loop)->factor = lanes, steps.back().names = {fx, fl};
+      step("vectorize", fl);
+      if (W % lanes >= 2) step("vectorize", fl + "_tail");
+    } else if (W >= 2) {
+      step("vectorize", x_loop);
+    }
+    for (const std::string &k : window) {
+      step("unroll", k);
+      if (W > lanes && W % lanes) step("unroll", k + "_tail");
+    }
+  }
 }
 
 }  // namespace
@@ -460,7 +522,7 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
   step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"yo", "p", "oo", "oi"} : std::vector<std::string>{"yo", "oo", "p", "oi"};
   // The first conv's result for the block's rows, every channel, into a local box (its reads are whole rows).
   step("compute_at", "yo")->producer = "s0_conv2d";
-  pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, knobs.pixels_outer);
+  pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, knobs.pixels_outer, "");
   // The box's columns as vectors, the window unrolled. Where the columns are whole vectors and
   // the block at most 8 rows, a register tile of the block's rows x one vector around the window
   // (the loop sketch's row tile: rows whose windows overlap share their loads); else each vector
@@ -469,41 +531,7 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
   for (const auto &k : reductions_to_unroll(preds)) window.push_back(k + "_yo");
   std::vector<std::string> reduction;
   for (const auto &k : preds) reduction.push_back(k.first + "_yo");
-  if (R <= 8 && W >= 2) {
-    std::string x = "i3_yo", rows = "i2_yo";
-    if (W > lanes) {
-      step("split", x)->factor = lanes, steps.back().names = {"fx", "fl"};
-      if (W % lanes) {
-        // The columns left over (56 = 3 x 16 + 8): the rows distributed over the full vectors and
-        // the rest, each a register tile of its own (the rest's vector narrower); each copy of
-        // the rows renamed by a split of the whole block, as the tiles' own loops distribute.
-        step("distribute", "i2_yo");
-        step("split", "i2_yo_1")->factor = R, steps.back().names = {"tyo", "ty"};
-        std::vector<std::string> tail;
-        for (const std::string &k : reduction) tail.push_back(k + "_tail");
-        for (Step &t : register_tile("s1_conv2d", {"ty", "fl_tail"}, tail)) steps.push_back(t);
-        for (const std::string &k : window) step("unroll", k + "_tail");
-        step("split", "i2_yo")->factor = R, steps.back().names = {"ryo", "ry"};
-        rows = "ry";
-      }
-      step("reorder")->names = {"fx", rows, "fl"};
-      x = "fl";
-    }
-    for (Step &t : register_tile("s1_conv2d", {rows, x}, reduction)) steps.push_back(t);
-    for (const std::string &k : window) step("unroll", k);
-  } else {
-    if (W > lanes) {
-      step("split", "i3_yo")->factor = lanes, steps.back().names = {"fx", "fl"};
-      step("vectorize", "fl");
-      if (W % lanes >= 2) step("vectorize", "fl_tail");
-    } else if (W >= 2) {
-      step("vectorize", "i3_yo");
-    }
-    for (const std::string &k : window) {
-      step("unroll", k);
-      if (W > lanes && W % lanes) step("unroll", k + "_tail");
-    }
-  }
+  depthwise_rows_tile(step, "i2_yo", "i3_yo", R, W, lanes, reduction, window, "");
   if (padded) {
     // At root, inline, or at a loop of the box (i1_yo: per channel, its rows with the halo, every
     // column), partitioned and vectorized; placed where the steps so far have put its reader.
@@ -511,6 +539,107 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
     place_pad(so_far, "s1_conv2d", knobs.pad, steps, "s0_pad");
   }
   step("fuse", "i0")->names = {"yo", "blk"};
+  step("parallel", "blk");
+  return steps;
+}
+
+Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const ExpandTileSketch &knobs) {
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  if (names != std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"})
+    return make_error("the expand tile sketch needs a 1x1 conv's nest, then a padded conv's (stages s0_conv2d, s1_pad, s1_conv2d)");
+  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+  naive_loops(naive.stages[2].body, outs, reds);
+  naive_loops(naive.stages[0].body, pouts, preds);
+  if (outs.size() != 4 || reds.size() < 3 || reds[0].second != 1 || pouts.size() != 4 || preds.size() != 3 || preds[1].second != 1 || preds[2].second != 1)
+    return make_error("the expand tile sketch needs a 1x1 conv in NCHW before a depthwise conv");
+  int64_t C = outs[1].second, H = outs[2].second, W = outs[3].second, R = knobs.rows, CB = knobs.channels, lanes = knobs.lanes;
+  if (R < 1 || H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
+  if (CB < 1 || C % CB) return make_error(std::to_string(CB) + " channels per block do not divide " + std::to_string(C) + " channels");
+  if (lanes < 2) return make_error("vectors of " + std::to_string(lanes) + " lanes");
+  std::vector<Step> steps;
+  StageSteps step{"s1_conv2d", steps};
+  // Blocks of CB channels x R rows of the depthwise conv, channels outermost.
+  step("split", "i1")->factor = CB, steps.back().names = {"co", "ci"};
+  step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
+  step("reorder")->names = {"co", "yo", "ci", "yi"};
+  // Per block, its padded input (the rows with the halo, partitioned into the border and the
+  // inside), then the 1x1 conv's result that this reads, into a box: the halo rows are computed
+  // again by the next block, rows past the image's edge clamped to it (read by no output).
+  AT_ASSIGN(so_far, replay(naive, steps));
+  place_pad(so_far, "s1_conv2d", "yo", steps, "s1_pad");
+  step("compute_at", "yo")->producer = "s0_conv2d";
+  AT_ASSIGN(boxed, replay(naive, steps));
+  std::vector<std::pair<std::string, int64_t>> loops;
+  loops_of(boxed.stages.back().body, loops);
+  int64_t BC = 0, BW = 0;
+  for (const auto &[name, ex] : loops) {
+    if (name == "i1_yo") BC = ex;
+    if (name == "i3_yo") BW = ex;
+  }
+  if (BC != CB || BW < 1) return make_error("the 1x1 conv's box has no loops i1_yo of " + std::to_string(CB) + " channels and i3_yo of columns");
+  std::vector<std::string> box_reds;
+  for (const auto &k : preds) box_reds.push_back(k.first + "_yo");
+  int64_t BH = 0;
+  for (const auto &[name, ex] : loops)
+    if (name == "i2_yo") BH = ex;
+  if (R == H && BH * BW >= lanes) {
+    // Every row in one block: the box's rows and columns are one run of pixels that its reads
+    // take in order, the 1x1 conv's pixel-lane register tiles (channels x vectors of pixels, as
+    // its own kernel) with no row left narrow.
+    int64_t P = BH * BW, vecs = std::min<int64_t>(3, P / lanes), ob = 1;
+    for (int64_t d = 1; d <= CB; ++d)
+      if (CB % d == 0 && d * vecs <= knobs.accumulators) ob = d;
+    step("fuse", "i2_yo")->names = {"i3_yo", "p_yo"};
+    step("split", "i1_yo")->factor = ob, steps.back().names = {"oo_yo", "oi_yo"};
+    step("reorder")->names = {"oo_yo", "p_yo", "oi_yo"};
+    pixel_register_tiles(step, "", vecs * lanes, lanes, P % (vecs * lanes), false, "_yo");
+  } else {
+    // Blocks of rows: each row's columns as whole vectors and a narrower rest, each a register
+    // tile of channels x every vector of the row around the 1x1 conv's input channels (each
+    // broadcast weight feeds the row's vectors, each input vector the tile's channels); the rows'
+    // reads are clamped at the image's edges.
+    step("reorder")->names = {"i2_yo", "i1_yo"};
+    int64_t vecs = BW > lanes ? BW / lanes : 1, rest = BW > lanes ? BW % lanes : 0;
+    auto tile_channels = [&](int64_t v) {
+      int64_t ob = 1;
+      for (int64_t d = 1; d <= CB; ++d)
+        if (CB % d == 0 && d * v <= knobs.accumulators) ob = d;
+      return ob;
+    };
+    std::string x = "i3_yo";
+    if (BW > lanes) {
+      step("split", "i3_yo")->factor = lanes, steps.back().names = {"bx", "bl"};
+      x = "bl";
+      if (rest) {
+        step("distribute", "i1_yo");
+        step("split", "i1_yo_1")->factor = tile_channels(1), steps.back().names = {"bto", "bti"};
+        std::vector<std::string> tail;
+        for (const std::string &k : box_reds) tail.push_back(k + "_tail");
+        for (Step &t : register_tile("s1_conv2d", {"bti", "bl_tail"}, tail, rest >= 2)) steps.push_back(t);
+      }
+    }
+    step("split", "i1_yo")->factor = tile_channels(vecs), steps.back().names = {"bo", "bi"};
+    std::vector<std::string> tile{"bi"};
+    if (BW > lanes) tile.push_back("bx");
+    tile.push_back(x);
+    for (Step &t : register_tile("s1_conv2d", tile, box_reds, BW >= 2)) steps.push_back(t);
+  }
+  // The depthwise conv over the block, reading the box.
+  std::vector<std::string> reduction, window = reductions_to_unroll(reds);
+  for (const auto &k : reds) reduction.push_back(k.first);
+  std::string rows = "yi";
+  int64_t tile_rows = R;
+  if (R > 8) {
+    // A block of more rows than a register tile takes: tiles of the most rows up to 8 dividing it.
+    for (int64_t r = 1; r <= 8; ++r)
+      if (R % r == 0) tile_rows = r;
+    step("split", "yi")->factor = tile_rows, steps.back().names = {"yt", "yr"};
+    rows = "yr";
+  }
+  depthwise_rows_tile(step, rows, "i3", tile_rows, W, lanes, reduction, window, "");
+  step("fuse", "i0")->names = {"co", "nc"};
+  step("fuse", "nc")->names = {"yo", "blk"};
   step("parallel", "blk");
   return steps;
 }

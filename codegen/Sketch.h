@@ -158,6 +158,26 @@ struct ChainTileSketch {
 Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                               const ChainTileSketch &knobs);
 
+/** The knobs of the expand tile sketch. */
+struct ExpandTileSketch {
+  int64_t rows = 4;          // the depthwise conv's output rows per block
+  int64_t channels = 16;     // channels per block: the 1x1 conv computes these channels of the block's rows (and halo) into a box
+  int64_t accumulators = 28;  // the box's register tiles: channels x a row's vectors, at most this many vectors
+  int lanes = 16;
+};
+
+/**
+ * Issue 11's anchors at a tile, the other way round: a chain of a 1x1 conv (MobileNetV2's and
+ * EfficientNet's expansion) and a depthwise conv in NCHW (stages s0_conv2d, s1_pad, s1_conv2d) as
+ * one parallel loop over (image and block of `channels` channels, block of `rows` output rows):
+ * per block, the padded input's box (its rows with the halo), and the 1x1 conv's result for those
+ * channels and rows into a box of its own (compute_at with the padded copy's clamped reads: rows
+ * outside the image clamped to its edge), a register tile of channels x a row's column vectors;
+ * then the depthwise conv's row tiles over the block. The expanded tensor, the widest of the
+ * block, never goes to memory; the halo rows are computed twice.
+ */
+Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const ExpandTileSketch &knobs);
+
 /**
  * The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc
  * points; the widths past 16 fit the registers only with one channel vector.

@@ -960,10 +960,69 @@ Expected<Space> producer_space(const KernelStage &st) {
   return sp;
 }
 
-/** A read of the producer's buffer at `index`, as one affine index per producer loop, each checked to stay in its loop's range. */
-Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, const Ranges &ranges) {
+/**
+ * `e` as c * min(max(a, 0), hi) with a affine (c = 1 without a product; either bound may be
+ * missing where a partition proved it holds, hi then -1): a padded copy's read of its source,
+ * clamped into the source's rows or columns so that the select around it stays in bounds.
+ */
+std::optional<std::tuple<Affine, int64_t, int64_t>> clamp_term(const Expr &e) {
+  int64_t c = 1, hi = -1;
+  Expr m = e;
+  if (e->kind == ExprKind::kBinary && e->op == BinOp::kMul) {
+    if (auto k = as_int(e->args[1])) c = *k, m = e->args[0];
+    else if (auto k0 = as_int(e->args[0])) c = *k0, m = e->args[1];
+  }
+  bool bounded = false;
+  while (m->kind == ExprKind::kBinary && (m->op == BinOp::kMin || m->op == BinOp::kMax)) {
+    auto b = as_int(m->args[1]);
+    if (!b || (m->op == BinOp::kMax && *b != 0)) return std::nullopt;
+    if (m->op == BinOp::kMin) {
+      if (hi != -1) return std::nullopt;
+      hi = *b;
+    }
+    bounded = true, m = m->args[0];
+  }
+  auto a = affine_form(m);
+  if (!bounded || !a) return std::nullopt;
+  return std::make_tuple(*a, c, hi);
+}
+
+/**
+ * A read of the producer's buffer at `index`, as one affine index per producer loop, each checked
+ * to stay in its loop's range. With `clamped`, an index may also hold terms stride * min(max(a,
+ * 0), extent - 1) of a producer loop (a padded copy's clamped read): that loop's digit is then a,
+ * unchecked, and (*clamped)[k] says the read takes min(max(digit, 0), extent - 1).
+ */
+Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, const Ranges &ranges, std::vector<bool> *clamped = nullptr) {
   std::string what = "the read " + sp.buffer->name + "[" + to_string(index) + "]";
   auto h = affine_form(index);
+  std::vector<std::pair<size_t, Affine>> clamps;
+  if (!h && clamped) {
+    // A sum of affine terms and clamped ones.
+    std::vector<Expr> terms, stack{index};
+    while (!stack.empty()) {
+      Expr e = stack.back();
+      stack.pop_back();
+      if (e->kind == ExprKind::kBinary && e->op == BinOp::kAdd) stack.push_back(e->args[0]), stack.push_back(e->args[1]);
+      else terms.push_back(e);
+    }
+    Affine rest;
+    for (const Expr &t : terms) {
+      if (auto a = affine_form(t)) {
+        for (const auto &[v, c] : a->coeff) rest.coeff[v] += c;
+        rest.constant += a->constant;
+        continue;
+      }
+      auto ct = clamp_term(t);
+      if (!ct) return make_error(what + " is not affine");
+      const auto &[a, c, hi] = *ct;
+      size_t k = 0;
+      while (k < sp.strides.size() && (sp.strides[k] != c || (hi != -1 && sp.extents[k] != hi + 1))) ++k;
+      if (k == sp.strides.size()) return make_error(what + " clamps to no producer loop's range");
+      clamps.emplace_back(k, a);
+    }
+    h = rest;
+  }
   if (!h) return make_error(what + " is not affine");
   std::vector<Affine> d(sp.vars.size());
   for (const auto &[v, c] : h->coeff) {
@@ -978,9 +1037,15 @@ Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, cons
     d[k].constant += q;
     rest -= q * sp.strides[k];
   }
+  if (clamped) clamped->assign(d.size(), false);
+  for (const auto &[k, a] : clamps) {
+    if (!d[k].coeff.empty() || d[k].constant != 0 || (*clamped)[k]) return make_error(what + " is not affine in producer loop " + sp.vars[k]);
+    d[k] = a, (*clamped)[k] = true;
+  }
   for (size_t k = 0; k < d.size(); ++k) {
     auto r = range_of(d[k], ranges);
     if (!r) return make_error(what + ": " + r.error().message);
+    if (clamped && (*clamped)[k]) continue;
     if (r->lo < 0 || r->hi >= sp.extents[k])
       return make_error(what + " reaches " + sp.vars[k] + " in [" + std::to_string(r->lo) + ", " + std::to_string(r->hi) +
                         "], outside the producer's [0, " + std::to_string(sp.extents[k] - 1) + "]");
@@ -1160,11 +1225,18 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   std::set<std::string> inner = loops_in(inside);
   // The box: per producer loop, the outer part of every read's index must agree; the inner parts give its extent.
   size_t D = sp.vars.size();
+  // A loop of the box some read clamps (a padded copy's first or last rows, computed at a block of
+  // rows): the box's element j holds the producer at min(max(outer + lo + j, 0), extent - 1), so a
+  // clamped read min(max(v, 0), extent - 1) finds its element at that minus outer + lo, inside the
+  // box whatever v is (an edge row computed twice instead of a row outside the producer).
+  std::vector<bool> clamped_box(D, false);
   auto box_in = [&](const Space &in_space, std::vector<Affine> &outer, std::vector<Range> &box) -> Status {
     size_t n = in_space.vars.size();
-    outer.assign(n, Affine{}), box.assign(n, Range{});
+    outer.assign(n, Affine{}), box.assign(n, Range{}), clamped_box.assign(D, false);
     for (size_t i = 0; i < in_loads.size(); ++i) {
-      AT_ASSIGN(d, digits_of(in_loads[i], in_space, ranges));
+      std::vector<bool> clamped;
+      AT_ASSIGN(d, digits_of(in_loads[i], in_space, ranges, n == D ? &clamped : nullptr));
+      for (size_t x = 0; x < clamped.size(); ++x) clamped_box[x] = clamped_box[x] || clamped[x];
       for (size_t x = 0; x < n; ++x) {
         Affine o = part(d[x], inner, false), in = part(d[x], inner, true);
         in.constant = o.constant, o.constant = 0;
@@ -1213,7 +1285,11 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(cs.body, sp.vars[x] + "_" + loop, taken));
   std::vector<Expr> at;
   Expr li = int_imm(0);
-  for (size_t x = 0; x < D; ++x) at.push_back(to_expr(outer[x]) + int_imm(box[x].lo) + var(names[x])), li = li + var(names[x]) * ls[x];
+  for (size_t x = 0; x < D; ++x) {
+    Expr a = to_expr(outer[x]) + int_imm(box[x].lo) + var(names[x]);
+    at.push_back(clamped_box[x] ? min(max(a, int_imm(0)), int_imm(sp.extents[x] - 1)) : a);
+    li = li + var(names[x]) * ls[x];
+  }
   Stmt element;
   if (!sp.body) {
     element = store(local, li, value_at(sp, at));
@@ -1231,9 +1307,16 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   for (size_t x = 0; x < reads.vars.size(); ++x) rlo.push_back(box[x].lo), rls.push_back(ls[x]);
   if (reads.vars.size() < D) rlo.back() *= sp.extents[D - 1], rls.back() = ls[D - 1];
   AT_ASSIGN(body, map_stmt_loads(inside, b, [&](const Expr &ld) -> Expected<Expr> {
-    AT_ASSIGN(d, digits_of(ld->args[0], reads, ranges));
+    std::vector<bool> clamped;
+    AT_ASSIGN(d, digits_of(ld->args[0], reads, ranges, reads.vars.size() == D ? &clamped : nullptr));
     Expr li = int_imm(0);
     for (size_t x = 0; x < d.size(); ++x) {
+      if (x < clamped.size() && clamped[x]) {
+        Affine base = outer[x];
+        base.constant += box[x].lo;
+        li = li + (min(max(to_expr(d[x]), int_imm(0)), int_imm(sp.extents[x] - 1)) - to_expr(base)) * rls[x];
+        continue;
+      }
       Affine in = part(d[x], inner, true);
       in.constant = d[x].constant - rlo[x];
       li = li + to_expr(in) * rls[x];

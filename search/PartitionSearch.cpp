@@ -69,8 +69,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     flops += std::exp2(v[f_flops]);
   };
   std::vector<PartitionMove> moves = partition_moves(fused, o.max_copies);
-  // A chain is measured where the chain tile sketch fits it (its default is the sketch's list: the
-  // producer's result a local box per block of rows); elsewhere its default runs the segments one
+  // A chain is measured where the chain or expand tile sketch fits it (its default is the sketch's
+  // list: the producer's result a local box per block); elsewhere its default runs the segments one
   // after another, the kernels apart with the same traffic, so it is not measured unless asked.
   std::vector<std::string> unfit(moves.size());
   for (size_t i = 0; i < moves.size(); ++i) {
@@ -78,7 +78,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     if (m.kind != PartitionMove::kChain || !m.why_not.empty() || o.chains) continue;
     auto merged = apply_move(fused, m.producer, o.max_copies);
     if (merged && default_schedule(*merged->nodes[m.consumers[0] - 1].body, jit->target()).steps.empty())
-      unfit[i] = "not measured: no chain tile fits it (a depthwise conv before a 1x1 conv on pixel lanes), and its segments one after another are the kernels apart";
+      unfit[i] = "not measured: no chain tile fits it (a depthwise conv before a 1x1 conv on pixel lanes, or a 1x1 conv before a stride-1 "
+                 "depthwise conv of 14x14 or more), and its segments one after another are the kernels apart";
   }
   // The moves measured: what progress counts.
   auto measurable = [&](size_t i) { return moves[i].why_not.empty() && unfit[i].empty(); };

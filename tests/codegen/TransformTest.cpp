@@ -517,6 +517,97 @@ TEST(Transform, AReductionComputedAtAConsumersLoopMatches) {
             "compute_inline s0_conv2d into s1_conv2d: stage s0_conv2d computes each element in statements (a reduction), not as one value; compute_at places it");
 }
 
+/**
+ * A 1x1 conv and the depthwise conv that reads it (an inverted residual's expansion) in one group:
+ * stages s0_conv2d (a reduction over the input channels), s1_pad (its result padded, the reads
+ * clamped into the image so the select around them stays in bounds) and s1_conv2d.
+ */
+struct PointwiseThenDepthwise : ReferenceCase {
+  PointwiseThenDepthwise(int64_t h, int64_t w) {
+    std::string H = std::to_string(h), W = std::to_string(w);
+    set("def @main(%x: Tensor[(1, 4, " + H + ", " + W + "), float32], %v: Tensor[(16, 4, 1, 1), float32], %b: Tensor[(16), float32], "
+        "%w: Tensor[(16, 1, 3, 3), float32]) -> Tensor[(1, 16, " + H + ", " + W + "), float32] {\n"
+        "  %0 = nn.conv2d(%x, %v, %b);\n  %1 = nn.relu(%0);\n"
+        "  %2 = nn.conv2d(%1, %w, padding=[1, 1, 1, 1], groups=16);\n  %3 = nn.relu(%2);\n  return %3;\n}",
+        17);
+  }
+};
+
+TEST(Transform, AOneByOneConvComputedAtBlocksOfTheDepthwiseConvAfterItMatches) {
+  PointwiseThenDepthwise c(8, 10);
+  LoweredKernel naive = ok(lower_naive(c.graph, "chain", KernelSchedule{}));
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  ASSERT_EQ(names, (std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"}));
+  // Blocks of 8 channels x 2 rows: the padded input's box (4 rows with the halo x 12 columns),
+  // then the 1x1 conv's result that box reads. The padded copy reads it clamped into the image,
+  // so the box's first and last rows hold the image's edge rows where the block is at the edge
+  // (min(max(...)) in the 1x1 conv's reads), and the copy's clamped reads find them there.
+  auto step = [](const std::string &op, const std::string &loop) {
+    Step s;
+    s.op = op, s.stage = "s1_conv2d", s.loop = loop;
+    return s;
+  };
+  Step sc = step("split", "i1"), sr = step("split", "i2"), ro = step("reorder", ""), pad = step("compute_at", "yo"), at = step("compute_at", "yo");
+  sc.factor = 8, sc.names = {"co", "ci"};
+  sr.factor = 2, sr.names = {"yo", "yi"};
+  ro.names = {"co", "yo", "ci", "yi"};
+  pad.producer = "s1_pad", at.producer = "s0_conv2d";
+  LoweredKernel boxed = ok(replay(naive, {sc, sr, ro, pad, at}));
+  std::string ir = boxed.to_string();
+  ASSERT_EQ(boxed.stages.size(), 1u) << ir;
+  // (The clamps keep every access inside the image and the box; values read at the halo's clamped
+  // rows are discarded by the copy's select, so only the code shows them.)
+  for (const char *want : {"allocate s0_result_at_yo[384]", "allocate s1_padded_at_yo[384]", "min(max((((yo * 2) + -1) + i2_yo), 0), 7)",
+                           "(min(max(((yo * 2) + (py_yo + -1)), 0), 7) - ((yo * 2) + -1))"})
+    EXPECT_NE(ir.find(want), std::string::npos) << want << "\n" << ir;
+  EXPECT_LT(c.run(boxed), 1e-5) << ir;
+  // The expand tile sketch: every row per block (the box's rows and columns one run of pixels in
+  // the 1x1 conv's pixel-lane tiles), blocks of rows with the halo (a register tile per box row:
+  // channels x its whole vectors, a narrower rest), 16-channel blocks, narrow vectors.
+  struct Point {
+    int64_t h, w, rows, channels, accumulators;
+    int lanes;
+    int64_t box;
+  };
+  for (const Point &pt : std::vector<Point>{{8, 10, 8, 8, 28, 16, 8 * 8 * 10},
+                                           {8, 10, 2, 8, 28, 8, 8 * 4 * 10},
+                                           {8, 10, 4, 16, 12, 8, 16 * 6 * 10},
+                                           {18, 20, 18, 8, 12, 8, 8 * 18 * 20},
+                                           {12, 7, 3, 8, 28, 16, 8 * 5 * 7}}) {
+    PointwiseThenDepthwise pc(pt.h, pt.w);
+    LoweredKernel pn = ok(lower_naive(pc.graph, "chain", KernelSchedule{}));
+    ExpandTileSketch knobs;
+    knobs.rows = pt.rows, knobs.channels = pt.channels, knobs.accumulators = pt.accumulators, knobs.lanes = pt.lanes;
+    auto steps = expand_tile_sketch(pn, knobs);
+    ASSERT_TRUE(static_cast<bool>(steps)) << steps.error().message;
+    KernelSchedule sk;
+    sk.steps = *steps;
+    auto tiled = lower_group(pc.graph, "chain", sk);
+    ASSERT_TRUE(static_cast<bool>(tiled)) << pt.h << "x" << pt.w << ", " << pt.rows << " rows: " << tiled.error().message;
+    std::string tir = tiled->to_string();
+    EXPECT_NE(tir.find("allocate s0_result_at_yo[" + std::to_string(pt.box) + "]"), std::string::npos) << tir;
+    EXPECT_EQ(tiled->stages.back().parallel_extent, (16 / pt.channels) * (pt.h / pt.rows)) << tir;
+    EXPECT_NE(tir.find("vectorized"), std::string::npos) << tir;
+    EXPECT_LT(pc.run(*tiled), 1e-5) << pt.h << "x" << pt.w << ", " << pt.rows << " rows\n" << tir;
+  }
+  ExpandTileSketch bad;
+  bad.channels = 6;
+  EXPECT_EQ(refusal(expand_tile_sketch(naive, bad)), "6 channels per block do not divide 16 channels");
+  bad = ExpandTileSketch{};
+  bad.rows = 3;
+  EXPECT_EQ(refusal(expand_tile_sketch(naive, bad)), "3 rows per block do not divide 8 rows");
+  // A read clamped into a range that is not the producer's: no box maps it.
+  Buffer src = make_buffer("src", Type::kF32, 10, BufferScope::kParam), dst = make_buffer("dst", Type::kF32, 10, BufferScope::kParam),
+         tmp = make_buffer("tmp", Type::kF32, 10, BufferScope::kTemp);
+  LoweredKernel k;
+  k.name = "clamped", k.buffers = {src, dst, tmp}, k.num_params = 1;
+  k.stages.push_back({"prod", "u", 1, for_loop("i", int_imm(0), int_imm(10), ForKind::kSerial, store(tmp, var("i"), load(src, var("i"))))});
+  Expr clamped = min(max(var("j") - int_imm(1), int_imm(0)), int_imm(8));
+  k.stages.push_back({"cons", "u", 1, for_loop("j", int_imm(0), int_imm(10), ForKind::kSerial, store(dst, var("j"), load(tmp, clamped)))});
+  EXPECT_EQ(refusal(compute_at(k, "prod", "cons", "j")), "compute_at prod in cons at j: the read tmp[min(max((j - 1), 0), 8)] clamps to no producer loop's range");
+}
+
 TEST(Transform, CacheWriteMakesARegisterTile) {
   // The matmul's S S R S S tiling with the 4 x 16 tile accumulated in a local buffer at jo:
   // read in once, updated K times in registers, written back once.

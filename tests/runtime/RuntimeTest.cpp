@@ -311,6 +311,45 @@ TEST(CompiledModel, ChainPartitionsMatchTheReference) {
   }
 }
 
+TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReference) {
+  // Every chain of a 1x1 conv and the stride-1 depthwise conv after it (MobileNetV2's and
+  // EfficientNet-B0's expansions) whose default is the expand tile, applied at once (they share
+  // no group), compiled and run against the reference executor.
+  for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
+    SCOPED_TRACE(name);
+    auto g = import_onnx_file(model_path(name));
+    ASSERT_TRUE(static_cast<bool>(g));
+    auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+    ASSERT_TRUE(static_cast<bool>(f));
+    std::vector<int> expansions;
+    for (const PartitionMove &m : partition_moves(*f)) {
+      if (!m.why_not.empty() || m.kind != PartitionMove::kChain) continue;
+      auto one = apply_move(*f, m.producer);
+      ASSERT_TRUE(static_cast<bool>(one)) << m.producer;
+      KernelSchedule d = default_schedule(*one->nodes[m.consumers[0] - 1].body);
+      bool expand = std::any_of(d.steps.begin(), d.steps.end(), [](const Step &st) { return st.op == "compute_at" && st.producer == "s1_pad"; });
+      if (expand) expansions.push_back(m.producer);
+    }
+    EXPECT_GE(expansions.size(), 4u);
+    std::sort(expansions.rbegin(), expansions.rend());
+    Graph merged = *f;
+    for (int p : expansions) {
+      auto next = apply_move(merged, p);
+      ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
+      merged = next.take();
+    }
+    auto m = CompiledModel::compile(merged, test_options());
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    size_t tiled = 0;
+    for (const GroupInfo &gi : (*m)->groups()) {
+      EXPECT_EQ(gi.fallback, "") << gi.ops;
+      tiled += gi.schedule.find("compute_at yo;") != std::string::npos;
+    }
+    EXPECT_EQ(tiled, expansions.size());
+    expect_matches_reference(*g, **m);
+  }
+}
+
 /**
  * Einsum by its definition, independently of the importer's decomposition: every assignment of
  * the equation's letters (explicit output, no ellipsis) adds the product of the operands'

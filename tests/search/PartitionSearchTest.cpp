@@ -37,21 +37,39 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
   o.progress = [&](const std::string &l) { lines.push_back(l); };
   auto rep = search_partition(*f, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
-  int legal_prologues = 0, measured = 0;
-  for (const PartitionMove &m : partition_moves(*f)) legal_prologues += m.why_not.empty() && m.kind == PartitionMove::kPrologue;
+  // Every legal prologue is measured, and every chain a tile fits: EfficientNet-B0's expansions
+  // (a 1x1 conv with SiLU before a stride-1 depthwise conv); its depthwise convs feed two groups
+  // (the squeeze-excitation's pool and multiply), so no chain starts at one.
+  int measurable = 0, measured = 0, expansions = 0;
+  for (const PartitionMove &m : partition_moves(*f)) {
+    if (!m.why_not.empty()) continue;
+    if (m.kind == PartitionMove::kPrologue) {
+      ++measurable;
+      continue;
+    }
+    auto merged = apply_move(*f, m.producer);
+    ASSERT_TRUE(static_cast<bool>(merged)) << m.producer;
+    bool tiled = !default_schedule(*merged->nodes[m.consumers[0] - 1].body, host_target()).steps.empty();
+    measurable += tiled, expansions += tiled;
+  }
+  EXPECT_GE(expansions, 3);
   for (const MoveReport &m : rep->moves) {
     if (!m.measured) continue;
     ++measured;
-    EXPECT_EQ(m.kind, "prologue") << m.move;  // no chain tile fits EfficientNet-B0's chains (its depthwise convs feed two groups)
+    if (m.kind == "chain") {
+      EXPECT_EQ(m.ops.rfind("nn.conv2d+sigmoid+multiply -> nn.conv2d+sigmoid+multiply", 0), 0u) << m.move << ": " << m.ops;
+    } else {
+      EXPECT_EQ(m.kind, "prologue") << m.move;
+    }
     EXPECT_GT(m.apart_s, 0.0);
     EXPECT_GT(m.merged_s, 0.0);
     EXPECT_NEAR(m.ratio, m.merged_s / m.apart_s, 1e-9);  // one round: the ratio is that round's
     if (std::thread::hardware_concurrency() > 1) {
       EXPECT_GT(m.handoff_ns, 0.0) << m.move;  // where the cores were (0: one thread)
     }
-    EXPECT_EQ(m.chosen, m.ratio < 1 - o.min_gain) << m.move;  // no winner conflicts with another prologue
+    EXPECT_EQ(m.chosen, m.ratio < 1 - o.min_gain) << m.move;  // no winner conflicts with another move
   }
-  EXPECT_EQ(measured, legal_prologues);
+  EXPECT_EQ(measured, measurable);
   EXPECT_EQ(static_cast<int>(lines.size()), measured);  // a progress line per measured move
   // Saved under FuseOps's partition's hash and the target key, and it applies to the same outputs.
   auto opened = TuningDb::open(db, DbAccess::kReadOnly);
@@ -74,7 +92,8 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
 }
 
 // Issue 11's anchors at a tile: MobileNetV2's depthwise convs each followed by a 1x1 conv on pixel
-// lanes are measured as one kernel (the chain tile sketch, its output checked against the
+// lanes, and its 1x1 expansions each followed by a stride-1 depthwise conv of 14x14 or more, are
+// measured as one kernel (the chain and expand tile sketches, their output checked against the
 // reference executor in the measuring child); the other chains are not, and say why.
 TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKernel) {
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/mobilenet_v2.onnx");
@@ -86,7 +105,7 @@ TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKe
   o.rounds = 1;
   auto rep = search_partition(*f, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
-  int tiled = 0;
+  int tiled = 0, expansions = 0;
   for (const MoveReport &m : rep->moves) {
     if (m.kind != "chain") continue;
     bool legal = false;
@@ -108,13 +127,17 @@ TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKe
     ++tiled;
     EXPECT_TRUE(m.measured) << m.move << ": " << m.why_not;
     EXPECT_GT(m.merged_s, 0.0) << m.move;
-    EXPECT_EQ(m.ops.rfind("nn.conv2d+clip -> nn.conv2d", 0), 0u) << m.move << ": " << m.ops;  // a depthwise conv with its relu6, then the 1x1
+    EXPECT_EQ(m.ops.rfind("nn.conv2d+clip -> nn.conv2d", 0), 0u) << m.move << ": " << m.ops;  // a conv with its relu6, then the other
     auto k = lower_group(*body, "chain", d);
     ASSERT_TRUE(static_cast<bool>(k)) << m.move;
-    EXPECT_EQ(k->stages.size(), 1u) << m.move;  // one parallel loop over blocks of rows: the depthwise result never leaves it
-    EXPECT_NE(k->to_string().find("allocate s0_result_at_yo["), std::string::npos) << m.move;
+    EXPECT_EQ(k->stages.size(), 1u) << m.move;  // one parallel loop over blocks: the first conv's result never leaves it
+    std::string ir = k->to_string();
+    EXPECT_NE(ir.find("allocate s0_result_at_yo["), std::string::npos) << m.move;
+    // The expand tile: blocks of 8 channels, every row, the padded copy of the box beside it.
+    expansions += ir.find("allocate s1_padded_at_yo[") != std::string::npos;
   }
-  EXPECT_GE(tiled, 4);
+  EXPECT_GE(tiled - expansions, 4);
+  EXPECT_GE(expansions, 4);
 }
 
 TEST(PartitionSearch, AFileThatIsNotADatabaseFailsBeforeAnythingIsMeasured) {

@@ -350,6 +350,16 @@ TEST(ScheduleSpace, RandomStepListsOnEveryGroupsNaiveNestMatchTheReference) {
 })");
   ASSERT_TRUE(static_cast<bool>(chain)) << chain.error().message;
   fuzz(*chain, "depthwise and 1x1 chain", 16);
+  // The other way round (an expansion): the padded copy between reads the 1x1 conv's result
+  // clamped into the image, which compute_at maps once the copy is placed at the same loop.
+  auto expansion = parse_text(R"(def @main(%x: Tensor[(1, 4, 7, 9), float32], %v: Tensor[(6, 4, 1, 1), float32], %w: Tensor[(6, 1, 3, 3), float32]) -> Tensor[(1, 6, 7, 9), float32] {
+  %0 = nn.conv2d(%x, %v);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %w, padding=[1, 1, 1, 1], groups=6);
+  return %2;
+})");
+  ASSERT_TRUE(static_cast<bool>(expansion)) << expansion.error().message;
+  fuzz(*expansion, "1x1 and depthwise chain", 16);
   std::printf("%d random step lists (%d steps applied) checked\n", sequences, applied);
   EXPECT_GE(sequences, 50);
 }
