@@ -427,6 +427,30 @@ class StageEmitter {
     return b_.getInt32Ty();
   }
 
+  /** x clamped to [lo, hi] (a NaN stays NaN: each comparison is false for it). */
+  llvm::Value *clamped(llvm::Value *x, double lo, double hi) {
+    llvm::Type *t = x->getType();
+    x = b_.CreateSelect(b_.CreateFCmpOGT(x, llvm::ConstantFP::get(t, hi)), llvm::ConstantFP::get(t, hi), x);
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, llvm::ConstantFP::get(t, lo)), llvm::ConstantFP::get(t, lo), x);
+  }
+
+  /**
+   * exp's reduction and polynomial (Cephes' expf) of a clamped argument: x = n ln2 + r with
+   * n = floor(x log2(e) + 1/2), ln2 split in two so n ln2 is exact; returns exp(r) by a degree-6
+   * polynomial, and n, for the caller to scale by 2^n.
+   */
+  std::pair<llvm::Value *, llvm::Value *> exp_reduced(llvm::Value *x) {
+    llvm::Type *t = x->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
+    llvm::Value *n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(x, c(1.44269504088896341), c(0.5)));
+    llvm::Value *r = fma(n, c(-0.693359375), x);
+    r = fma(n, c(2.12194440e-4), r);
+    llvm::Value *y = c(1.9875691500e-4);
+    for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) y = fma(y, r, c(k));
+    return {fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0))), n};
+  }
+
   /**
    * exp(x) of float32 scalars and vectors without a library call, which LLVM makes once per lane
    * (a 1x1 conv with a SiLU epilogue ran at 6 GFLOP/s on them). Cephes' expf: x = n ln2 + r with
@@ -438,16 +462,8 @@ class StageEmitter {
   llvm::Value *emit_exp(llvm::Value *x) {
     llvm::Type *t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
-    auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
     const double hi = 88.72283935546875, lo = -87.33654022216797;
-    llvm::Value *xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(hi)), c(hi), x);
-    xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(lo)), c(lo), xc);
-    llvm::Value *n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(xc, c(1.44269504088896341), c(0.5)));
-    llvm::Value *r = fma(n, c(-0.693359375), xc);
-    r = fma(n, c(2.12194440e-4), r);
-    llvm::Value *y = c(1.9875691500e-4);
-    for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) y = fma(y, r, c(k));
-    y = fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0)));
+    auto [y, n] = exp_reduced(clamped(x, lo, hi));
     llvm::Type *it = int32_like(t);
     // 2^n in two halves, each a normal float: n reaches 128 (exp just below FLT_MAX) and -126.
     llvm::Value *ni = b_.CreateFPToSI(n, it), *n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1)), *n2 = b_.CreateSub(ni, n1);
@@ -473,15 +489,7 @@ class StageEmitter {
     llvm::Type *t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
-    llvm::Value *m = b_.CreateFNeg(x);
-    m = b_.CreateSelect(b_.CreateFCmpOGT(m, c(88.0)), c(88.0), m);
-    m = b_.CreateSelect(b_.CreateFCmpOLT(m, c(-87.0)), c(-87.0), m);
-    llvm::Value *n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(m, c(1.44269504088896341), c(0.5)));
-    llvm::Value *r = fma(n, c(-0.693359375), m);
-    r = fma(n, c(2.12194440e-4), r);
-    llvm::Value *y = c(1.9875691500e-4);
-    for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1}) y = fma(y, r, c(k));
-    y = fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0)));
+    auto [y, n] = exp_reduced(clamped(b_.CreateFNeg(x), -87.0, 88.0));
     llvm::Type *it = int32_like(t);
     llvm::Value *scale = b_.CreateBitCast(
         b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, it), llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), t);

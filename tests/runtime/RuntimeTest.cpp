@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -235,6 +236,15 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path + suffix);
 }
 
+/** Generated model `name` as imported (g) and with FuseOps's partition (f). */
+void import_and_fuse(const char *name, std::optional<Graph> &g, std::optional<Graph> &f) {
+  auto imported = import_onnx_file(model_path(name));
+  ASSERT_TRUE(static_cast<bool>(imported)) << imported.error().message;
+  auto fused = lower_to_stage(*imported, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
+  g = imported.take(), f = fused.take();
+}
+
 // Chains: a group of one anchor run in the kernel of the group that reads it (codegen's
 // segments, one after another, or where it fits the chain tile: the depthwise conv per block of
 // the 1x1 conv's rows). Every chain move of the generated MobileNetV2 (a depthwise conv and the
@@ -244,10 +254,8 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
 TEST(CompiledModel, ChainPartitionsMatchTheReference) {
   for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
-    auto g = import_onnx_file(model_path(name));
-    ASSERT_TRUE(static_cast<bool>(g));
-    auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
-    ASSERT_TRUE(static_cast<bool>(f));
+    std::optional<Graph> g, f;
+    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f));
     std::vector<int> chains;
     for (const PartitionMove &m : partition_moves(*f))
       if (m.why_not.empty() && m.kind == PartitionMove::kChain) chains.push_back(m.producer);
@@ -317,10 +325,8 @@ TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReferenc
   // no group), compiled and run against the reference executor.
   for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
-    auto g = import_onnx_file(model_path(name));
-    ASSERT_TRUE(static_cast<bool>(g));
-    auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
-    ASSERT_TRUE(static_cast<bool>(f));
+    std::optional<Graph> g, f;
+    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f));
     std::vector<int> expansions;
     for (const PartitionMove &m : partition_moves(*f)) {
       if (!m.why_not.empty() || m.kind != PartitionMove::kChain) continue;
