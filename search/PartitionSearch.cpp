@@ -14,8 +14,10 @@
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/Partition.h"
+#include "ir/Reference.h"
 #include "ir/Stats.h"
 #include "runtime/Runtime.h"
+#include "search/PlanCheck.h"
 #include "search/Tuner.h"
 
 namespace autotune {
@@ -27,9 +29,80 @@ std::string PartitionReport::json() const {
                        {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
                        {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"handoff_ns", m.handoff_ns}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
     if (!m.same_as.empty()) moves_j.back()["same_as"] = m.same_as;
+    if (m.model_apart_ms > 0) moves_j.back()["model_apart_ms"] = m.model_apart_ms, moves_j.back()["model_merged_ms"] = m.model_merged_ms;
   }
-  return nlohmann::json{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}}.dump();
+  nlohmann::json j{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}};
+  if (checked) j["model_check"] = {{"fuseops_ms", fuseops_ms}, {"searched_ms", searched_ms}, {"handoff_ns", check_handoff_ns}};
+  return j.dump();
 }
+
+namespace {
+
+/**
+ * The moves taken, checked in the model. Each move was measured as its kernels alone, where its
+ * inputs sit in the cache as its own previous run left them; in the model they were just written
+ * by other kernels. FuseOps's partition and the searched one (default schedules) run alternately;
+ * a move whose groups there take longer than the groups it replaces is left out (and the rest
+ * timed again), and the partition is kept only if it is faster end to end than FuseOps's.
+ */
+Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep) {
+  CompileOptions co;
+  co.threads = o.measure.threads, co.cache_dir = o.cache_dir, co.target = o.target;
+  AT_ASSIGN(base, CompiledModel::compile(fused, co));
+  auto inputs = random_inputs(fused, 0);
+  auto report_of = [&](int producer) -> MoveReport & {
+    return *std::find_if(rep.moves.begin(), rep.moves.end(), [&](const MoveReport &m) { return m.producer == producer && m.chosen; });
+  };
+  rep.checked = true;
+  for (int pass = 0; pass < 2 && !rep.chosen.empty(); ++pass) {
+    AT_ASSIGN(g, apply_partition(fused, partition_json(rep.chosen)));
+    AT_ASSIGN(m, CompiledModel::compile(g, co));
+    AT_ASSIGN(s, side_by_side(*base, *m, inputs, o.model_rounds));
+    rep.fuseops_ms = s.a_ms, rep.searched_ms = s.b_ms, rep.check_handoff_ns = std::max(rep.check_handoff_ns, s.handoff_ns);
+    // A FuseOps group's index in the searched model: the producers removed before it shift it.
+    auto moved_index = [&](int i) { return i - static_cast<int>(std::count_if(rep.chosen.begin(), rep.chosen.end(), [&](int p) { return p < i; })); };
+    std::set<int> producers(rep.chosen.begin(), rep.chosen.end());
+    std::vector<int> keep;
+    for (int p : rep.chosen) {
+      const PartitionMove &mv = *std::find_if(moves.begin(), moves.end(), [&](const PartitionMove &x) { return x.producer == p; });
+      MoveReport &r = report_of(p);
+      // A consumer that is itself a producer taken went into a group of another move: the two are
+      // judged together end to end only.
+      bool alone = std::none_of(mv.consumers.begin(), mv.consumers.end(), [&](int c) { return producers.count(c) > 0; });
+      double apart = s.a_group_ms[p];
+      double merged = 0;
+      for (int c : mv.consumers) apart += s.a_group_ms[c], merged += s.b_group_ms[moved_index(c)];
+      if (!alone) {
+        keep.push_back(p);
+        continue;
+      }
+      r.model_apart_ms = apart, r.model_merged_ms = merged;
+      if (merged <= apart) {
+        keep.push_back(p);
+        continue;
+      }
+      r.chosen = false;
+      char why[160];
+      std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", merged, apart);
+      r.why_not = why;
+    }
+    if (keep.size() == rep.chosen.size()) break;
+    rep.chosen = keep;
+  }
+  if (!rep.chosen.empty() && rep.searched_ms >= rep.fuseops_ms) {
+    char why[160];
+    std::snprintf(why, sizeof why, "left out: the searched partition was not faster end to end (%.4f ms against FuseOps's %.4f)", rep.searched_ms,
+                  rep.fuseops_ms);
+    for (int p : rep.chosen) {
+      MoveReport &r = report_of(p);
+      r.chosen = false, r.why_not = why;
+    }
+    rep.chosen.clear();
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o) {
   AT_TRY(o.measure.validate());
@@ -192,6 +265,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       rep.moves[i].why_not = "left out: " + lowered.error().message;
     }
   }
+  if (!rep.chosen.empty() && o.model_rounds > 0 && !(o.stop && o.stop->load())) AT_TRY(check_in_model(fused, moves, o, rep));
   if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
   return rep;
 }

@@ -1,8 +1,9 @@
 #pragma once
 // Fusion partitions chosen by measurement (issue 11): each legal move from FuseOps's partition
 // (ir/Partition) is measured as the kernels it replaces against the kernels it makes, each with
-// its default schedule, and the moves that win by a
-// margin make the partition saved for the model.
+// its default schedule, and the moves that win by a margin make the partition saved for the
+// model, once checked in the model: a move whose groups are slower there than the groups it
+// replaces is left out, and a partition not faster end to end than FuseOps's is not kept.
 #include <atomic>
 #include <functional>
 #include <string>
@@ -22,6 +23,7 @@ struct PartitionSearchOptions {
   int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
   int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
   bool chains = false;                  // measure every chain move, also those no chain tile fits (their segments run one after another)
+  int model_rounds = 20;                // the check in the model: FuseOps's and the searched partition run alternately this often (0: no check)
   const std::atomic<bool> *stop = nullptr;
   std::function<void(const std::string &)> progress;
 };
@@ -42,6 +44,9 @@ struct MoveReport {
   // cores were. With the cores apart (each vCPU on its own core complex) a fused kernel gains more
   // than near (MobileNetV2's chains, Zen 5: 1.08-1.15 end to end against 1.02 near).
   double handoff_ns = 0;
+  // In the model (the check after the search, for a move taken): the medians of the groups it
+  // replaces in FuseOps's model and of those it makes in the searched one; 0 where not checked.
+  double model_apart_ms = 0, model_merged_ms = 0;
   bool measured = false;     // apart_s and merged_s were measured
   bool chosen = false;
   std::string why_not;       // illegal, failed to compile or measure, or left out for a better move; "" otherwise
@@ -53,6 +58,11 @@ struct PartitionReport {
   std::string model_hash;    // FuseOps's partition's, which the database keys the choice by
   std::vector<MoveReport> moves;
   std::vector<int> chosen;   // producers of the moves taken (each legal after the ones before)
+  // The check in the model, where a move was taken: both partitions compiled with their default
+  // schedules and run alternately (`model_rounds` times each), end-to-end medians of the last
+  // timing (after any move slower in the model was left out) and its largest thread hand-off.
+  bool checked = false;
+  double fuseops_ms = 0, searched_ms = 0, check_handoff_ns = 0;
   std::string json() const;  // the report saved beside the partition
 };
 

@@ -13,15 +13,6 @@
 
 namespace autotune {
 
-namespace {
-
-struct SideBySide {
-  double a_ms = 0, b_ms = 0;
-  std::vector<double> a_group_ms, b_group_ms;  // per group, medians
-  double handoff_ns = 0;                       // the larger of the hand-offs before and after the runs
-};
-
-/** Models a and b run alternately, `rounds` timed runs each after 3 untimed; end-to-end and per-group medians. */
 Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds) {
   size_t n = a.groups().size();
   std::shared_ptr<ThreadPool> pool = ThreadPool::shared(a.threads());
@@ -45,6 +36,8 @@ Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std:
   for (size_t i = 0; i < n; ++i) out.a_group_ms.push_back(median(ga[i])), out.b_group_ms.push_back(median(gb[i]));
   return out;
 }
+
+namespace {
 
 /** side_by_side, timed again (up to o.mode_tries times in all, o.mode_wait_s apart) while its hand-off says the cores were apart. */
 Expected<SideBySide> near_side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, const PlanCheckOptions &o,

@@ -19,8 +19,21 @@
 
 #include "ir/Error.h"
 #include "ir/Graph.h"
+#include "ir/Tensor.h"
 
 namespace autotune {
+
+class CompiledModel;
+
+/** Two compiled models timed alternately: end-to-end and per-group medians. */
+struct SideBySide {
+  double a_ms = 0, b_ms = 0;
+  std::vector<double> a_group_ms, b_group_ms;  // per group, medians
+  double handoff_ns = 0;                       // the larger of the hand-offs before and after the runs
+};
+
+/** Models a and b run alternately, `rounds` timed runs each after 3 untimed, on the same inputs. */
+Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds);
 
 struct PlanCheckOptions {
   std::string db_path;  // the tuning database holding the model's plan (written)

@@ -559,9 +559,12 @@ Options:
   --space S         all (default): each template's knobs and the sketch rules' step lists (loop
                     transformations of the group's naive nests); knobs: the template knobs only
   --partition P     searched (default): first measure each fusion move from FuseOps's partition
-                    (so far: an elementwise group recomputed in the conv that reads it) against
-                    the kernels it replaces and save the winners' partition, then tune its
-                    groups; fuseops: FuseOps's groups
+                    (an elementwise group recomputed in the conv that reads it; a depthwise conv
+                    computed per block of the 1x1 conv after it, or a 1x1 conv per block of the
+                    depthwise conv after it) against the kernels it replaces, check the winners
+                    in the model (a move slower there is left out; a partition not faster end to
+                    end than FuseOps's is not kept), save the partition, then tune its groups;
+                    fuseops: FuseOps's groups
 
 Example:
   autotune --model resnet18.onnx --trials 200 --db t.db && autotune bench --model resnet18.onnx --db t.db
@@ -577,11 +580,20 @@ void print_measured_moves(const std::string &report_json) {
   for (const auto &m : report["moves"]) {
     if (!m.value("measured", false)) continue;
     std::string why = m.value("why_not", "");
-    std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f; hand-off %.0f ns); est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n",
+    char in_model[96] = "";
+    if (m.contains("model_apart_ms"))
+      std::snprintf(in_model, sizeof in_model, "; in the model %.4f -> %.4f ms", m.value("model_apart_ms", 0.0), m.value("model_merged_ms", 0.0));
+    std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f; hand-off %.0f ns)%s; est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n",
                 m.value("move", "").c_str(), m.value("ops", "").substr(0, 36).c_str(), m.value("apart_ms", 0.0), m.value("merged_ms", 0.0),
-                m.value("ratio", 0.0), m.value("handoff_ns", 0.0),
+                m.value("ratio", 0.0), m.value("handoff_ns", 0.0), in_model,
                 m.value("bytes_apart", 0.0) / 1024, m.value("bytes_merged", 0.0) / 1024, m.value("flops_apart", 0.0) / 1e6,
                 m.value("flops_merged", 0.0) / 1e6, m.value("chosen", false) ? "  taken" : why.empty() ? "" : ("  " + why).c_str());
+  }
+  if (report.contains("model_check")) {
+    const auto &c = report["model_check"];
+    std::printf("  checked in the model (default schedules, alternating): FuseOps's partition %.3f ms, the searched one %.3f ms end to end "
+                "(hand-off up to %.0f ns)\n",
+                c.value("fuseops_ms", 0.0), c.value("searched_ms", 0.0), c.value("handoff_ns", 0.0));
   }
 }
 

@@ -67,9 +67,22 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
     if (std::thread::hardware_concurrency() > 1) {
       EXPECT_GT(m.handoff_ns, 0.0) << m.move;  // where the cores were (0: one thread)
     }
-    EXPECT_EQ(m.chosen, m.ratio < 1 - o.min_gain) << m.move;  // no winner conflicts with another move
+    // A winner is taken unless the check in the model leaves it out (no winner conflicts with another move).
+    if (m.chosen) {
+      EXPECT_LT(m.ratio, 1 - o.min_gain) << m.move;
+      // Checked in the model: its groups there no slower than those it replaces.
+      EXPECT_GT(m.model_apart_ms, 0.0) << m.move;
+      EXPECT_LE(m.model_merged_ms, m.model_apart_ms) << m.move;
+    } else if (m.ratio < 1 - o.min_gain) {
+      EXPECT_EQ(m.why_not.rfind("left out: ", 0), 0u) << m.move << ": " << m.why_not;
+    }
   }
   EXPECT_EQ(measured, measurable);
+  // The partition kept is faster end to end than FuseOps's in the check's runs, or none is kept.
+  if (!rep->chosen.empty()) {
+    EXPECT_TRUE(rep->checked);
+    EXPECT_LT(rep->searched_ms, rep->fuseops_ms);
+  }
   EXPECT_EQ(static_cast<int>(lines.size()), measured);  // a progress line per measured move
   // Saved under FuseOps's partition's hash and the target key, and it applies to the same outputs.
   auto opened = TuningDb::open(db, DbAccess::kReadOnly);
@@ -87,6 +100,10 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
   auto report = nlohmann::json::parse(rep->json());
   EXPECT_EQ(report["moves"].size(), rep->moves.size());
   for (size_t i = 0; i < rep->moves.size(); ++i) EXPECT_EQ(report["moves"][i].value("handoff_ns", -1.0), rep->moves[i].handoff_ns);
+  if (rep->checked) {
+    EXPECT_EQ(report["model_check"].value("fuseops_ms", -1.0), rep->fuseops_ms);
+    EXPECT_EQ(report["model_check"].value("searched_ms", -1.0), rep->searched_ms);
+  }
   opened->reset();
   for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
 }
@@ -103,8 +120,11 @@ TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKe
   PartitionSearchOptions o;
   o.measure.min_time_s = 0.005;
   o.rounds = 1;
+  o.model_rounds = 0;  // no check in the model: the moves taken are those measured faster alone
   auto rep = search_partition(*f, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_FALSE(rep->checked);
+  for (const MoveReport &m : rep->moves) EXPECT_EQ(m.chosen, m.measured && m.ratio < 1 - o.min_gain && m.why_not.empty()) << m.move;
   int tiled = 0, expansions = 0;
   for (const MoveReport &m : rep->moves) {
     if (m.kind != "chain") continue;
