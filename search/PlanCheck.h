@@ -32,7 +32,10 @@ struct SideBySide {
   double handoff_ns = 0;                       // the larger of the hand-offs before and after the runs
 };
 
-/** Models a and b run alternately, `rounds` timed runs each after 3 untimed, on the same inputs. */
+/**
+ * Models a and b run alternately, `rounds` timed runs each after 3 untimed, on the same inputs;
+ * each timed run follows an untimed run of the same model (its caches as its own run left them).
+ */
 Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds);
 
 struct PlanCheckOptions {
