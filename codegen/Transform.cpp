@@ -1274,6 +1274,14 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
     }
   }
   if (!mapped) return make_error(where + mapped.error().message);
+  // A clamped read finds its element inside the box only where the box meets the producer's range
+  // at every iteration of the loops outside (a block of rows past the image would not).
+  for (size_t x = 0; x < D && x < outer.size(); ++x) {
+    if (!clamped_box[x]) continue;
+    AT_ASSIGN(o, range_of(outer[x], ranges));
+    if (o.hi + box[x].lo > sp.extents[x] - 1 || o.lo + box[x].hi < 0)
+      return make_error(where + "the box of " + b->name + " it reads may lie wholly outside the producer's loop " + sp.vars[x]);
+  }
   std::vector<int64_t> ext(D);
   for (size_t x = 0; x < D; ++x) ext[x] = box[x].hi - box[x].lo + 1;
   int64_t size = 0;

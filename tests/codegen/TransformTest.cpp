@@ -606,6 +606,18 @@ TEST(Transform, AOneByOneConvComputedAtBlocksOfTheDepthwiseConvAfterItMatches) {
   Expr clamped = min(max(var("j") - int_imm(1), int_imm(0)), int_imm(8));
   k.stages.push_back({"cons", "u", 1, for_loop("j", int_imm(0), int_imm(10), ForKind::kSerial, store(dst, var("j"), load(tmp, clamped)))});
   EXPECT_EQ(refusal(compute_at(k, "prod", "cons", "j")), "compute_at prod in cons at j: the read tmp[min(max((j - 1), 0), 8)] clamps to no producer loop's range");
+  // Clamped into the producer's range, but read at a box that lies past it for some iterations
+  // (j + 9 reaches 18): its clamped reads would land outside the box, so it is refused.
+  Buffer wide = make_buffer("dst", Type::kF32, 10, BufferScope::kParam);
+  k.stages[1] = {"cons", "u", 1,
+                 for_loop("jo", int_imm(0), int_imm(5), ForKind::kSerial,
+                          for_loop("ji", int_imm(0), int_imm(2), ForKind::kSerial,
+                                   store(wide, var("jo") * 2 + var("ji"), load(tmp, min(max(var("jo") * 2 + var("ji") + int_imm(9), int_imm(0)), int_imm(9))))))};
+  EXPECT_EQ(refusal(compute_at(k, "prod", "cons", "jo")), "compute_at prod in cons at jo: the box of tmp it reads may lie wholly outside the producer's loop i");
+  k.stages[1].body = for_loop("jo", int_imm(0), int_imm(5), ForKind::kSerial,
+                              for_loop("ji", int_imm(0), int_imm(2), ForKind::kSerial,
+                                       store(wide, var("jo") * 2 + var("ji"), load(tmp, min(max(var("jo") * 2 + var("ji") - int_imm(1), int_imm(0)), int_imm(9))))));
+  EXPECT_EQ(refusal(compute_at(k, "prod", "cons", "jo")), "(accepted)");
 }
 
 TEST(Transform, CacheWriteMakesARegisterTile) {
