@@ -481,8 +481,9 @@ class StageEmitter {
    * -x clamped to [-87, 88] so that 2^n is one normal float (n in [-125, 127]) and no result of
    * exp is infinite or denormal. At the clamps the logistic is already 1 (x >= 87: exp(-x) is
    * below half an ulp of 1) or below 1e-38 (x <= -88, against an exact value below 6.1e-39), so
-   * only NaN needs a select. Nine operations fewer than exp's route per vector: a 1x1 conv with a
-   * SiLU epilogue at 112x112 (EfficientNet's 16->96) ran 0.243 against 0.263 ms (clip: 0.113).
+   * only NaN needs a select. About ten operations fewer than exp's route per vector: a 1x1 conv with a
+   * SiLU epilogue at 112x112 (EfficientNet's 16->96) ran 0.217-0.224 against 0.241-0.248 ms
+   * (two pairs, cores apart; with Clip 0.162).
    * tests/codegen/JitTest.cpp holds it to the double-precision logistic.
    */
   llvm::Value *emit_sigmoid(llvm::Value *x) {
