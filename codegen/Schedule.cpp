@@ -304,7 +304,13 @@ std::optional<std::vector<Step>> expand_tile_default(const Graph &body, const st
   knobs.rows = H, knobs.channels = 8;
   auto naive = lower_naive(body, "k", KernelSchedule{});
   if (!naive) return std::nullopt;
-  auto steps = expand_tile_sketch(*naive, knobs);
+  std::string weight;
+  std::vector<int64_t> dims;
+  if (pw->inputs[1].kind == ValueId::Kind::kInput && segs[0].args[pw->inputs[1].index] >= 0) {
+    int w = segs[0].args[pw->inputs[1].index];
+    weight = "p" + std::to_string(w), dims = body.inputs[w].type.shape;
+  }
+  auto steps = expand_tile_sketch(*naive, weight, dims, knobs);
   if (!steps || !replay(*naive, *steps)) return std::nullopt;
   return *steps;
 }

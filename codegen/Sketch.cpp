@@ -543,7 +543,8 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
   return steps;
 }
 
-Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const ExpandTileSketch &knobs) {
+Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                               const ExpandTileSketch &knobs) {
   std::vector<std::string> names;
   for (const KernelStage &st : naive.stages) names.push_back(st.name);
   if (names != std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"})
@@ -592,8 +593,14 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
       if (CB % d == 0 && d * vecs <= knobs.accumulators) ob = d;
     step("fuse", "i2_yo")->names = {"i3_yo", "p_yo"};
     step("split", "i1_yo")->factor = ob, steps.back().names = {"oo_yo", "oi_yo"};
+    // The 1x1 conv's weight packed by the tile's channels and streamed in order, prefetched, as in
+    // its own kernel (read unpacked, each tile's broadcasts came from ob rows of the weight).
+    if (!weight.empty()) {
+      Step *pk = step("pack");
+      pk->buffer = weight, pk->dims = dims, pk->factor = ob;
+    }
     step("reorder")->names = {"oo_yo", "p_yo", "oi_yo"};
-    pixel_register_tiles(step, "", vecs * lanes, lanes, P % (vecs * lanes), false, "_yo");
+    pixel_register_tiles(step, weight, vecs * lanes, lanes, P % (vecs * lanes), false, "_yo");
   } else {
     // Blocks of rows: each row's columns as whole vectors and a narrower rest, each a register
     // tile of channels x every vector of the row around the 1x1 conv's input channels (each

@@ -174,9 +174,11 @@ struct ExpandTileSketch {
  * channels and rows into a box of its own (compute_at with the padded copy's clamped reads: rows
  * outside the image clamped to its edge), a register tile of channels x a row's column vectors;
  * then the depthwise conv's row tiles over the block. The expanded tensor, the widest of the
- * block, never goes to memory; the halo rows are computed twice.
+ * block, never goes to memory; the halo rows are computed twice. With every row in a block, the
+ * 1x1 conv's weight (argument `weight`, shape `dims`; "" for none) is packed by its tile.
  */
-Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const ExpandTileSketch &knobs);
+Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                               const ExpandTileSketch &knobs);
 
 /**
  * The GEMM tile widths (Winograd tiles per register tile) of the Winograd sketch's conv2d_nchwc

@@ -579,7 +579,7 @@ TEST(Transform, AOneByOneConvComputedAtBlocksOfTheDepthwiseConvAfterItMatches) {
     LoweredKernel pn = ok(lower_naive(pc.graph, "chain", KernelSchedule{}));
     ExpandTileSketch knobs;
     knobs.rows = pt.rows, knobs.channels = pt.channels, knobs.accumulators = pt.accumulators, knobs.lanes = pt.lanes;
-    auto steps = expand_tile_sketch(pn, knobs);
+    auto steps = expand_tile_sketch(pn, "p1", {16, 4, 1, 1}, knobs);
     ASSERT_TRUE(static_cast<bool>(steps)) << steps.error().message;
     KernelSchedule sk;
     sk.steps = *steps;
@@ -589,14 +589,16 @@ TEST(Transform, AOneByOneConvComputedAtBlocksOfTheDepthwiseConvAfterItMatches) {
     EXPECT_NE(tir.find("allocate s0_result_at_yo[" + std::to_string(pt.box) + "]"), std::string::npos) << tir;
     EXPECT_EQ(tiled->stages.back().parallel_extent, (16 / pt.channels) * (pt.h / pt.rows)) << tir;
     EXPECT_NE(tir.find("vectorized"), std::string::npos) << tir;
+    // With every row in a block, the 1x1 conv's weight packed by its tile's channels.
+    EXPECT_EQ(tiled->packings.size(), pt.rows == pt.h ? 1u : 0u) << tir;
     EXPECT_LT(pc.run(*tiled), 1e-5) << pt.h << "x" << pt.w << ", " << pt.rows << " rows\n" << tir;
   }
   ExpandTileSketch bad;
   bad.channels = 6;
-  EXPECT_EQ(refusal(expand_tile_sketch(naive, bad)), "6 channels per block do not divide 16 channels");
+  EXPECT_EQ(refusal(expand_tile_sketch(naive, "p1", {16, 4, 1, 1}, bad)), "6 channels per block do not divide 16 channels");
   bad = ExpandTileSketch{};
   bad.rows = 3;
-  EXPECT_EQ(refusal(expand_tile_sketch(naive, bad)), "3 rows per block do not divide 8 rows");
+  EXPECT_EQ(refusal(expand_tile_sketch(naive, "p1", {16, 4, 1, 1}, bad)), "3 rows per block do not divide 8 rows");
   // A read clamped into a range that is not the producer's: no box maps it.
   Buffer src = make_buffer("src", Type::kF32, 10, BufferScope::kParam), dst = make_buffer("dst", Type::kF32, 10, BufferScope::kParam),
          tmp = make_buffer("tmp", Type::kF32, 10, BufferScope::kTemp);
