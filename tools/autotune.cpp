@@ -749,7 +749,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
     int tried = 0;
     for (const MoveReport &m : prep->moves) tried += m.measured;
     std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (a move is taken when its kernels are 3%% faster than those it "
-                "replaces, median of 3 rounds)\n", tried, prep->moves.size(), prep->chosen.size());
+                "replaces, median of 3 rounds, and its groups are no slower in the model)\n", tried, prep->moves.size(), prep->chosen.size());
     print_measured_moves(prep->json());
     auto moved = apply_partition(*fused, partition_json(prep->chosen));
     if (!moved) return fail(moved.error());
