@@ -434,6 +434,12 @@ class StageEmitter {
     return b_.CreateSelect(b_.CreateFCmpOLT(x, llvm::ConstantFP::get(t, lo)), llvm::ConstantFP::get(t, lo), x);
   }
 
+  /** 2^k as a float (or vector of them) of type `t`, k an i32 (vector) in [-126, 127]: k + 127 in the exponent field. */
+  llvm::Value *pow2(llvm::Value *k, llvm::Type *t) {
+    llvm::Type *it = k->getType();
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), t);
+  }
+
   /**
    * exp's reduction and polynomial (Cephes' expf) of a clamped argument: x = n ln2 + r with
    * n = floor(x log2(e) + 1/2), ln2 split in two so n ln2 is exact; returns exp(r) by a degree-6
@@ -467,10 +473,7 @@ class StageEmitter {
     llvm::Type *it = int32_like(t);
     // 2^n in two halves, each a normal float: n reaches 128 (exp just below FLT_MAX) and -126.
     llvm::Value *ni = b_.CreateFPToSI(n, it), *n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1)), *n2 = b_.CreateSub(ni, n1);
-    auto pow2 = [&](llvm::Value *k) {
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), t);
-    };
-    y = b_.CreateFMul(b_.CreateFMul(y, pow2(n1)), pow2(n2));
+    y = b_.CreateFMul(b_.CreateFMul(y, pow2(n1, t)), pow2(n2, t));
     y = b_.CreateSelect(b_.CreateFCmpOGT(x, c(hi)), c(INFINITY), y);
     y = b_.CreateSelect(b_.CreateFCmpOLT(x, c(lo)), c(0.0), y);
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
@@ -491,10 +494,7 @@ class StageEmitter {
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
     auto [y, n] = exp_reduced(clamped(b_.CreateFNeg(x), -87.0, 88.0));
-    llvm::Type *it = int32_like(t);
-    llvm::Value *scale = b_.CreateBitCast(
-        b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, it), llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), t);
-    llvm::Value *s = b_.CreateFDiv(c(1.0), fma(y, scale, c(1.0)));
+    llvm::Value *s = b_.CreateFDiv(c(1.0), fma(y, pow2(b_.CreateFPToSI(n, int32_like(t)), t), c(1.0)));
     // fptosi of NaN is poison: the select keeps it out of the result.
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, s);
   }

@@ -266,15 +266,31 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
 }
 
 namespace {
+/** The anchor node of a chain's segment (nullptr without one). */
+const Node *segment_anchor(const Segment &seg) {
+  const Node *a = nullptr;
+  for (const Node &n : seg.body.nodes)
+    if (is_anchor_op(n.op)) a = &n;
+  return a;
+}
+
 /**
- * A chain of a conv and a 1x1 conv on pixel lanes as the chain tile sketch's step list (issue
- * 11's anchors at a tile), or nothing where the sketch does not fit: the 1x1 conv's default
- * register tile (its channels, vectors and lanes); blocks of rows as below; the padded input per
- * channel of the block's box. Measured on MobileNetV2's first depthwise + 1x1 pair (112x112, 32
- * channels to 16; scratch program, both timed alternating, AVX-512, 2 threads): 1, 2, 4, 7, 8,
- * 14 and 56 rows 1.46, 1.03, 0.90, 0.88, 0.88, 1.09 and 1.14 of the pair apart; on the pairs at
- * 56x56 and 28x28, 7 rows 0.86-1.04 where 8 rows (56x56) gave 0.96-1.07 and 4 rows 0.87-1.22.
+ * The argument of the chain's kernel that is `anchor`'s weight (input 1 of the anchor of segment
+ * `seg`) as the joined nests name it ("p" and its index) and its shape; nullopt where the weight
+ * is computed in the group, not an argument.
  */
+std::optional<std::pair<std::string, std::vector<int64_t>>> segment_weight(const Graph &body, const Segment &seg, const Node &anchor) {
+  if (anchor.inputs[1].kind != ValueId::Kind::kInput || seg.args[anchor.inputs[1].index] < 0) return std::nullopt;
+  int w = seg.args[anchor.inputs[1].index];
+  return std::make_pair("p" + std::to_string(w), body.inputs[w].type.shape);
+}
+
+/** `steps` where they replay on the chain's joined naive nests, else nothing. */
+std::optional<std::vector<Step>> replayable(const LoweredKernel &naive, Expected<std::vector<Step>> steps) {
+  if (!steps || !replay(naive, *steps)) return std::nullopt;
+  return *steps;
+}
+
 /**
  * A 1x1 conv then a depthwise conv of stride 1 (an inverted residual's expansion): the expand
  * tile sketch over blocks of 8 channels x every row (no halo to compute twice; the boxes of the
@@ -286,11 +302,7 @@ namespace {
  * per block), so neither is a default.
  */
 std::optional<std::vector<Step>> expand_tile_default(const Graph &body, const std::vector<Segment> &segs, const Target &target) {
-  const Node *pw = nullptr, *dw = nullptr;
-  for (const Node &n : segs[0].body.nodes)
-    if (is_anchor_op(n.op)) pw = &n;
-  for (const Node &n : segs[1].body.nodes)
-    if (is_anchor_op(n.op)) dw = &n;
+  const Node *pw = segment_anchor(segs[0]), *dw = segment_anchor(segs[1]);
   if (!pw || !dw || pw->op != "nn.conv2d" || dw->op != "nn.conv2d" || pw->attrs.i("groups") != 1) return std::nullopt;
   const Shape &pk = segs[0].body.type_of(pw->inputs[1]).shape, &dk = segs[1].body.type_of(dw->inputs[1]).shape;
   const auto &strides = dw->attrs.ints("strides");
@@ -304,17 +316,20 @@ std::optional<std::vector<Step>> expand_tile_default(const Graph &body, const st
   knobs.rows = H, knobs.channels = 8;
   auto naive = lower_naive(body, "k", KernelSchedule{});
   if (!naive) return std::nullopt;
-  std::string weight;
-  std::vector<int64_t> dims;
-  if (pw->inputs[1].kind == ValueId::Kind::kInput && segs[0].args[pw->inputs[1].index] >= 0) {
-    int w = segs[0].args[pw->inputs[1].index];
-    weight = "p" + std::to_string(w), dims = body.inputs[w].type.shape;
-  }
-  auto steps = expand_tile_sketch(*naive, weight, dims, knobs);
-  if (!steps || !replay(*naive, *steps)) return std::nullopt;
-  return *steps;
+  auto weight = segment_weight(body, segs[0], *pw).value_or(std::make_pair(std::string(), std::vector<int64_t>{}));
+  return replayable(*naive, expand_tile_sketch(*naive, weight.first, weight.second, knobs));
 }
 
+/**
+ * A chain's step list: an expansion's expand tile (above); else, for a conv and a 1x1 conv on
+ * pixel lanes, the chain tile sketch's (issue 11's anchors at a tile); or nothing where neither
+ * fits. The chain tile takes the 1x1 conv's default
+ * register tile (its channels, vectors and lanes); blocks of rows as below; the padded input per
+ * channel of the block's box. Measured on MobileNetV2's first depthwise + 1x1 pair (112x112, 32
+ * channels to 16; scratch program, both timed alternating, AVX-512, 2 threads): 1, 2, 4, 7, 8,
+ * 14 and 56 rows 1.46, 1.03, 0.90, 0.88, 0.88, 1.09 and 1.14 of the pair apart; on the pairs at
+ * 56x56 and 28x28, 7 rows 0.86-1.04 where 8 rows (56x56) gave 0.96-1.07 and 4 rows 0.87-1.22.
+ */
 std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std::vector<Segment> &segs, const std::vector<KernelSchedule> &defaults,
                                                     const Target &target) {
   if (segs.size() != 2) return std::nullopt;
@@ -326,11 +341,10 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
   for (const Node &n : segs[0].body.nodes)
     if (n.op == "nn.conv2d") depthwise = n.attrs.i("groups") > 1 && segs[0].body.type_of(n.inputs[1]).shape[1] == 1;
   if (!depthwise) return std::nullopt;
-  const Graph &second = segs[1].body;
-  const Node *pw = nullptr;
-  for (const Node &n : second.nodes)
-    if (is_anchor_op(n.op)) pw = &n;
-  if (!pw || pw->op != "nn.conv2d" || pw->inputs[1].kind != ValueId::Kind::kInput || segs[1].args[pw->inputs[1].index] < 0) return std::nullopt;
+  const Node *pw = segment_anchor(segs[1]);
+  if (!pw || pw->op != "nn.conv2d") return std::nullopt;
+  auto weight = segment_weight(body, segs[1], *pw);
+  if (!weight) return std::nullopt;
   int64_t H = pw->type.shape[2];
   ChainTileSketch knobs;
   knobs.oc_block = defaults[1].oc_block, knobs.pixel_vectors = std::max(1, defaults[1].px_block), knobs.lanes = defaults[1].vector_width;
@@ -341,10 +355,7 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
     if (H % r == 0) knobs.rows = r;
   auto naive = lower_naive(body, "k", KernelSchedule{});
   if (!naive) return std::nullopt;
-  int weight = segs[1].args[pw->inputs[1].index];
-  auto steps = chain_tile_sketch(*naive, "p" + std::to_string(weight), body.inputs[weight].type.shape, knobs);
-  if (!steps || !replay(*naive, *steps)) return std::nullopt;
-  return *steps;
+  return replayable(*naive, chain_tile_sketch(*naive, weight->first, weight->second, knobs));
 }
 }  // namespace
 

@@ -438,8 +438,6 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   return steps;
 }
 
-}  // namespace
-
 /**
  * Steps making a depthwise conv's `R` rows (loop `rows`) by `W` columns (loop `x`, the innermost)
  * of stage step.stage, around its reduction loops `reduction` (those in `window` unrolled), a
@@ -447,14 +445,12 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
  * vector of `lanes` columns around the window (the loop sketch's row tile: rows whose windows
  * overlap share their loads); columns past the whole vectors a tile of their own with a narrower
  * vector. Else each vector alone, 16-lane pieces and a narrower rest. The loops it makes are
- * named with prefix `pre` (fx, fl, tyo, ty, ryo, ry).
+ * fx, fl, tyo, ty, ryo and ry.
  */
-namespace {
-
 void depthwise_rows_tile(const StageSteps &step, const std::string &rows_loop, const std::string &x_loop, int64_t R, int64_t W, int64_t lanes,
-                         const std::vector<std::string> &reduction, const std::vector<std::string> &window, const std::string &pre) {
+                         const std::vector<std::string> &reduction, const std::vector<std::string> &window) {
   std::vector<Step> &steps = step.steps;
-  std::string fx = pre + "fx", fl = pre + "fl";
+  const std::string fx = "fx", fl = "fl";
   if (R <= 8 && W >= 2) {
     std::string x = x_loop, rows = rows_loop;
     if (W > lanes) {
@@ -464,13 +460,13 @@ void depthwise_rows_tile(const StageSteps &step, const std::string &rows_loop, c
         // the rest, each a register tile of its own (the rest's vector narrower); each copy of
         // the rows renamed by a split of the whole block, as the tiles' own loops distribute.
         step("distribute", rows_loop);
-        step("split", rows_loop + "_1")->factor = R, steps.back().names = {pre + "tyo", pre + "ty"};
+        step("split", rows_loop + "_1")->factor = R, steps.back().names = {"tyo", "ty"};
         std::vector<std::string> tail;
         for (const std::string &k : reduction) tail.push_back(k + "_tail");
-        for (Step &t : register_tile(step.stage, {pre + "ty", fl + "_tail"}, tail)) steps.push_back(t);
+        for (Step &t : register_tile(step.stage, {"ty", fl + "_tail"}, tail)) steps.push_back(t);
         for (const std::string &k : window) step("unroll", k + "_tail");
-        step("split", rows_loop)->factor = R, steps.back().names = {pre + "ryo", pre + "ry"};
-        rows = pre + "ry";
+        step("split", rows_loop)->factor = R, steps.back().names = {"ryo", "ry"};
+        rows = "ry";
       }
       step("reorder")->names = {fx, rows, fl};
       x = fl;
@@ -531,7 +527,7 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
   for (const auto &k : reductions_to_unroll(preds)) window.push_back(k + "_yo");
   std::vector<std::string> reduction;
   for (const auto &k : preds) reduction.push_back(k.first + "_yo");
-  depthwise_rows_tile(step, "i2_yo", "i3_yo", R, W, lanes, reduction, window, "");
+  depthwise_rows_tile(step, "i2_yo", "i3_yo", R, W, lanes, reduction, window);
   if (padded) {
     // At root, inline, or at a loop of the box (i1_yo: per channel, its rows with the halo, every
     // column), partitioned and vectorized; placed where the steps so far have put its reader.
@@ -573,24 +569,27 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
   AT_ASSIGN(boxed, replay(naive, steps));
   std::vector<std::pair<std::string, int64_t>> loops;
   loops_of(boxed.stages.back().body, loops);
-  int64_t BC = 0, BW = 0;
+  int64_t BC = 0, BH = 0, BW = 0;
   for (const auto &[name, ex] : loops) {
     if (name == "i1_yo") BC = ex;
+    if (name == "i2_yo") BH = ex;
     if (name == "i3_yo") BW = ex;
   }
   if (BC != CB || BW < 1) return make_error("the 1x1 conv's box has no loops i1_yo of " + std::to_string(CB) + " channels and i3_yo of columns");
   std::vector<std::string> box_reds;
   for (const auto &k : preds) box_reds.push_back(k.first + "_yo");
-  int64_t BH = 0;
-  for (const auto &[name, ex] : loops)
-    if (name == "i2_yo") BH = ex;
+  // A register tile's channels: the most that divide the block with `v` vectors each within the accumulators.
+  auto tile_channels = [&](int64_t v) {
+    int64_t ob = 1;
+    for (int64_t d = 1; d <= CB; ++d)
+      if (CB % d == 0 && d * v <= knobs.accumulators) ob = d;
+    return ob;
+  };
   if (R == H && BH * BW >= lanes) {
     // Every row in one block: the box's rows and columns are one run of pixels that its reads
     // take in order, the 1x1 conv's pixel-lane register tiles (channels x vectors of pixels, as
     // its own kernel) with no row left narrow.
-    int64_t P = BH * BW, vecs = std::min<int64_t>(3, P / lanes), ob = 1;
-    for (int64_t d = 1; d <= CB; ++d)
-      if (CB % d == 0 && d * vecs <= knobs.accumulators) ob = d;
+    int64_t P = BH * BW, vecs = std::min<int64_t>(3, P / lanes), ob = tile_channels(vecs);
     step("fuse", "i2_yo")->names = {"i3_yo", "p_yo"};
     step("split", "i1_yo")->factor = ob, steps.back().names = {"oo_yo", "oi_yo"};
     // The 1x1 conv's weight packed by the tile's channels and streamed in order, prefetched, as in
@@ -608,12 +607,6 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
     // reads are clamped at the image's edges.
     step("reorder")->names = {"i2_yo", "i1_yo"};
     int64_t vecs = BW > lanes ? BW / lanes : 1, rest = BW > lanes ? BW % lanes : 0;
-    auto tile_channels = [&](int64_t v) {
-      int64_t ob = 1;
-      for (int64_t d = 1; d <= CB; ++d)
-        if (CB % d == 0 && d * v <= knobs.accumulators) ob = d;
-      return ob;
-    };
     std::string x = "i3_yo";
     if (BW > lanes) {
       step("split", "i3_yo")->factor = lanes, steps.back().names = {"bx", "bl"};
@@ -644,7 +637,7 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
     step("split", "yi")->factor = tile_rows, steps.back().names = {"yt", "yr"};
     rows = "yr";
   }
-  depthwise_rows_tile(step, rows, "i3", tile_rows, W, lanes, reduction, window, "");
+  depthwise_rows_tile(step, rows, "i3", tile_rows, W, lanes, reduction, window);
   step("fuse", "i0")->names = {"co", "nc"};
   step("fuse", "nc")->names = {"yo", "blk"};
   step("parallel", "blk");

@@ -1053,14 +1053,17 @@ Expected<std::vector<Affine>> digits_of(const Expr &index, const Space &sp, cons
   return d;
 }
 
-/** The producer's value at the given loop indices. */
-Expr value_at(const Space &sp, const std::vector<Expr> &at) {
+/** `x` (the producer's value or statements) with its loops' variables replaced by the given indices. */
+template <class T>
+T at_indices(T x, const Space &sp, const std::vector<Expr> &at) {
   // Substitute through fresh names first, so an index that mentions a producer loop's own name is not substituted twice.
-  Expr v = sp.value;
-  for (size_t k = 0; k < sp.vars.size(); ++k) v = loop::substitute(v, sp.vars[k], var("\x01" + sp.vars[k]));
-  for (size_t k = 0; k < sp.vars.size(); ++k) v = loop::substitute(v, "\x01" + sp.vars[k], at[k]);
-  return v;
+  for (size_t k = 0; k < sp.vars.size(); ++k) x = substitute(x, sp.vars[k], var("\x01" + sp.vars[k]));
+  for (size_t k = 0; k < sp.vars.size(); ++k) x = substitute(x, "\x01" + sp.vars[k], at[k]);
+  return x;
 }
+
+/** The producer's value at the given loop indices. */
+Expr value_at(const Space &sp, const std::vector<Expr> &at) { return at_indices(sp.value, sp, at); }
 
 struct ProducerConsumer {
   size_t p = 0, c = 0;
@@ -1135,10 +1138,7 @@ Expected<Stmt> body_at(const Space &sp, const std::vector<Expr> &at, const Buffe
   collect_accesses(b, stores, loads, inner);
   std::map<const BufferNode *, Buffer> fresh;
   for (const BufferNode *x : inner) fresh[x] = make_buffer(x->name + suffix, x->type, x->size, x->scope);
-  b = replace_buffers(b, fresh);
-  // Through fresh names first, so an index that mentions a producer loop's own name is not substituted twice.
-  for (size_t k = 0; k < sp.vars.size(); ++k) b = substitute(b, sp.vars[k], var("\x01" + sp.vars[k]));
-  for (size_t k = 0; k < sp.vars.size(); ++k) b = substitute(b, "\x01" + sp.vars[k], at[k]);
+  b = at_indices(replace_buffers(b, fresh), sp, at);
   return map_stmt_loads(
       b, sp.buffer.get(), [&](const Expr &) -> Expected<Expr> { return load(local, li); },
       [&](const Stmt &st) -> Expected<Stmt> { return store(local, li, st->value); });

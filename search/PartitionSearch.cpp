@@ -117,12 +117,21 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   rep.target = jit->target().key(o.measure.threads);
   rep.model_hash = model_hash(fused);
   Measurer measurer(*jit, o.measure);
+  // Each group body's default schedule, made once: a chain's lowers and replays its joined nests,
+  // and a move's kernels are timed every round, estimated, and checked to lower.
+  std::map<std::string, KernelSchedule> defaults;
+  auto default_of = [&](const Graph &body) -> const KernelSchedule & {
+    std::string h = workload_hash(body);
+    auto it = defaults.find(h);
+    if (it == defaults.end()) it = defaults.emplace(h, default_schedule(body, jit->target())).first;
+    return it->second;
+  };
   // The default kernel's median of one group body, measured once per round (the fastest round
   // counts); `handoff` keeps the largest thread hand-off around the timings.
   auto time_of = [&](const Graph &body, std::string &error, double &handoff) -> double {
     auto data = TaskData::make(body, 1);
     if (!data) return error = data.error().message, 0.0;
-    auto r = measurer.measure(body, *data, {default_schedule(body, jit->target())}, nullptr, o.stop);
+    auto r = measurer.measure(body, *data, {default_of(body)}, nullptr, o.stop);
     if (r.empty()) return error = "stopped", 0.0;
     if (r[0].status != MeasureStatus::kOk) return error = std::string(status_name(r[0].status)) + ": " + r[0].error, 0.0;
     handoff = std::max(handoff, r[0].handoff_ns);
@@ -135,7 +144,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   auto feature = [&](const std::string &name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
   size_t f_flops = feature("log2 flops"), f_bytes = feature("log2 compulsory bytes");
   auto estimate = [&](const Graph &body, double &bytes, double &flops) {
-    auto k = lower_group(body, "estimate", default_schedule(body, jit->target()));
+    auto k = lower_group(body, "estimate", default_of(body));
     if (!k) return;
     std::vector<float> v = kernel_features(*k, jit->target());
     bytes += std::exp2(v[f_bytes]);
@@ -150,7 +159,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     const PartitionMove &m = moves[i];
     if (m.kind != PartitionMove::kChain || !m.why_not.empty() || o.chains) continue;
     auto merged = apply_move(fused, m.producer, o.max_copies);
-    if (merged && default_schedule(*merged->nodes[m.consumers[0] - 1].body, jit->target()).steps.empty())
+    if (merged && default_of(*merged->nodes[m.consumers[0] - 1].body).steps.empty())
       unfit[i] = "not measured: no chain tile fits it (a depthwise conv before a 1x1 conv on pixel lanes, or a 1x1 conv before a stride-1 "
                  "depthwise conv of 14x14 or more), and its segments one after another are the kernels apart";
   }
@@ -247,7 +256,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     for (const Node &n : g.nodes) {
       std::string h = workload_hash(*n.body);
       if (lowers.count(h)) continue;
-      auto k = lower_group(*n.body, "check", default_schedule(*n.body, jit->target()));
+      auto k = lower_group(*n.body, "check", default_of(*n.body));
       if (!k) return make_error(group_ops(*n.body) + " does not lower: " + k.error().message);
       lowers.insert(h);
     }
