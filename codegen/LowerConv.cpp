@@ -76,14 +76,31 @@ Status Lowerer::naive_conv2d() {
   }
   // Pixel vectors on a strided 1x1 conv: a first stage gathers the subsampled input (loops sn,
   // sc, sy, sx), so the conv reads contiguous pixel vectors of it (the pointwise template's form).
-  bool subsample = s_.pixel_vectors && !padded && KH == 1 && KW == 1 && (st[0] > 1 || st[1] > 1);
-  if (subsample) {
-    int64_t N = xs[0], OH = os[2], OW = os[3];
-    src = make_buffer("subsampled", Type::kF32, N * C * OH * OW, BufferScope::kTemp);
-    k_.buffers.push_back(src);
-    Stmt copy = store(src, ((var("sn") * C + var("sc")) * OH + var("sy")) * OW + var("sx"),
-                      value_at(conv.inputs[0], {var("sn"), var("sc"), var("sy") * st[0], var("sx") * st[1]}));
-    add_stage("subsample", "u", 1, loop_nest({"sn", "sc", "sy", "sx"}, {N, C, OH, OW}, copy));
+  // On a stem (patches_eligible: a window or padding, one group) the first stage gathers every
+  // output pixel's window from the padded copy, the patches (im2col: loops sn, sc, sky, skx, sy,
+  // sx, stored [n][c][ky][kx][oy][ox]), and the conv reads them as a 1x1 conv over C x KH x KW
+  // values does its input: a pixel vector per (c, ky, kx), each weight broadcast.
+  bool pointwise = KH == 1 && KW == 1 && !padded;
+  bool subsample = s_.pixel_vectors && pointwise && (st[0] > 1 || st[1] > 1);
+  bool patches = s_.pixel_vectors && !pointwise && !b && OG == ws[0];
+  int64_t OH = os[2], OW = os[3];
+  if (subsample || patches) {
+    int64_t N = xs[0], K = patches ? KH * KW : 1;
+    Buffer gathered = make_buffer(patches ? "patches" : "subsampled", Type::kF32, N * C * K * OH * OW, BufferScope::kTemp);
+    k_.buffers.push_back(gathered);
+    std::vector<std::string> loops{"sn", "sc"};
+    std::vector<int64_t> extents{N, C};
+    Expr row = var("sn") * C + var("sc"), y = var("sy") * st[0], x = var("sx") * st[1];
+    if (patches) {
+      loops.insert(loops.end(), {"sky", "skx"}), extents.insert(extents.end(), {KH, KW});
+      row = (row * KH + var("sky")) * KW + var("skx");
+      y = y + var("sky") * dl[0], x = x + var("skx") * dl[1];
+    }
+    loops.insert(loops.end(), {"sy", "sx"}), extents.insert(extents.end(), {OH, OW});
+    Expr value = padded ? load(src, ((var("sn") * C + var("sc")) * PH + y) * PW + x) : value_at(conv.inputs[0], {var("sn"), var("sc"), y, x});
+    Stmt copy = store(gathered, (row * OH + var("sy")) * OW + var("sx"), value);
+    add_stage(patches ? "patches" : "subsample", "u", 1, loop_nest(loops, extents, copy));
+    src = gathered;
   }
   return naive_reduction(
       os, {CG, KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1]); },
@@ -91,7 +108,10 @@ Status Lowerer::naive_conv2d() {
         Expr cin = (i[1] / int_imm(OG)) * CG + r[0];
         if (OG == ws[0]) cin = r[0];  // one group: affine
         Expr y = i[2] * st[0] + r[1] * dl[0], x = i[3] * st[1] + r[2] * dl[1];
-        if (subsample) return load(src, ((i[0] * C + cin) * os[2] + i[2]) * os[3] + i[3]) * load(w, i[1] * CG + r[0]);
+        if (subsample) return load(src, ((i[0] * C + cin) * OH + i[2]) * OW + i[3]) * load(w, i[1] * CG + r[0]);
+        if (patches)
+          return load(src, ((((i[0] * C + r[0]) * KH + r[1]) * KW + r[2]) * OH + i[2]) * OW + i[3]) *
+                 load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
         Expr xin = padded ? load(src, ((i[0] * C + cin) * PH + y) * PW + x) : value_at(conv.inputs[0], {i[0], cin, y, x});
         return xin * load(w, ((i[1] * CG + r[0]) * KH + r[1]) * KW + r[2]);
       },

@@ -159,6 +159,16 @@ bool pointwise_eligible(const Graph &body, const Node &n) {
   return w[2] == 1 && w[3] == 1 && n.attrs.i("groups") == 1 && p == std::vector<int64_t>{0, 0, 0, 0};
 }
 
+bool patches_eligible(const Graph &body, const Node &n) {
+  if (n.op != "nn.conv2d" || n.inputs[0].kind != ValueId::Kind::kInput || n.inputs[1].kind != ValueId::Kind::kInput) return false;
+  const Shape &w = body.type_of(n.inputs[1]).shape;
+  const auto &p = n.attrs.ints("padding");
+  bool pointwise = w[2] == 1 && w[3] == 1 && p == std::vector<int64_t>{0, 0, 0, 0};
+  return !pointwise && n.attrs.i("groups") == 1 && w[1] < 8;
+}
+
+bool pixel_vectors_eligible(const Graph &body, const Node &n) { return pointwise_eligible(body, n) || patches_eligible(body, n); }
+
 /**
  * Whether a conv's epilogue can be stored one output channel at a time with the pixels of a
  * block as the vector (a contiguous run in NCHW), instead of one pixel at a time with channels
@@ -220,8 +230,9 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
   }
   if (s.pixel_vectors) {
     bool eligible = false;
-    for (const Node &n : body.nodes) eligible |= pointwise_eligible(body, n);
-    if (!eligible) return bad("pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
+    for (const Node &n : body.nodes) eligible |= pixel_vectors_eligible(body, n);
+    if (!eligible)
+      return bad("pixel_vectors needs a 1x1 conv without padding or a stem (fewer than 8 input channels), one group, and an argument input and weight");
     if (s.oc_block == 0) return bad("pixel_vectors needs oc_block > 0 (output channels per block)");
     if (s.winograd || s.ic_block || s.pixel_epilogue) return bad("pixel_vectors has no winograd, reduction tiles or pixel_epilogue");
   }
@@ -500,6 +511,19 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // split the larger side: pixel blocks when there are more input channels than output
     // channels (each pixel block's input then stays in cache), else channel blocks.
     if (pointwise_eligible(body, n) && pixels >= 4 * 3 * v) pixel_lanes();
+    // A stem whose windows are short (MobileNetV2's and EfficientNet's 3x3 stride 2 on 3 channels:
+    // 27 values) takes its patches on pixel vectors (im2col, then the 1x1 conv's tiles over them),
+    // its threads splitting the pixels so each reads its half of the patches once (the weights are
+    // a few KiB). On channel lanes each tile's 27 steps feed a transposing epilogue: 30% of peak.
+    // In the model, AVX-512 kernels, 2 threads (`autotune bench --json`, ABBA, the stem's time):
+    // MobileNetV2's stem 0.87 of the row tiles' (medians of 8 rounds), EfficientNet-B0's similar;
+    // threads over the pixels 0.94 and 0.89 of over the channels. Not taken: ResNet's 7x7 stem (147
+    // values, its row tiles at 87% of peak; patches 1.5x slower), and AVX2's kernels (4 channels x
+    // 3 vectors of 8 with 16 registers: 1.2x slower than the row tiles).
+    if (patches_eligible(body, n) && pixels >= 4 * 3 * v && regs >= 32) {
+      const Shape &w = body.type_of(n.inputs[1]).shape;
+      if (w[1] * w[2] * w[3] < 64) pixel_lanes(), s.parallel = KernelSchedule::Parallel::kPx;
+    }
     // A padded conv reads its input in place with the padding in its tiles (row_tile_sketch: no
     // copy stage, no barrier) where a row has interior tiles between its two edge tiles and its
     // input has few channels (a stem); else it copies. Measured alone, ResNet-50's 3x3 convs,

@@ -34,7 +34,8 @@ struct KernelSchedule {
   bool pixel_epilogue = false;  // conv: store the epilogue one output channel at a time with the block's
                                 // pixels as the vector (contiguous in NCHW), not one pixel at a time
                                 // with channels as the vector (a lane per channel plane)
-  bool pixel_vectors = false;   // conv 1x1, no padding, one group (pointwise_eligible; a stride subsamples first): the
+  bool pixel_vectors = false;   // conv 1x1, no padding, one group (pointwise_eligible; a stride subsamples first), or
+                                // a stem (patches_eligible: its windows gathered first, im2col): the
                                 // register block is oc_block channels x px_block pixels with the
                                 // pixels as the vectors (contiguous in NCHW) and each weight
                                 // broadcast, so the epilogue stores whole vectors of a channel plane
@@ -87,6 +88,17 @@ bool winograd_eligible(const Graph &body, const Node &n);
  * an input that is an argument or a prologue's pixelwise result (a fused squeeze-excitation scale).
  */
 bool pointwise_eligible(const Graph &body, const Node &n);
+
+/**
+ * Whether conv node `n` can take pixel_vectors by its patches: a stem (one group, fewer than 8
+ * input channels, a window wider than 1x1 or padding, argument input and weight), whose naive
+ * nests then gather every output pixel's window into a patches stage (im2col) and run as a 1x1
+ * conv over its C x KH x KW values.
+ */
+bool patches_eligible(const Graph &body, const Node &n);
+
+/** pointwise_eligible or patches_eligible: the convs pixel_vectors applies to. */
+bool pixel_vectors_eligible(const Graph &body, const Node &n);
 
 /** Whether the epilogue after a group's conv (node `anchor`) allows pixel_epilogue. */
 bool epilogue_is_pixelwise(const Graph &body, int anchor);

@@ -352,6 +352,19 @@ void channel_tile(const StageSteps &step, const ConvNest &n, const TileSketch &k
   }
 }
 
+/** Steps splitting loop `loop` (extent `extent`) of a stage by `lanes` (at most the extent) and vectorizing the pieces of 2 lanes or more. */
+void vectorize_by(StageSteps &step, const std::string &loop, int64_t extent, int64_t lanes) {
+  lanes = std::min(lanes, extent);
+  if (lanes < 2) return;
+  if (lanes == extent) {
+    step("vectorize", loop);
+    return;
+  }
+  step("split", loop)->factor = lanes, step.steps.back().names = {loop + "o", loop + "i"};
+  step("vectorize", loop + "i");
+  if (extent % lanes >= 2) step("vectorize", loop + "i_tail");
+}
+
 /**
  * The pixel-lane register tiles of a 1x1 conv whose pixel loop p sits inside (or, pixels_outer,
  * outside) its channel tiles oo around oi: p split into tiles of PB pixels, each oi channels x
@@ -412,9 +425,13 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
   AT_ASSIGN(n, conv_nest(naive, knobs, "pixel lanes"));
   const KernelStage &st = *n.stage;
   const auto &outs = n.outs, &reds = n.reds;
-  bool subsample = naive.stages.size() == 2 && naive.stages[0].name == "subsample";
-  if ((naive.stages.size() != 1 && !subsample) || n.blocked || reds[1].second != 1 || reds[2].second != 1)
-    return make_error("pixel lanes need a 1x1 conv without padding in NCHW");
+  std::vector<std::string> names;
+  for (const KernelStage &s : naive.stages) names.push_back(s.name);
+  using Names = std::vector<std::string>;
+  bool subsample = names == Names{"subsample", "conv2d"};
+  bool patches = names == Names{"patches", "conv2d"} || names == Names{"pad", "patches", "conv2d"};
+  if ((names.size() != 1 && !subsample && !patches) || n.blocked || (!patches && (reds[1].second != 1 || reds[2].second != 1)))
+    return make_error("pixel lanes need a 1x1 conv without padding in NCHW, or a stem's patches");
   int64_t lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes, P = outs[2].second * outs[3].second, rest = P % PB;
   if (lanes < 2 || P < PB)
     return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit " + std::to_string(P) + " pixels");
@@ -433,6 +450,15 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
     sub("fuse", "snc")->names = {"sy", "row"};
     if (outs[3].second >= 2) sub("vectorize", "sx");
     sub("parallel", "row");
+  }
+  if (patches) {
+    // The padded copy at root (its border partitioned off, its rows vectorized); the patches'
+    // rows (n, c, ky, kx, oy) the parallel loop, each row's columns vectors (a column stride is one
+    // wide load and a shuffle).
+    if (names[0] == "pad") place_pad(naive, "patches", "root", steps);
+    StageSteps gather{"patches", steps};
+    for (Step &x : parallel_over("patches", {"sn", "sc", "sky", "skx", "sy"})) steps.push_back(x);
+    vectorize_by(gather, "sx", outs[3].second, lanes);
   }
   parallel_units(steps, st.name, knobs.parallel, "po", rest && knobs.parallel);
   return steps;
@@ -1210,18 +1236,6 @@ std::vector<SketchPoint> tile_sketches(const LoweredKernel &naive, const std::st
 }
 
 namespace {
-/** Steps splitting loop `loop` (extent `extent`) of a stage by `lanes` (at most the extent) and vectorizing the pieces of 2 lanes or more. */
-void vectorize_by(StageSteps &step, const std::string &loop, int64_t extent, int64_t lanes) {
-  lanes = std::min(lanes, extent);
-  if (lanes < 2) return;
-  if (lanes == extent) {
-    step("vectorize", loop);
-    return;
-  }
-  step("split", loop)->factor = lanes, step.steps.back().names = {loop + "o", loop + "i"};
-  step("vectorize", loop + "i");
-  if (extent % lanes >= 2) step("vectorize", loop + "i_tail");
-}
 
 /**
  * The Winograd sketch's steps before the GEMM's: the padded input placed by `pad`, and the input

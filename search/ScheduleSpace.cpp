@@ -31,7 +31,9 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   sp.px_block = {base.px_block};
   sp.ic_block = {0};
   KernelSchedule direct = base;
-  direct.winograd = 0;  // the direct nests; Winograd's below
+  // The direct nests, as a sketch point's knobs (sketch_knobs) make them: without Winograd's
+  // (below) or a pixel-vector default's gathering stage (a strided 1x1 conv's subsample, a stem's patches).
+  direct.winograd = 0, direct.pixel_vectors = false;
   if (auto naive = steps ? lower_naive(body, "naive", direct) : Expected<LoweredKernel>(make_error("knobs only"))) {
     std::vector<SketchPoint> points;
     if (!anchor || (anchor->op == "nn.conv2d" && anchor->attrs.i("groups") > 1)) {
@@ -84,7 +86,7 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       if ((p[0] || p[1] || p[2] || p[3] || cblock) && anchor->inputs[0].kind == ValueId::Kind::kInput) sp.pad_at_root = {true, false};
       if (epilogue_is_pixelwise(body, static_cast<int>(anchor - body.nodes.data()))) sp.pixel_epilogue = {false, true};
       if (winograd_eligible(body, *anchor)) sp.winograd = {0, 2, 4};
-      if (pointwise_eligible(body, *anchor)) {
+      if (pixel_vectors_eligible(body, *anchor)) {
         sp.pixel_vectors = {false, true};
         for (int ob : {1, 2, 3, 4, 6, 8, 12, 16})
           if (anchor->type.shape[1] % ob == 0) sp.pv_oc_block.push_back(ob);

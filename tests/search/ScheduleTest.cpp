@@ -85,7 +85,8 @@ TEST(Schedule, ValidationGivesTheReason) {
   s = knobs(host_target());
   s.pixel_vectors = true;
   EXPECT_EQ(validate_schedule(body, s).error().message,
-            "illegal schedule: pixel_vectors needs a 1x1 conv without padding, one group, and an argument input and weight");
+            "illegal schedule: pixel_vectors needs a 1x1 conv without padding or a stem (fewer than 8 input channels), one group, "
+            "and an argument input and weight");
 }
 
 TEST(ScheduleSpace, SamplesMutationsAndCrossoversAreAlwaysLegal) {
@@ -998,6 +999,83 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
   std::string ir = k->to_string();
   EXPECT_LT(ir.find("unrolled (xp_1_xob0, 0, 6)"), ir.find("unrolled (xp_1_xob0_b0, 0, 2)")) << ir;
   expect_schedule_matches(stem, s, "stem row tiles");
+}
+
+TEST(ScheduleSpace, StemPatchesOnPixelVectorsMatchTheReference) {
+  // A stem's patches (im2col) on pixel vectors: 3x3 stride 2 padded (MobileNetV2's), 7x7 stride 2
+  // padding 3 (ResNet's), 3x3 stride 1 without padding (no copy stage first), 5x5 stride 3 on two
+  // images; pixel counts with a tail, channel blocks of 1, 3 and 8, 1-3 vectors, every width and
+  // parallel axis; each with a residual add and a relu. A stem's space holds them; a conv with 8
+  // input channels or more does not.
+  struct Case {
+    int64_t n, c, o, h, w, k, stride, pad;
+  };
+  int checked = 0;
+  for (Case cs : {Case{1, 3, 24, 17, 19, 3, 2, 1}, Case{1, 3, 8, 15, 13, 7, 2, 3}, Case{1, 2, 6, 9, 10, 3, 1, 0}, Case{2, 4, 3, 16, 14, 5, 3, 2}}) {
+    auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
+    int64_t oh = (cs.h + 2 * cs.pad - cs.k) / cs.stride + 1, ow = (cs.w + 2 * cs.pad - cs.k) / cs.stride + 1;
+    std::string y = ty({cs.n, cs.o, oh, ow});
+    auto g = conv_add_relu_group("nn.conv2d", ty({cs.n, cs.c, cs.h, cs.w}), ty({cs.o, cs.c, cs.k, cs.k}), ty({cs.o}), y, static_cast<int>(cs.stride),
+                                 static_cast<int>(cs.pad));
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    ASSERT_TRUE(patches_eligible(body, body.nodes[0])) << y;
+    EXPECT_EQ(ScheduleSpace::of(body).pixel_vectors.size(), 2u) << y;
+    for (int ob : {1, 3, 8})
+      for (int pv : {1, 2, 3})
+        for (int v : {4, 8, 16})
+          for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
+            if (cs.o % ob || pv * v > oh * ow) continue;
+            KernelSchedule s = default_schedule(body);
+            s.steps.clear();  // the knobs, not the steps the default's stand for
+            s.pixel_vectors = true, s.oc_block = ob, s.px_block = pv, s.vector_width = v, s.parallel = par;
+            s.winograd = 0, s.ic_block = 0, s.pixel_epilogue = false, s.unroll_kx = false;
+            ASSERT_TRUE(ScheduleSpace::legalize(s));
+            ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+            auto k = lower_group(body, "k", s);
+            ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+            ASSERT_GE(k->stages.size(), cs.pad ? 3u : 2u) << y;
+            EXPECT_EQ(k->stages[0].name, cs.pad ? "pad" : "patches") << y;
+            EXPECT_EQ(k->stages[cs.pad ? 1 : 0].name, "patches") << y;
+            expect_schedule_matches(body, s, "stem patches " + y);
+            ++checked;
+          }
+  }
+  EXPECT_EQ(checked, 231);
+  // Eight input channels are no stem: its space has no pixel vectors, and validation says why.
+  auto g = conv_add_relu_group("nn.conv2d", "Tensor[(1, 8, 8, 8), float32]", "Tensor[(8, 8, 3, 3), float32]", "Tensor[(8), float32]",
+                               "Tensor[(1, 8, 8, 8), float32]", 1, 1);
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  const Graph &wide = *g->nodes[0].body;
+  EXPECT_FALSE(patches_eligible(wide, wide.nodes[0]));
+  EXPECT_EQ(ScheduleSpace::of(wide).pixel_vectors.size(), 1u);
+  KernelSchedule s = default_schedule(wide);
+  s.steps.clear(), s.pixel_vectors = true;
+  EXPECT_FALSE(static_cast<bool>(validate_schedule(wide, s)));
+}
+
+TEST(Schedule, DefaultStemTakesItsPatchesWhereItsWindowIsShortOnAvx512) {
+  // MobileNetV2's stem (3x3 stride 2 on 3 channels: 27 values a window) on AVX-512 takes its
+  // patches on pixel vectors, threads over the pixels; on AVX2, and ResNet's 7x7 stem (147 values)
+  // on either, the row tiles.
+  auto stem = [](int k) {
+    int p = k / 2;
+    return conv_add_relu_group("nn.conv2d", "Tensor[(1, 3, 224, 224), float32]", "Tensor[(32, 3, " + std::to_string(k) + ", " + std::to_string(k) + "), float32]",
+                               "Tensor[(32), float32]", "Tensor[(1, 32, 112, 112), float32]", 2, p);
+  };
+  for (const char *isa : {"avx2", "avx512"})
+    for (int k : {3, 7}) {
+      auto t = resolve_target(isa);
+      ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+      auto g = stem(k);
+      ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+      KernelSchedule s = default_schedule(*g->nodes[0].body, *t);
+      bool patches = std::string(isa) == "avx512" && k == 3;
+      EXPECT_EQ(s.pixel_vectors, patches) << isa << " " << k << "x" << k << ": " << s.to_string();
+      if (patches) {
+        EXPECT_EQ(s.parallel, KernelSchedule::Parallel::kPx);
+      }
+    }
 }
 
 TEST(Schedule, Conv2dNchwcRefusesWhatItsTemplateCannotDo) {

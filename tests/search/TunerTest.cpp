@@ -294,6 +294,7 @@ size_t plant_slow_plan_entry(const Graph &fused, const std::string &db_path, con
   if (g == fused.nodes.size()) return g;
   const Graph &body = *fused.nodes[g].body;
   KernelSchedule slow = default_schedule(body);
+  slow.pixel_vectors = false;  // the direct nests (on AVX-512 a stem's default gathers its patches first)
   Step inline_pad;
   inline_pad.op = "compute_inline", inline_pad.stage = "conv2d", inline_pad.producer = "pad";
   slow.steps = {inline_pad};
