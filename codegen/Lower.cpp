@@ -413,6 +413,13 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
     t.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, P));
     t.pixel_vectors = static_cast<int>(std::min<int64_t>(std::max(1, s.px_block), P / t.lanes));
     t.parallel = int64_t{t.pixel_vectors} * t.lanes < int64_t{std::max(1, s.px_block)} * s.vector_width ? 0 : static_cast<int>(s.parallel);
+    // A stem's patches, not stored (pad_at_root off): computed per block of the fewest output rows
+    // that hold a pixel tile.
+    if (!s.pad_at_root && naive.stages.size() >= 2 && naive.stages[naive.stages.size() - 2].name == "patches") {
+      int64_t H = conv.type.shape[2], W = conv.type.shape[3], R = 1;
+      while (R < H && (H % R || R * W < int64_t{t.pixel_vectors} * t.lanes)) ++R;
+      t.patch_rows = R;
+    }
   } else {
     t.flat_pixels = !rows_eligible(conv, s), t.row_tiles = !t.flat_pixels, t.lanes_outer = true;
     t.px_block = std::min<int64_t>(std::max(1, s.px_block), t.row_tiles ? conv.type.shape[3] : P);

@@ -513,16 +513,16 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     if (pointwise_eligible(body, n) && pixels >= 4 * 3 * v) pixel_lanes();
     // A stem whose windows are short (MobileNetV2's and EfficientNet's 3x3 stride 2 on 3 channels:
     // 27 values) takes its patches on pixel vectors (im2col, then the 1x1 conv's tiles over them),
-    // its threads splitting the pixels so each reads its half of the patches once (the weights are
-    // a few KiB). On channel lanes each tile's 27 steps feed a transposing epilogue: 30% of peak.
-    // In the model, AVX-512 kernels, 2 threads (`autotune bench --json`, ABBA, the stem's time):
-    // MobileNetV2's stem 0.87 of the row tiles' (medians of 8 rounds), EfficientNet-B0's similar;
-    // threads over the pixels 0.94 and 0.89 of over the channels. Not taken: ResNet's 7x7 stem (147
-    // values, its row tiles at 87% of peak; patches 1.5x slower), and AVX2's kernels (4 channels x
-    // 3 vectors of 8 with 16 registers: 1.2x slower than the row tiles).
-    if (patches_eligible(body, n) && pixels >= 4 * 3 * v && regs >= 32) {
+    // computed per output row into a local box, never stored (pad_at_root off: each row block a
+    // parallel unit). On channel lanes each tile's 27 steps feed a transposing epilogue: 30% of
+    // peak. In the model (`autotune bench --json`, binaries alternating, the stem's time per
+    // round, Zen 4, 2 threads): AVX-512 kernels, the patches stored 0.87 of the row tiles (8
+    // rounds), per row 0.80 (MobileNetV2) and 0.85 (EfficientNet-B0) of stored (8 rounds); AVX2
+    // kernels, per row 0.70 and 0.62 of the row tiles (6 rounds). ResNet's 7x7 stem (147 values,
+    // its row tiles at 87% of peak) keeps them: per row 1.04-1.05 of them.
+    if (patches_eligible(body, n) && pixels >= 4 * 3 * v) {
       const Shape &w = body.type_of(n.inputs[1]).shape;
-      if (w[1] * w[2] * w[3] < 64) pixel_lanes(), s.parallel = KernelSchedule::Parallel::kPx;
+      if (w[1] * w[2] * w[3] < 64) pixel_lanes(), s.pad_at_root = false;
     }
     // A padded conv reads its input in place with the padding in its tiles (row_tile_sketch: no
     // copy stage, no barrier) where a row has interior tiles between its two edge tiles and its

@@ -25,7 +25,9 @@ struct KernelSchedule {
   bool pad_at_root = true;    // conv: store a padded copy of the input first (root), or read the
                               // input in place: register tiles along rows, the padding in the edge
                               // tiles (rows_eligible), else the bounds recomputed at every read;
-                              // depthwise: copy each plane to the stack just before it is read
+                              // depthwise: copy each plane to the stack just before it is read;
+                              // a stem on pixel_vectors: its patches stored (root), or computed
+                              // per block of output rows into a local box (off)
   int ic_block = 0;           // conv: input channels per reduction tile, the tile loop outside the
                               // pixel loop so its input slice stays in cache (partial sums go
                               // through the output); 0: one tile

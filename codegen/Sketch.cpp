@@ -437,6 +437,28 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
     return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit " + std::to_string(P) + " pixels");
   std::vector<Step> steps;
   StageSteps step{st.name, steps};
+  if (patches && knobs.patch_rows > 0) {
+    // The patches per block of R output rows, computed at the block into a local box (C x KH x
+    // KW rows of R x W values: 12 KiB for MobileNetV2's stem at one row), so they never go to
+    // memory; the block's pixels one loop p, each pixel tile running every channel tile over its
+    // slice of the box. The padded copy at root; images and blocks the parallel loop.
+    int64_t R = knobs.patch_rows, H = outs[2].second, W = outs[3].second;
+    if (H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
+    if (PB > R * W) return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
+    step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
+    step("fuse", "yi")->names = {"i3", "p"};
+    step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
+    Step *pk = step("pack");
+    pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
+    step("reorder")->names = {"yo", "p", "oo", "oi"};
+    step("compute_at", "yo")->producer = "patches";
+    pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, /*pixels_outer=*/true, "");
+    vectorize_by(step, "sx_yo", W, lanes);
+    if (names[0] == "pad") place_pad(naive, "patches", "root", steps);
+    step("fuse", "i0")->names = {"yo", "blk"};
+    step("parallel", "blk");
+    return steps;
+  }
   step("fuse", "i2")->names = {"i3", "p"};
   step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
   Step *pk = step("pack");

@@ -104,6 +104,9 @@ struct TileSketch {
                              // their own, parallel over n and the channel tiles. Row tiles: n and channel tiles
                              // (0), n and rows (1), all three (2)
   bool unroll_kx = false;    // flat_pixels: unroll the kernel-column loop of the reduction
+  int64_t patch_rows = 0;    // pixel lanes on a stem's patches: > 0 computes them per block of this many output rows
+                             // into a local box (the blocks the parallel loop, each block's pixel tiles reading it);
+                             // 0: the patches a stage of their own
   bool lanes_outer = false;  // conv2d_nchwc: the input channel's lanes (k3) outside the window loops, so the
                              // packed weight is read in order (the template's c, ky, kx); else innermost
 };

@@ -1002,11 +1002,12 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
 }
 
 TEST(ScheduleSpace, StemPatchesOnPixelVectorsMatchTheReference) {
-  // A stem's patches (im2col) on pixel vectors: 3x3 stride 2 padded (MobileNetV2's), 7x7 stride 2
-  // padding 3 (ResNet's), 3x3 stride 1 without padding (no copy stage first), 5x5 stride 3 on two
-  // images; pixel counts with a tail, channel blocks of 1, 3 and 8, 1-3 vectors, every width and
-  // parallel axis; each with a residual add and a relu. A stem's space holds them; a conv with 8
-  // input channels or more does not.
+  // A stem's patches (im2col) on pixel vectors, stored (a stage of their own) or computed per block
+  // of output rows into a local box: 3x3 stride 2 padded (MobileNetV2's), 7x7 stride 2 padding 3
+  // (ResNet's), 3x3 stride 1 without padding (no copy stage first), 5x5 stride 3 on two images;
+  // pixel counts with a tail, channel blocks of 1, 3 and 8, 1-3 vectors, every width and parallel
+  // axis; each with a residual add and a relu. A stem's space holds them; a conv with 8 input
+  // channels or more does not.
   struct Case {
     int64_t n, c, o, h, w, k, stride, pad;
   };
@@ -1024,24 +1025,31 @@ TEST(ScheduleSpace, StemPatchesOnPixelVectorsMatchTheReference) {
     for (int ob : {1, 3, 8})
       for (int pv : {1, 2, 3})
         for (int v : {4, 8, 16})
-          for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx}) {
-            if (cs.o % ob || pv * v > oh * ow) continue;
-            KernelSchedule s = default_schedule(body);
-            s.steps.clear();  // the knobs, not the steps the default's stand for
-            s.pixel_vectors = true, s.oc_block = ob, s.px_block = pv, s.vector_width = v, s.parallel = par;
-            s.winograd = 0, s.ic_block = 0, s.pixel_epilogue = false, s.unroll_kx = false;
-            ASSERT_TRUE(ScheduleSpace::legalize(s));
-            ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
-            auto k = lower_group(body, "k", s);
-            ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
-            ASSERT_GE(k->stages.size(), cs.pad ? 3u : 2u) << y;
-            EXPECT_EQ(k->stages[0].name, cs.pad ? "pad" : "patches") << y;
-            EXPECT_EQ(k->stages[cs.pad ? 1 : 0].name, "patches") << y;
-            expect_schedule_matches(body, s, "stem patches " + y);
-            ++checked;
-          }
+          for (auto par : {KernelSchedule::Parallel::kOc, KernelSchedule::Parallel::kPx, KernelSchedule::Parallel::kOcPx})
+            for (bool stored : {true, false}) {
+              if (cs.o % ob || pv * v > oh * ow) continue;
+              KernelSchedule s = default_schedule(body);
+              s.steps.clear();  // the knobs, not the steps the default's stand for
+              s.pixel_vectors = true, s.oc_block = ob, s.px_block = pv, s.vector_width = v, s.parallel = par, s.pad_at_root = stored;
+              s.winograd = 0, s.ic_block = 0, s.pixel_epilogue = false, s.unroll_kx = false;
+              ASSERT_TRUE(ScheduleSpace::legalize(s));
+              ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
+              auto k = lower_group(body, "k", s);
+              ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+              std::string stages;
+              for (const KernelStage &st : k->stages) stages += st.name + " ";
+              bool box = k->to_string().find("allocate patches_at_yo[") != std::string::npos;
+              if (stored) {
+                EXPECT_EQ(stages.rfind(cs.pad ? "pad patches conv2d" : "patches conv2d", 0), 0u) << y << ": " << stages;
+              } else {
+                EXPECT_EQ(stages, cs.pad ? "pad conv2d " : "conv2d ") << y;
+                EXPECT_TRUE(box) << y << ": no box of patches";
+              }
+              expect_schedule_matches(body, s, "stem patches " + y);
+              ++checked;
+            }
   }
-  EXPECT_EQ(checked, 231);
+  EXPECT_EQ(checked, 462);
   // Eight input channels are no stem: its space has no pixel vectors, and validation says why.
   auto g = conv_add_relu_group("nn.conv2d", "Tensor[(1, 8, 8, 8), float32]", "Tensor[(8, 8, 3, 3), float32]", "Tensor[(8), float32]",
                                "Tensor[(1, 8, 8, 8), float32]", 1, 1);
@@ -1054,10 +1062,10 @@ TEST(ScheduleSpace, StemPatchesOnPixelVectorsMatchTheReference) {
   EXPECT_FALSE(static_cast<bool>(validate_schedule(wide, s)));
 }
 
-TEST(Schedule, DefaultStemTakesItsPatchesWhereItsWindowIsShortOnAvx512) {
-  // MobileNetV2's stem (3x3 stride 2 on 3 channels: 27 values a window) on AVX-512 takes its
-  // patches on pixel vectors, threads over the pixels; on AVX2, and ResNet's 7x7 stem (147 values)
-  // on either, the row tiles.
+TEST(Schedule, DefaultStemTakesItsPatchesPerRowWhereItsWindowIsShort) {
+  // MobileNetV2's stem (3x3 stride 2 on 3 channels: 27 values a window) takes its patches on pixel
+  // vectors, computed per block of output rows (never stored), on AVX2 and AVX-512; ResNet's 7x7
+  // stem (147 values) keeps the row tiles.
   auto stem = [](int k) {
     int p = k / 2;
     return conv_add_relu_group("nn.conv2d", "Tensor[(1, 3, 224, 224), float32]", "Tensor[(32, 3, " + std::to_string(k) + ", " + std::to_string(k) + "), float32]",
@@ -1069,12 +1077,14 @@ TEST(Schedule, DefaultStemTakesItsPatchesWhereItsWindowIsShortOnAvx512) {
       ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
       auto g = stem(k);
       ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-      KernelSchedule s = default_schedule(*g->nodes[0].body, *t);
-      bool patches = std::string(isa) == "avx512" && k == 3;
-      EXPECT_EQ(s.pixel_vectors, patches) << isa << " " << k << "x" << k << ": " << s.to_string();
-      if (patches) {
-        EXPECT_EQ(s.parallel, KernelSchedule::Parallel::kPx);
-      }
+      const Graph &body = *g->nodes[0].body;
+      KernelSchedule s = default_schedule(body, *t);
+      EXPECT_EQ(s.pixel_vectors, k == 3) << isa << " " << k << "x" << k << ": " << s.to_string();
+      if (k != 3) continue;
+      EXPECT_FALSE(s.pad_at_root);
+      auto kernel = lower_group(body, "k", s);
+      ASSERT_TRUE(static_cast<bool>(kernel)) << kernel.error().message;
+      EXPECT_NE(kernel->schedule.find("compute_at yo"), std::string::npos) << kernel->schedule;
     }
 }
 
