@@ -410,6 +410,31 @@ void pixel_register_tiles(const StageSteps &step, const std::string &weight, int
 }
 
 /**
+ * Pixel-lane tiles by blocks of R output rows (of W columns): the block loop yo outermost, its
+ * pixels one loop p (contiguous in NCHW), oc_block channels split off and the weight packed by
+ * them, stage `producer` computed per block into a local box (compute_at yo: its reads are whole
+ * rows), then the register tiles of PB pixels over the block. The box's own loops are the
+ * caller's to schedule; parallel_blocks makes (image, block) the parallel loop after them.
+ */
+void pixel_tiles_per_row_block(const StageSteps &step, const std::string &weight, const std::vector<int64_t> &dims, int64_t R, int64_t W,
+                               int64_t oc_block, int64_t PB, int64_t lanes, bool pixels_outer, const std::string &producer) {
+  step("split", "i2")->factor = R, step.steps.back().names = {"yo", "yi"};
+  step("fuse", "yi")->names = {"i3", "p"};
+  step("split", "i1")->factor = oc_block, step.steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = oc_block;
+  step("reorder")->names = pixels_outer ? std::vector<std::string>{"yo", "p", "oo", "oi"} : std::vector<std::string>{"yo", "oo", "p", "oi"};
+  step("compute_at", "yo")->producer = producer;
+  pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, pixels_outer, "");
+}
+
+/** The parallel loop over (image, block of rows) of pixel_tiles_per_row_block. */
+void parallel_blocks(const StageSteps &step) {
+  step("fuse", "i0")->names = {"yo", "blk"};
+  step("parallel", "blk");
+}
+
+/**
  * The register-tile sketch with pixel lanes for a 1x1 conv in NCHW (the pointwise template's form):
  * rows and columns fused into the pixel loop, whose contiguous pixels are the vector; tiles of
  * oc_block channels x pixel_vectors vectors of `lanes` pixels around the reduction, each weight
@@ -445,18 +470,10 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
     int64_t R = knobs.patch_rows, H = outs[2].second, W = outs[3].second;
     if (H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
     if (PB > R * W) return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
-    step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
-    step("fuse", "yi")->names = {"i3", "p"};
-    step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
-    Step *pk = step("pack");
-    pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
-    step("reorder")->names = {"yo", "p", "oo", "oi"};
-    step("compute_at", "yo")->producer = "patches";
-    pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, /*pixels_outer=*/true, "");
+    pixel_tiles_per_row_block(step, weight, dims, R, W, knobs.oc_block, PB, lanes, /*pixels_outer=*/true, "patches");
     vectorize_by(step, "sx_yo", W, lanes);
     if (names[0] == "pad") place_pad(naive, "patches", "root", steps);
-    step("fuse", "i0")->names = {"yo", "blk"};
-    step("parallel", "blk");
+    parallel_blocks(step);
     return steps;
   }
   step("fuse", "i2")->names = {"i3", "p"};
@@ -557,16 +574,9 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
     return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
   std::vector<Step> steps;
   StageSteps step{"s1_conv2d", steps};
-  // The 1x1 conv: blocks of R rows outermost, each block's pixels one loop p (contiguous in NCHW).
-  step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
-  step("fuse", "yi")->names = {"i3", "p"};
-  step("split", "i1")->factor = knobs.oc_block, steps.back().names = {"oo", "oi"};
-  Step *pk = step("pack");
-  pk->buffer = weight, pk->dims = dims, pk->factor = knobs.oc_block;
-  step("reorder")->names = knobs.pixels_outer ? std::vector<std::string>{"yo", "p", "oo", "oi"} : std::vector<std::string>{"yo", "oo", "p", "oi"};
-  // The first conv's result for the block's rows, every channel, into a local box (its reads are whole rows).
-  step("compute_at", "yo")->producer = "s0_conv2d";
-  pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, knobs.pixels_outer, "");
+  // The 1x1 conv by blocks of R rows; the first conv's result for the block's rows, every
+  // channel, into a local box.
+  pixel_tiles_per_row_block(step, weight, dims, R, W, knobs.oc_block, PB, lanes, knobs.pixels_outer, "s0_conv2d");
   // The box's columns as vectors, the window unrolled. Where the columns are whole vectors and
   // the block at most 8 rows, a register tile of the block's rows x one vector around the window
   // (the loop sketch's row tile: rows whose windows overlap share their loads); else each vector
@@ -582,8 +592,7 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
     AT_ASSIGN(so_far, replay(naive, steps));
     place_pad(so_far, "s1_conv2d", knobs.pad, steps, "s0_pad");
   }
-  step("fuse", "i0")->names = {"yo", "blk"};
-  step("parallel", "blk");
+  parallel_blocks(step);
   return steps;
 }
 
