@@ -414,8 +414,8 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
     t.pixel_vectors = static_cast<int>(std::min<int64_t>(std::max(1, s.px_block), P / t.lanes));
     t.parallel = int64_t{t.pixel_vectors} * t.lanes < int64_t{std::max(1, s.px_block)} * s.vector_width ? 0 : static_cast<int>(s.parallel);
     // A stem's patches, not stored (pad_at_root off): computed per block of the fewest output rows
-    // that hold a pixel tile.
-    if (!s.pad_at_root && naive.stages.size() >= 2 && naive.stages[naive.stages.size() - 2].name == "patches") {
+    // that hold a pixel tile (the sketch reads it only where the naive nests gather patches).
+    if (!s.pad_at_root) {
       int64_t H = conv.type.shape[2], W = conv.type.shape[3], R = 1;
       while (R < H && (H % R || R * W < int64_t{t.pixel_vectors} * t.lanes)) ++R;
       t.patch_rows = R;
