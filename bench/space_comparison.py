@@ -2,7 +2,9 @@
 """Issue 10's side-by-side: the knob space alone against knobs plus the sketch rules' step lists.
 
 Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
-database and its own kernel cache, records their wall times, then times both plans end to end with
+database and its own kernel cache and on FuseOps's partition (`--partition fuseops`: the partition
+search measures its moves on a noisy host and may choose differently in the two runs, which would
+mix a partition's difference into the spaces'; `--partition searched` keeps it), records their wall times, then times both plans end to end with
 alternating `autotune bench --db` runs (medians, and the median of each round's ratio), and says what the winning schedules of the
 `all` run use: how many tasks chose a step list, which sketch (register tile, Winograd or loop),
 where the tile lists put the padded input (root, inline, or computed at a loop) and the Winograd
@@ -21,7 +23,7 @@ import sys
 import time
 
 
-def tune(autotune, model, trials, seed, space, out, search):
+def tune(autotune, model, trials, seed, space, out, search, partition):
     db = os.path.join(out, f"{space}.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
@@ -30,7 +32,7 @@ def tune(autotune, model, trials, seed, space, out, search):
     t0 = time.time()
     log = open(os.path.join(out, f"{space}.log"), "w")
     subprocess.run([autotune, "--model", model, "--trials", str(trials), "--seed", str(seed), "--db", db,
-                    "--space", space, "--search", search], env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
+                    "--space", space, "--search", search] + (["--partition", "fuseops"] if partition == "fuseops" else []), env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     return db, time.time() - t0
 
 
@@ -83,12 +85,14 @@ def main():
     p.add_argument("--search", default="evolutionary")
     p.add_argument("--out", required=True, help="directory for the databases, logs and kernel caches")
     p.add_argument("--bench-rounds", type=int, default=5)
+    p.add_argument("--partition", choices=["fuseops", "searched"], default="fuseops",
+                   help="tune both on FuseOps's partition (default) or let each run search its own")
     p.add_argument("--autotune", default="build/tools/autotune")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     result = {"model": a.model, "trials": a.trials, "seed": a.seed, "search": a.search}
     for space in ("knobs", "all"):
-        db, wall = tune(a.autotune, a.model, a.trials, a.seed, space, a.out, a.search)
+        db, wall = tune(a.autotune, a.model, a.trials, a.seed, space, a.out, a.search, a.partition)
         result[space] = {"db": db, "wall_s": wall}
         print(f"{space}: tuned in {wall:.0f} s", file=sys.stderr)
     times = {"knobs": [], "all": []}
