@@ -409,6 +409,14 @@ void pixel_register_tiles(const StageSteps &step, const std::string &weight, int
   }
 }
 
+/** Whether blocks of R of H rows of W columns divide the rows and each hold a tile of `vectors` vectors of `lanes` pixels. */
+Status row_blocks_fit(int64_t R, int64_t H, int64_t W, int64_t vectors, int64_t lanes) {
+  if (R < 1 || H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
+  if (lanes < 2 || vectors * lanes > R * W)
+    return make_error(std::to_string(vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
+  return Status::ok();
+}
+
 /**
  * Pixel-lane tiles by blocks of R output rows (of W columns): the block loop yo outermost, its
  * pixels one loop p (contiguous in NCHW), oc_block channels split off and the weight packed by
@@ -468,8 +476,7 @@ Expected<std::vector<Step>> pixel_tile_sketch(const LoweredKernel &naive, const 
     // memory; the block's pixels one loop p, each pixel tile running every channel tile over its
     // slice of the box. The padded copy at root; images and blocks the parallel loop.
     int64_t R = knobs.patch_rows, H = outs[2].second, W = outs[3].second;
-    if (H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
-    if (PB > R * W) return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
+    AT_TRY(row_blocks_fit(R, H, W, knobs.pixel_vectors, lanes));
     pixel_tiles_per_row_block(step, weight, dims, R, W, knobs.oc_block, PB, lanes, /*pixels_outer=*/true, "patches");
     vectorize_by(step, "sx_yo", W, lanes);
     if (names[0] == "pad") place_pad(naive, "patches", "root", steps);
@@ -569,9 +576,7 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
     return make_error("the chain tile sketch needs a 1x1 conv in NCHW after the first conv");
   int64_t H = outs[2].second, W = outs[3].second, R = knobs.rows, lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes;
   if (pouts[2].second != H || pouts[3].second != W) return make_error("the first conv's result is not the 1x1 conv's input pixel for pixel");
-  if (R < 1 || H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
-  if (lanes < 2 || PB > R * W)
-    return make_error(std::to_string(knobs.pixel_vectors) + " vectors of " + std::to_string(lanes) + " pixels do not fit a block of " + std::to_string(R * W));
+  AT_TRY(row_blocks_fit(R, H, W, knobs.pixel_vectors, lanes));
   std::vector<Step> steps;
   StageSteps step{"s1_conv2d", steps};
   // The 1x1 conv by blocks of R rows; the first conv's result for the block's rows, every
