@@ -364,7 +364,9 @@ Expected<std::vector<Step>> pool_steps(const LoweredKernel &naive, const Node &p
  * A conv without channel blocks (depthwise, other narrow groups, output channels no vector
  * divides): the direct template's knobs, which stand for the loop sketch (direct_steps).
  */
-bool direct_conv(const Node &conv, const KernelSchedule &s) { return conv.op == "nn.conv2d" && s.oc_block == 0; }
+bool direct_conv(const Node &conv, const KernelSchedule &s) {
+  return (conv.op == "nn.conv2d" || conv.attrs.i("groups") > 1) && s.oc_block == 0;
+}
 
 /**
  * A direct conv's loop sketch for its knobs: the row tile of px_block rows
@@ -375,7 +377,26 @@ bool direct_conv(const Node &conv, const KernelSchedule &s) { return conv.op == 
  * where the rows are one loop (input at root, no column tail). Without a row tile (one row, or
  * lanes 1), the vector alone.
  */
-Expected<std::vector<Step>> direct_steps(const LoweredKernel &naive, const Node &conv, const KernelSchedule &s, Replayed *replayed) {
+Expected<std::vector<Step>> direct_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s,
+                                         Replayed *replayed) {
+  if (int64_t b = conv_block(conv); b > 0) {
+    // A depthwise conv2d_nchwc: the tile is px_block output columns of a row (the largest that
+    // divides the row) x the vector of a block's lanes, the window unrolled, so columns whose
+    // windows overlap share their loads; the weight packed by the block; the padded input
+    // recomputed at its reads (no copy: the unrolled window's column conditions fold, a row's are
+    // a mask) or stored at root (pad_at_root); (image, channel block, row) parallel.
+    int64_t W = conv.type.shape[3], cols = s.px_block;
+    while (cols > 1 && W % cols) --cols;
+    LoopSketch tile;
+    tile.lanes = static_cast<int>(std::min<int64_t>(s.vector_width, b));
+    tile.unroll_reduction = true;
+    tile.pad = s.pad_at_root ? "root" : "inline";
+    tile.parallel_loops = 3;
+    tile.rows = cols > 1 ? static_cast<int>(cols) : 0;
+    const ValueId &w = conv.inputs[1];
+    tile.weight = "p" + std::to_string(w.index), tile.dims = body.type_of(w).shape, tile.pack = b;
+    return first_loop_sketch(naive, {tile}, replayed);
+  }
   int64_t H = conv.type.shape[2], W = conv.type.shape[3], rows = s.px_block;
   while (rows > 1 && H % rows) --rows;
   LoopSketch tile;
@@ -444,7 +465,7 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
     return winograd_knob_steps(*conv, s, naive);
   }
   if (anchor && is_conv_op(anchor->op)) {
-    if (direct_conv(*anchor, s)) return direct_steps(naive, *anchor, s, replayed);
+    if (direct_conv(*anchor, s)) return direct_steps(body, naive, *anchor, s, replayed);
     AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s));
     AT_ASSIGN(k, replay(naive, steps));
     replayed->keep(steps, std::move(k));

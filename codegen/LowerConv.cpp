@@ -61,6 +61,19 @@ Status Lowerer::naive_conv2d() {
           return select(kx < int_imm(KW), xin * wv, float_imm(0));
         },
         [](const Expr &a, const Index &) { return a; }, "conv2d");
+  if (b && conv.attrs.i("groups") > 1) {
+    // Depthwise conv2d_nchwc: output loops i0 n, i1 c/b, i2 oy, i3 ox, i4 c%b; reduction k0 ky,
+    // k1 kx. Channel c reads its own block and lane of the input: a vector of the b lanes is
+    // contiguous in the input, the output and the weight packed by b ([C/b][1][KH][KW][b]).
+    return naive_reduction(
+        os, {KH, KW}, Combine::kSum, [&](const Index &i) { return bias(i[1] * b + i[4]); },
+        [&](const Index &i, const Index &r) {
+          Expr y = i[2] * st[0] + r[0] * dl[0], x = i[3] * st[1] + r[1] * dl[1];
+          Expr xin = padded ? load(src, (((i[0] * C + i[1]) * PH + y) * PW + x) * b + i[4]) : value_at(conv.inputs[0], {i[0], i[1], y, x, i[4]});
+          return xin * load(w, (((i[1] * b + i[4]) * KH + r[0]) * KW + r[1]));
+        },
+        [](const Expr &a, const Index &) { return a; }, "conv2d");
+  }
   if (b) {
     // conv2d_nchwc (one group): input [n][c/b][y][x][b], output [n][o/b][oy][ox][b]. The output
     // loops i0 n, i1 o/b, i2 oy, i3 ox, i4 o%b; the reduction k0 c/b, k1 ky, k2 kx, k3 c%b, so

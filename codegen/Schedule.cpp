@@ -247,7 +247,12 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s) {
       if (!epilogue_is_pixelwise(body, static_cast<int>(&n - body.nodes.data())))
         return bad("pixel_epilogue needs an epilogue that is elementwise over the conv's output");
     }
-    if (n.op == "nn.conv2d_nchwc") {
+    if (n.op == "nn.conv2d_nchwc" && n.attrs.i("groups") > 1) {
+      int64_t b = conv_block(n);
+      if (s.oc_block || s.winograd || s.pixel_vectors) return bad("a depthwise conv2d_nchwc takes the direct template (oc_block 0)");
+      if (s.vector_width > b)
+        return bad("conv2d_nchwc takes vectors of at most its channel block " + std::to_string(b) + ", not " + std::to_string(s.vector_width));
+    } else if (n.op == "nn.conv2d_nchwc") {
       int64_t b = conv_block(n);
       if (s.oc_block == 0 || s.oc_block % b != 0)
         return bad("conv2d_nchwc needs the blocked template with oc_block a multiple of its channel block " + std::to_string(b));
@@ -429,6 +434,17 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       s.vector_width = target.lanes;
       s.pad_at_root = ow <= 7 || (ow <= 14 && body.type_of(n.inputs[1]).shape[3] >= 5);
       s.px_block = target.vector_registers < 32 && wide ? 2 : oh % 8 == 0 && ow > 28 ? 8 : 7;
+      if (int64_t b = conv_block(n); b > 0) {
+        // In NCHW16c (nchwc-layout) a tile is px_block columns of an output row x one block's
+        // lanes, the padding recomputed at the reads: a 14-column row whole with 32 registers, else
+        // 7 columns (MobileNetV2, AVX-512, 2 threads, `bench --json`, 7 rounds near, the groups'
+        // medians in ms, 7 / 14 columns: 384 channels at 14x14 0.0628 / 0.0525 for four convs,
+        // 576 at 14x14 0.0586 / 0.0506 for two, 192 at 28x28 0.0545 / 0.0629 for two, 960 at 7x7
+        // 0.0341 / 0.0357 for three; stored at root, the padded copy cost more than the conv).
+        s.vector_width = static_cast<int>(std::min<int64_t>(b, target.lanes));
+        s.pad_at_root = false;
+        s.px_block = ow == 14 && target.vector_registers >= 32 ? 14 : 7;
+      }
     }
     int regs = target.vector_registers;
     bool pointwise = conv && body.type_of(n.inputs[1]).shape[2] * body.type_of(n.inputs[1]).shape[3] == 1;

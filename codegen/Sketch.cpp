@@ -847,6 +847,11 @@ Expected<std::vector<Step>> loop_sketch(const LoweredKernel &naive, const LoopSk
   naive_loops(st.body, outs, reds);
   if (outs.empty()) return make_error("the nest of stage " + st.name + " has no output loops");
   std::vector<Step> steps;
+  if (knobs.pack > 0) {
+    Step p;
+    p.op = "pack", p.stage = st.name, p.buffer = knobs.weight, p.dims = knobs.dims, p.factor = knobs.pack;
+    steps.push_back(p);
+  }
   // The padded input is placed first, while the conv's reads of it are still affine in its loops.
   if (padded) place_pad(naive, st.name, knobs.pad, steps);
   auto step = [&](const std::string &op, const std::string &loop) {

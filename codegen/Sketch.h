@@ -26,6 +26,9 @@ struct LoopSketch {
                                  // result, the output loops fused into the parallel loop (a global pool's plane sum)
   bool partition = false;        // the innermost output loop cut where its boundary conditions change (a pool's
                                  // padding: the inside reads plain, no clamp, no select) before it is split
+  std::string weight{};          // an argument packed first in blocks of `pack` of its first dimension (shape
+  std::vector<int64_t> dims{};   // `dims`): a depthwise conv2d_nchwc's weight, so a vector of its lanes is contiguous
+  int64_t pack = 0;
 };
 
 /**

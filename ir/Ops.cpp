@@ -144,7 +144,8 @@ Expected<TensorType> infer_conv2d(const OpCall &c) {
 
 /**
  * nn.conv2d_nchwc: conv2d on activations in NCHW[b]c, x[N][C/b][H][W][b] -> y[N][O/b][OH][OW][b]
- * (b = the input's last dim), weight [O][C][KH][KW] and bias as for conv2d, one group.
+ * (b = the input's last dim), weight [O][C][KH][KW] and bias as for conv2d, one group; or depthwise
+ * (groups = channels, weight [C][1][KH][KW]: each channel its own window).
  */
 Expected<TensorType> infer_conv2d_nchwc(const OpCall &c) {
   AT_TRY(need_f32(c, 0));
@@ -154,8 +155,11 @@ Expected<TensorType> infer_conv2d_nchwc(const OpCall &c) {
   const Shape &x = c.inputs[0].shape, &w = c.inputs[1].shape;
   int64_t b = x[4];
   if (b < 1) return make_error("the channel block (the input's last dim) must be positive");
-  if (c.attrs.i("groups") != 1) return make_error("conv2d_nchwc takes one group");
-  if (w[1] != x[1] * b)
+  int64_t groups = c.attrs.i("groups");
+  if (groups != 1 && (groups != x[1] * b || w[0] != groups || w[1] != 1))
+    return make_error("conv2d_nchwc takes one group or is depthwise (one group per channel, one output channel each), not " +
+                      std::to_string(groups) + " groups of weight " + shape_str(w));
+  if (groups == 1 && w[1] != x[1] * b)
     return make_error("weight " + shape_str(w) + " expects " + std::to_string(w[1]) + " input channels, data has " +
                       std::to_string(x[1] * b));
   if (w[0] % b != 0) return make_error("the channel block " + std::to_string(b) + " must divide " + std::to_string(w[0]) + " output channels");

@@ -69,8 +69,9 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
     sp.vector_width.clear();  // blocked templates: vectors of 8 lanes or more (conv2d_nchwc: within a channel block)
     for (int v : widths)
       if (v >= 8 && (!cblock || v <= cblock)) sp.vector_width.push_back(v);
-    sp.oc_block.clear();  // conv2d_nchwc: register blocks of whole channel blocks
-    if (!cblock) sp.oc_block.push_back(0);
+    sp.oc_block.clear();  // conv2d_nchwc: register blocks of whole channel blocks (a depthwise one has none)
+    bool depthwise_nchwc = cblock && anchor->attrs.i("groups") > 1;
+    if (!cblock || depthwise_nchwc) sp.oc_block.push_back(0);
     for (int ob : {8, 16, 24, 32, 48, 64})
       if (channels % ob == 0 && ob % std::max<int64_t>(1, cblock) == 0) sp.oc_block.push_back(ob);
     if (conv) {
@@ -94,9 +95,14 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       }
       if (sp.oc_block == std::vector<int>{0}) {
         sp.vector_width = widths;  // only the direct template: its vector width
-        // Depthwise: rows per block and where the padded plane is stored; other direct convs have neither.
+        // Depthwise: rows per block (NCHW16c: columns of a row) and where the padded plane is
+        // stored (NCHW16c: at root or recomputed at its reads); other direct convs have neither.
         bool depthwise = anchor->inputs.size() > 1 && cg == 1;
         sp.px_block = depthwise ? std::vector<int>{1, 2, 3, 4, 5, 6, 8} : std::vector<int>{base.px_block};
+        if (depthwise_nchwc) {
+          sp.px_block = {1, 2, 4, 7, 8, 14};
+          std::erase_if(sp.vector_width, [&](int v) { return v > cblock; });  // within a channel block
+        }
         sp.pad_at_root = depthwise ? std::vector<bool>{false, true} : std::vector<bool>{base.pad_at_root};
         sp.unroll_kx = {false};
         sp.parallel = {base.parallel};

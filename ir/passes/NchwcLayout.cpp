@@ -22,7 +22,7 @@ namespace {
 class NchwcLayout {
  public:
   NchwcLayout(const Graph &g, int64_t block)
-      : g_(g), rw_(g), b_(block), uses_(find_uses(g)), converted_(choose()), plain_(g.nodes.size()), blocked_(g.nodes.size()) {}
+      : g_(g), rw_(g), b_(block), uses_(find_uses(g)), converted_(choose()), plain_(g.nodes.size()), blocked_(g.nodes.size()), blocked_inputs_(g.inputs.size()) {}
 
   Expected<Graph> run() {
     for (size_t i = 0; i < g_.nodes.size(); ++i) AT_TRY(rewrite(static_cast<int>(i)));
@@ -51,6 +51,7 @@ class NchwcLayout {
   /** The value's blocked form: its own if it has one, else the plain form converted (a constant converted here). */
   Expected<ValueId> blocked(ValueId old) {
     if (old.kind == ValueId::Kind::kNode && blocked_[old.index].index >= 0) return blocked_[old.index];
+    if (old.kind == ValueId::Kind::kInput && blocked_inputs_[old.index].index >= 0) return blocked_inputs_[old.index];
     if (old.kind == ValueId::Kind::kConstant) {
       // Full-sized or per-channel ([C, 1, 1] is read as [1, C, 1, 1]): blocked here, once per use.
       const GraphConstant &c = g_.constants[old.index];
@@ -63,13 +64,16 @@ class NchwcLayout {
     a.set("block", b_);
     AT_ASSIGN(v, rw_.add("nn.to_nchwc", {p}, a, old.kind == ValueId::Kind::kNode ? g_.nodes[old.index].origin : ""));
     if (old.kind == ValueId::Kind::kNode) blocked_[old.index] = v;
+    if (old.kind == ValueId::Kind::kInput) blocked_inputs_[old.index] = v;
     return v;
   }
 
   bool is_conv(int i) const { return !g_.nodes[i].is_function() && g_.nodes[i].op == "nn.conv2d"; }
   bool convertible(int i) const {
     const Node &n = g_.nodes[i];
-    return is_conv(i) && n.attrs.i("groups") == 1 && blockable(g_.type_of(n.inputs[0])) && n.type.shape[1] % b_ == 0;
+    if (!is_conv(i)) return false;
+    bool depthwise = n.attrs.i("groups") == n.type.shape[1] && g_.type_of(n.inputs[1]).shape[1] == 1;
+    return (n.attrs.i("groups") == 1 || depthwise) && blockable(g_.type_of(n.inputs[0])) && n.type.shape[1] % b_ == 0;
   }
   bool elementwise(int i) const {
     const Node &n = g_.nodes[i];
@@ -77,53 +81,124 @@ class NchwcLayout {
     const OpDef *op = find_op(n.op);
     return op && (op->pattern == OpPattern::kElemWise || op->pattern == OpPattern::kBroadcast);
   }
+  /**
+   * Whether elementwise node k works on blocked operands as rewrite() keeps it blocked: a unary op,
+   * or add, subtract, multiply and divide whose operands have the output's shape, are per-channel
+   * constants or single values.
+   */
+  bool reads_blocked_operands(int k) const {
+    const Node &n = g_.nodes[k];
+    if (!blockable(n.type)) return false;
+    if (n.inputs.size() == 1) return find_op(n.op)->pattern == OpPattern::kElemWise;
+    if (n.op != "add" && n.op != "subtract" && n.op != "multiply" && n.op != "divide") return false;
+    for (ValueId v : n.inputs)
+      if (!operand_fits(v, n.type.shape)) return false;
+    return true;
+  }
+  /** An operand a blocked binary op reads: one of the output's shape, a per-channel constant, or a single value. */
+  bool operand_fits(ValueId v, const Shape &out) const {
+    return g_.type_of(v).shape == out || per_channel_constant(v, out[1]) || g_.type_of(v).numel() == 1;
+  }
+
+  /** A conv reached from conv i through elementwise ops, and the bytes of i's tensor on that side (its input or its output). */
+  struct Neighbour {
+    int conv;
+    int64_t bytes;
+  };
   /** The convs reached from conv i's input and output through elementwise ops. */
-  std::vector<int> neighbour_convs(int i) const {
-    std::vector<int> found, todo{i};
-    std::vector<bool> seen(g_.nodes.size(), false);
-    while (!todo.empty()) {
-      int k = todo.back();
-      todo.pop_back();
-      if (seen[k]) continue;
-      seen[k] = true;
-      if (k != i && is_conv(k)) found.push_back(k);
-      if (k != i && !elementwise(k)) continue;
-      for (int c : uses_.consumers[k]) todo.push_back(c);
-      for (ValueId v : g_.nodes[k].inputs)
-        if (v.kind == ValueId::Kind::kNode && (k != i || v == g_.nodes[i].inputs[0])) todo.push_back(v.index);
+  std::vector<Neighbour> neighbour_convs(int i) const {
+    std::vector<Neighbour> found;
+    for (bool up : {true, false}) {
+      const TensorType &side = up ? g_.type_of(g_.nodes[i].inputs[0]) : g_.nodes[i].type;
+      int64_t bytes = side.numel() * 4;
+      std::vector<int> todo;
+      if (up && g_.nodes[i].inputs[0].kind == ValueId::Kind::kNode) todo.push_back(g_.nodes[i].inputs[0].index);
+      if (!up) todo = uses_.consumers[i];
+      std::vector<bool> seen(g_.nodes.size(), false);
+      seen[i] = true;
+      while (!todo.empty()) {
+        int k = todo.back();
+        todo.pop_back();
+        if (seen[k]) continue;
+        seen[k] = true;
+        if (is_conv(k)) found.push_back({k, bytes});
+        if (!elementwise(k)) continue;
+        // An elementwise op that reads its operands plain (a squeeze-excitation's multiply by a
+        // computed per-channel scale) is a layout change there: a plain neighbour.
+        if (!reads_blocked_operands(k)) {
+          found.push_back({-1, bytes});
+          continue;
+        }
+        for (int c : uses_.consumers[k]) todo.push_back(c);
+        for (ValueId v : g_.nodes[k].inputs)
+          if (v.kind == ValueId::Kind::kNode) todo.push_back(v.index);
+      }
     }
     return found;
   }
 
   /**
-   * Which convs are converted. A conv that stays plain (depthwise, grouped) next to a conv would
-   * need a layout change on that side, each a pass over the tensor (in MobileNetV2 every block's
-   * expanded tensor twice: 2.7 -> 4.2 ms end to end), and a conv with no converted neighbour
-   * would be converted in and out for itself alone; both stay plain (the second rule to a fixed
-   * point). So do convs on one pixel (the squeeze-excitation's): a matrix-vector product gains
-   * nothing from blocking.
+   * Which convs are converted. A conv next to one that stays plain needs a layout change on that
+   * side, a pass over the tensor there: in MobileNetV2 every block's expanded tensor twice when
+   * its depthwise convs stayed plain (2.7 -> 4.2 ms end to end), and 0.59 ms for one 96 x 112 x
+   * 112 tensor (4.8 MB). So a conv with a plain neighbour stays plain where the tensor on that
+   * side is larger than kMaxConversionBytes, and a conv with no converted neighbour would be
+   * converted in and out for itself alone (both rules to a fixed point). So do convs on one pixel
+   * (the squeeze-excitation's): a matrix-vector product gains nothing from blocking.
    */
   std::vector<bool> choose() const {
     std::vector<bool> on(g_.nodes.size(), false);
-    std::vector<std::vector<int>> next(g_.nodes.size());
+    std::vector<std::vector<Neighbour>> next(g_.nodes.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node &n = g_.nodes[i];
       if (!convertible(static_cast<int>(i)) || n.type.shape[2] * n.type.shape[3] == 1) continue;
       next[i] = neighbour_convs(static_cast<int>(i));
       on[i] = true;
-      for (int k : next[i]) on[i] = on[i] && convertible(k);
+      for (const Neighbour &k : next[i]) on[i] = on[i] && k.conv >= 0 && convertible(k.conv);
     }
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < on.size(); ++i) {
         if (!on[i]) continue;
-        bool any = false;
-        for (int k : next[i]) any = any || on[k];
-        if (!any) on[i] = false, changed = true;
+        bool any = false, costly = false;
+        for (const Neighbour &k : next[i]) {
+          bool plain = k.conv < 0 || !on[k.conv];
+          any = any || !plain, costly = costly || (plain && k.bytes > kMaxConversionBytes);
+        }
+        if (!any || costly) on[i] = false, changed = true;
       }
+    }
+    // What is left converts in connected sets; a set with a layout change for every few convs
+    // (EfficientNet-B0's expansion convs between squeeze-excitation multiplies and depthwise convs
+    // that stay plain) would pay more in changes than it gains: it stays plain.
+    std::vector<int> component(on.size(), -1);
+    for (size_t start = 0; start < on.size(); ++start) {
+      if (!on[start] || component[start] >= 0) continue;
+      std::vector<int> members, todo{static_cast<int>(start)};
+      int changes = 0;
+      component[start] = static_cast<int>(start);
+      while (!todo.empty()) {
+        int i = todo.back();
+        todo.pop_back();
+        members.push_back(i);
+        for (const Neighbour &k : next[i]) {
+          if (k.conv < 0 || !on[k.conv]) {
+            ++changes;
+          } else if (component[k.conv] < 0) {
+            component[k.conv] = static_cast<int>(start);
+            todo.push_back(k.conv);
+          }
+        }
+      }
+      if (changes * kConvsPerChange > static_cast<int>(members.size()))
+        for (int i : members) on[i] = false;
     }
     return on;
   }
+
+  static constexpr int kConvsPerChange = 4;
+
+  static constexpr int64_t kMaxConversionBytes = 1 << 20;
 
   bool has_blocked(ValueId v) const { return v.kind == ValueId::Kind::kNode && blocked_[v.index].index >= 0; }
 
@@ -153,10 +228,9 @@ class NchwcLayout {
     }
     // An operand the blocked op reads blocked: one of the output's shape, or a per-channel constant.
     auto reads_blocked = [&](ValueId v) { return g_.type_of(v).shape == n.type.shape || per_channel_constant(v, n.type.shape[1]); };
-    auto fits = [&](ValueId v) { return reads_blocked(v) || g_.type_of(v).numel() == 1; };  // a single value broadcasts in any layout
     // Both operands are checked before either is converted, so no conversion is made for nothing.
     if ((n.op == "add" || n.op == "subtract" || n.op == "multiply" || n.op == "divide") && blockable(n.type) &&
-        (has_blocked(n.inputs[0]) || has_blocked(n.inputs[1])) && fits(n.inputs[0]) && fits(n.inputs[1])) {
+        (has_blocked(n.inputs[0]) || has_blocked(n.inputs[1])) && operand_fits(n.inputs[0], n.type.shape) && operand_fits(n.inputs[1], n.type.shape)) {
       std::vector<ValueId> in;
       for (ValueId v : n.inputs) {
         AT_ASSIGN(bv, reads_blocked(v) ? blocked(v) : Expected<ValueId>(rw_.map(v)));
@@ -184,6 +258,7 @@ class NchwcLayout {
   Uses uses_;
   std::vector<bool> converted_;           // per old node: a conv that becomes conv2d_nchwc
   std::vector<ValueId> plain_, blocked_;  // per old node: its value in each layout, once made
+  std::vector<ValueId> blocked_inputs_;   // per graph input: its blocked form, once made
 };
 
 }  // namespace

@@ -323,7 +323,9 @@ TEST(Gpu, StencilReductionsRunInHaloTilesFromSharedMemory) {
   });
   std::printf("%d stencil groups in halo tiles, %d with fewer global sectors than one output per thread (%.0f against %.0f in all)\n", halo,
               fewer, sectors_halo, sectors_plain);
-  EXPECT_GE(halo, 20);  // MobileNetV2's and EfficientNet-B0's stride-1 depthwise convs, the pools
+  // EfficientNet-B0's stride-1 depthwise convs, MobileNetV2's in NCHW (at 112x112 and 56x56: from
+  // 28x28 down they are NCHW16c, whose depthwise convs take no halo tile yet), the pools.
+  EXPECT_GE(halo, 16);
   EXPECT_GE(fewer, halo * 3 / 4);
 }
 

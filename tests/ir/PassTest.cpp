@@ -335,9 +335,9 @@ def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 32, 8, 8), float32] 
   EXPECT_NE(out.find("Tensor[(1, 2, 1, 1, 16), float32]"), std::string::npos) << out;  // the per-channel constant, blocked
 }
 
-TEST(NchwcLayout, LeavesConvsNextToADepthwiseConvPlain) {
-  // The 1x1 convs before and after a depthwise conv (MobileNet's block) would each need a layout
-  // change next to it; the two convs after the pool are not next to it and are converted.
+TEST(NchwcLayout, ConvertsADepthwiseSeparableBlockWhole) {
+  // MobileNet's block (1x1 conv, depthwise conv, 1x1 conv, residual add) and the convs after the
+  // pool: every conv blocked, the depthwise one too, so no layout change between them.
   std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, R"(
 def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] {
   %w1 = constant(Tensor[(32, 16, 1, 1), float32]);
@@ -357,8 +357,69 @@ def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] 
   return %8;
 }
 )");
-  EXPECT_EQ(count_of(out, "nn.conv2d("), 3) << out;
-  EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), 2) << out;
+  EXPECT_EQ(count_of(out, "nn.conv2d("), 0) << out;
+  EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), 5) << out;
+  EXPECT_NE(out.find("groups=32"), std::string::npos) << out;
+  EXPECT_EQ(count_of(out, "nn.to_nchwc("), 2) << out;    // the input, and the pool's result
+  EXPECT_EQ(count_of(out, "nn.from_nchwc("), 2) << out;  // the pool's input, and the output
+}
+
+TEST(NchwcLayout, ChangesLayoutNextToAPlainConvOnlyOnSmallTensors) {
+  // Four 1x1 convs, then a depthwise conv next to a conv of 24 output channels (which no block of
+  // 16 divides: it stays plain, and so does the depthwise conv). Between the last 1x1 conv and
+  // the depthwise conv a layout change is made where that tensor is small (32 x 32 x 32 floats,
+  // 128 KiB): the four 1x1 convs are blocked (one change for four convs). At 96 x 96 (1.2 MB)
+  // they stay plain too.
+  for (int64_t side : {32, 96}) {
+    std::string t = "Tensor[(1, 32, " + std::to_string(side) + ", " + std::to_string(side) + "), float32]";
+    std::string t24 = "Tensor[(1, 24, " + std::to_string(side) + ", " + std::to_string(side) + "), float32]";
+    std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, "def @main(%x: " + t + ") -> " + t24 + R"( {
+  %w1 = constant(Tensor[(32, 32, 1, 1), float32]);
+  %w2 = constant(Tensor[(32, 32, 1, 1), float32]);
+  %w3 = constant(Tensor[(32, 1, 3, 3), float32]);
+  %w4 = constant(Tensor[(24, 32, 1, 1), float32]);
+  %0 = nn.conv2d(%x, %w1);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %w2);
+  %3 = nn.conv2d(%2, %w1);
+  %4 = nn.conv2d(%3, %w2);
+  %5 = nn.conv2d(%4, %w3, padding=[1, 1, 1, 1], groups=32);
+  %6 = nn.conv2d(%5, %w4);
+  return %6;
+}
+)");
+    EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), side == 32 ? 4 : 0) << out;
+    EXPECT_EQ(count_of(out, "groups=32"), 1) << out;
+  }
+}
+
+TEST(NchwcLayout, LeavesSqueezeExcitationBlocksPlain) {
+  // EfficientNet's block: the squeeze-excitation's multiply by a computed per-channel scale reads
+  // the depthwise conv's result plain, so the depthwise conv and the 1x1 conv after the multiply
+  // would each need a layout change there; the expansion conv alone would need two. None is blocked.
+  std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, R"(
+def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] {
+  %w1 = constant(Tensor[(64, 16, 1, 1), float32]);
+  %w2 = constant(Tensor[(64, 1, 3, 3), float32]);
+  %ws1 = constant(Tensor[(16, 64, 1, 1), float32]);
+  %ws2 = constant(Tensor[(64, 16, 1, 1), float32]);
+  %w3 = constant(Tensor[(16, 64, 1, 1), float32]);
+  %0 = nn.conv2d(%x, %w1);
+  %1 = nn.relu(%0);
+  %2 = nn.conv2d(%1, %w2, padding=[1, 1, 1, 1], groups=64);
+  %3 = nn.relu(%2);
+  %4 = nn.global_avg_pool2d(%3);
+  %5 = nn.conv2d(%4, %ws1);
+  %6 = nn.relu(%5);
+  %7 = nn.conv2d(%6, %ws2);
+  %8 = sigmoid(%7);
+  %9 = multiply(%3, %8);
+  %10 = nn.conv2d(%9, %w3);
+  %11 = add(%10, %x);
+  return %11;
+}
+)");
+  EXPECT_EQ(count_of(out, "nchwc"), 0) << out;
 }
 
 TEST(NchwcLayout, LeavesConvsTheBlockDoesNotDivideAndConvsAlone) {

@@ -55,6 +55,30 @@ TEST(Reference, Conv2dNchwcIsTheNchwConvWithBlockedChannels) {
   EXPECT_EQ(values(y), (std::vector<float>{3210, 2 * 3210 + 1, 3210 + 4444, 2 * (3210 + 4444) + 1}));
 }
 
+TEST(Reference, DepthwiseConv2dNchwcConvolvesEachChannelAlone) {
+  // Four channels in blocks of 2, one pixel row of 3: channel c is x[c / 2][0][p][c % 2] = 10 c + p,
+  // its window (1 x 3, padding 1) weighted 1, 2, 3 plus bias c: output pixel p of channel c sums
+  // taps p - 1, p, p + 1 inside the row.
+  Tensor x(TensorType{DType::kFloat32, {1, 2, 1, 3, 2}});
+  for (int c = 0; c < 4; ++c)
+    for (int p = 0; p < 3; ++p) x.f32()[((c / 2) * 3 + p) * 2 + c % 2] = static_cast<float>(10 * c + p);
+  Tensor y = run1(R"(def @main(%x: Tensor[(1, 2, 1, 3, 2), float32]) -> Tensor[(1, 2, 1, 3, 2), float32] {
+    %w = constant([1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f, 1.0f, 2.0f, 3.0f], Tensor[(4, 1, 1, 3), float32]);
+    %b = constant([0.0f, 1.0f, 2.0f, 3.0f], Tensor[(4), float32]);
+    %0 = nn.conv2d_nchwc(%x, %w, %b, padding=[0, 1, 0, 1], groups=4);
+    return %0;
+  })", x);
+  std::vector<float> expected(12);
+  for (int c = 0; c < 4; ++c)
+    for (int p = 0; p < 3; ++p) {
+      float v = static_cast<float>(c);
+      for (int k = 0; k < 3; ++k)
+        if (int q = p + k - 1; q >= 0 && q < 3) v += static_cast<float>((k + 1) * (10 * c + q));
+      expected[((c / 2) * 3 + p) * 2 + c % 2] = v;
+    }
+  EXPECT_EQ(values(y), expected);
+}
+
 TEST(Reference, GroupedConvUsesOnlyItsGroupsChannels) {
   // groups=2: output channel 0 sees input channel 0 only, output channel 1 sees channel 1 only.
   Tensor x = iota({1, 2, 1, 1});

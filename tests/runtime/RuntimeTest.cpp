@@ -237,10 +237,13 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
 }
 
 /** Generated model `name` as imported (g) and with FuseOps's partition (f). */
-void import_and_fuse(const char *name, std::optional<Graph> &g, std::optional<Graph> &f) {
+/** The model imported and fused; with `plain`, in NCHW throughout (nchwc-layout off: the chain tiles' layout). */
+void import_and_fuse(const char *name, std::optional<Graph> &g, std::optional<Graph> &f, bool plain = false) {
   auto imported = import_onnx_file(model_path(name));
   ASSERT_TRUE(static_cast<bool>(imported)) << imported.error().message;
-  auto fused = lower_to_stage(*imported, Stage::kFused, PassContext{});
+  PassContext ctx;
+  if (plain) ctx.disabled.insert("nchwc-layout");
+  auto fused = lower_to_stage(*imported, Stage::kFused, ctx);
   ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
   g = imported.take(), f = fused.take();
 }
@@ -261,12 +264,13 @@ bool tiled_chain(const GroupInfo &gi) {
 // the 1x1 conv's rows). Every chain move of the generated MobileNetV2 (a depthwise conv and the
 // 1x1 conv after it) and EfficientNet (squeeze-excitation's pool and convs), applied where the
 // ones before leave it legal: compiled, none on the reference executor, the output the
-// reference's.
+// reference's. The chain tiles are NCHW's: MobileNetV2 in NCHW throughout (nchwc-layout blocks
+// its convs from 28x28 down, which leaves it two chains at a tile).
 TEST(CompiledModel, ChainPartitionsMatchTheReference) {
   for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
     std::optional<Graph> g, f;
-    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f));
+    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f, true));
     std::vector<int> chains;
     for (const PartitionMove &m : partition_moves(*f))
       if (m.why_not.empty() && m.kind == PartitionMove::kChain) chains.push_back(m.producer);
@@ -333,11 +337,11 @@ TEST(CompiledModel, ChainPartitionsMatchTheReference) {
 TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReference) {
   // Every chain of a 1x1 conv and the stride-1 depthwise conv after it (MobileNetV2's and
   // EfficientNet-B0's expansions) whose default is the expand tile, applied at once (they share
-  // no group), compiled and run against the reference executor.
+  // no group), compiled and run against the reference executor; in NCHW throughout (the tile's layout).
   for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
     SCOPED_TRACE(name);
     std::optional<Graph> g, f;
-    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f));
+    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f, true));
     std::vector<int> expansions;
     for (const PartitionMove &m : partition_moves(*f)) {
       if (!m.why_not.empty() || m.kind != PartitionMove::kChain) continue;

@@ -753,17 +753,44 @@ TEST(ScheduleSpace, PixelEpiloguesTransposeTilesOfEveryShape) {
 
 /** One group: conv `op` (3x3 weight `w`, bias, square stride and padding) + add of a residual `y` + relu. */
 Expected<Graph> conv_add_relu_group(const std::string &op, const std::string &x, const std::string &w, const std::string &bias,
-                                    const std::string &y, int stride, int pad) {
+                                    const std::string &y, int stride, int pad, int64_t groups = 1) {
   std::string st = std::to_string(stride), p = std::to_string(pad);
   return parse_text("def @main(%x: " + x + ", %w: " + w + ", %b: " + bias + ", %r: " + y + ") -> " + y + " {\n"
                     "  %0 = fn (%p0: " + x + ", %p1: " + w + ", %p2: " + bias + ", %p3: " + y + ") -> " + y + " {\n"
-                    "    %0 = " + op + "(%p0, %p1, %p2, strides=[" + st + ", " + st + "], padding=[" + p + ", " + p + ", " + p + ", " + p + "]);\n"
+                    "    %0 = " + op + "(%p0, %p1, %p2, strides=[" + st + ", " + st + "], padding=[" + p + ", " + p + ", " + p + ", " + p +
+                    "], groups=" + std::to_string(groups) + ");\n"
                     "    %1 = add(%0, %p3);\n"
                     "    %2 = nn.relu(%1);\n"
                     "    return %2;\n"
                     "  }(%x, %w, %b, %r);\n"
                     "  return %0;\n"
                     "}");
+}
+
+/** Every load and store in a vectorized loop is affine in its lane: whole vectors, no per-lane gathers. */
+void expect_vector_accesses_affine(const LoweredKernel &k) {
+  for (const KernelStage &st : k.stages) {
+    std::vector<std::string> lanes;  // the vectorized loops around each access
+    std::function<void(const loop::Expr &)> access = [&](const loop::Expr &e) {
+      if (!e) return;
+      if (e->kind == loop::ExprKind::kLoad) {
+        for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(e->args[0], v).has_value()) << st.name << ": " << loop::to_string(e->args[0]);
+      }
+      for (const loop::Expr &a : e->args) access(a);
+    };
+    std::function<void(const loop::Stmt &)> walk = [&](const loop::Stmt &x) {
+      if (!x) return;
+      if (x->kind == loop::StmtKind::kStore) {
+        for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(x->index, v).has_value()) << st.name << ": " << loop::to_string(x->index);
+      }
+      access(x->index), access(x->value);
+      bool vec = x->kind == loop::StmtKind::kFor && x->for_kind == loop::ForKind::kVectorized;
+      if (vec) lanes.push_back(x->var);
+      for (const loop::Stmt &c : x->body) walk(c);
+      if (vec) lanes.pop_back();
+    };
+    walk(st.body);
+  }
 }
 
 TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
@@ -835,33 +862,73 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
         expect_schedule_matches(body, s, std::string(isa) + " conv2d_nchwc b=" + std::to_string(cs.b), 1e-5, *t);
         auto k = lower_group(body, "k", s);
         ASSERT_TRUE(static_cast<bool>(k));
-        for (const KernelStage &st : k->stages) {
-          std::vector<std::string> lanes;  // the vectorized loops around each access
-          std::function<void(const loop::Expr &)> access = [&](const loop::Expr &e) {
-            if (!e) return;
-            if (e->kind == loop::ExprKind::kLoad) {
-              for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(e->args[0], v).has_value()) << st.name << ": " << loop::to_string(e->args[0]);
-            }
-            for (const loop::Expr &a : e->args) access(a);
-          };
-          std::function<void(const loop::Stmt &)> walk = [&](const loop::Stmt &x) {
-            if (!x) return;
-            if (x->kind == loop::StmtKind::kStore) {
-              for (const std::string &v : lanes) EXPECT_TRUE(loop::stride_of(x->index, v).has_value()) << st.name << ": " << loop::to_string(x->index);
-            }
-            access(x->index), access(x->value);
-            bool vec = x->kind == loop::StmtKind::kFor && x->for_kind == loop::ForKind::kVectorized;
-            if (vec) lanes.push_back(x->var);
-            for (const loop::Stmt &c : x->body) walk(c);
-            if (vec) lanes.pop_back();
-          };
-          walk(st.body);
-        }
+        expect_vector_accesses_affine(*k);
         ++checked;
       }
     }
   }
   EXPECT_GE(checked, 3 * 22);
+}
+
+TEST(ScheduleSpace, DepthwiseConv2dNchwcKernelsMatchTheReference) {
+  // A depthwise conv in NCHW[b]c (groups = channels): 3x3 and 5x5 windows, stride 1 and 2, padded
+  // and not, rows of 7, 14 and 28 columns and rows no tile of 7 divides (11: tiles of 1), two
+  // images, with a bias, a residual add and a relu. Every point of its space on the host's widest
+  // ISA (tiles of 1-14 columns, the padding recomputed at the reads or stored at root, vectors of
+  // 16, 8 and 4 lanes) and the default on each ISA the host runs: all against the reference, every
+  // vector access whole (the weight packed by the block, no gathers).
+  struct Case {
+    int64_t n, b, c, h, w, k, stride, pad;
+  };
+  int checked = 0;
+  for (Case cs : {Case{1, 16, 32, 14, 14, 3, 1, 1}, Case{1, 16, 48, 28, 28, 3, 2, 1}, Case{2, 8, 16, 9, 11, 5, 1, 2},
+                  Case{1, 16, 16, 7, 7, 3, 1, 1}, Case{1, 16, 32, 10, 12, 3, 2, 0}}) {
+    auto ty = [](std::vector<int64_t> v) { return "Tensor[" + shape_str(v) + ", float32]"; };
+    int64_t oh = (cs.h + 2 * cs.pad - cs.k) / cs.stride + 1, ow = (cs.w + 2 * cs.pad - cs.k) / cs.stride + 1;
+    std::string x = ty({cs.n, cs.c / cs.b, cs.h, cs.w, cs.b}), y = ty({cs.n, cs.c / cs.b, oh, ow, cs.b});
+    std::string st = std::to_string(cs.stride);
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", x, ty({cs.c, 1, cs.k, cs.k}), ty({cs.c}), y, static_cast<int>(cs.stride),
+                                 static_cast<int>(cs.pad), cs.c);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    bool widest = true;
+    for (const char *isa : {"avx512", "avx2"}) {
+      auto t = resolve_target(isa);
+      ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
+      if (!t->runnable_here()) continue;
+      ScheduleSpace sp = ScheduleSpace::of(body, *t);
+      std::vector<KernelSchedule> points = {default_schedule(body, *t)};
+      EXPECT_EQ(points[0].oc_block, 0) << isa;
+      EXPECT_FALSE(points[0].pad_at_root) << isa;
+      if (widest) {
+        EXPECT_EQ(sp.oc_block, std::vector<int>{0});
+        EXPECT_EQ(sp.pad_at_root.size(), 2u);
+        for (int v : sp.vector_width)
+          for (int px : sp.px_block)
+            for (bool root : sp.pad_at_root) {
+              KernelSchedule s = points[0];
+              s.steps.clear();
+              s.vector_width = v, s.px_block = px, s.pad_at_root = root;
+              points.push_back(s);
+            }
+      }
+      widest = false;
+      for (const KernelSchedule &s : points) {
+        std::string what = std::string(isa) + " depthwise " + y + " " + std::to_string(cs.k) + "x" + std::to_string(cs.k) + "/" + st + " " + s.to_string();
+        ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << what << ": " << validate_schedule(body, s).error().message;
+        auto k = lower_group(body, "k", s);
+        ASSERT_TRUE(static_cast<bool>(k)) << what << ": " << k.error().message;
+        EXPECT_EQ(k->packings.size(), 1u) << what;  // the weight, by the block
+        std::string stages;
+        for (const KernelStage &ks : k->stages) stages += ks.name + " ";
+        EXPECT_EQ(stages, s.pad_at_root && cs.pad ? "pad conv2d " : "conv2d ") << what;
+        expect_vector_accesses_affine(*k);
+        expect_schedule_matches(body, s, what, 1e-5, *t);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 5 * (1 + 2 * 6 * 2));
 }
 
 TEST(ScheduleSpace, WinogradStepListsMatchTheReference) {
