@@ -95,9 +95,13 @@ class NchwcLayout {
       if (!operand_fits(v, n.type.shape)) return false;
     return true;
   }
-  /** An operand a blocked binary op reads: one of the output's shape, a per-channel constant, or a single value. */
+  /** An operand a blocked binary op reads: one of the output's shape, one value per channel, or a single value. */
   bool operand_fits(ValueId v, const Shape &out) const {
-    return g_.type_of(v).shape == out || per_channel_constant(v, out[1]) || g_.type_of(v).numel() == 1;
+    return g_.type_of(v).shape == out || per_channel_constant(v, out[1]) || per_channel(v, out) || g_.type_of(v).numel() == 1;
+  }
+  /** A computed operand of one value per channel of `out` ([1, C, 1, 1]): blocked by a conversion of C values. */
+  bool per_channel(ValueId v, const Shape &out) const {
+    return v.kind == ValueId::Kind::kNode && out.size() == 4 && g_.type_of(v).shape == Shape{1, out[1], 1, 1} && out[2] * out[3] > 1;
   }
 
   /** A conv reached from conv i through elementwise ops, and the bytes of i's tensor on that side (its input or its output). */
@@ -130,8 +134,10 @@ class NchwcLayout {
           continue;
         }
         for (int c : uses_.consumers[k]) todo.push_back(c);
+        // A per-channel operand (a squeeze-excitation's scale) is converted where it is one value a
+        // channel: no neighbour through it.
         for (ValueId v : g_.nodes[k].inputs)
-          if (v.kind == ValueId::Kind::kNode) todo.push_back(v.index);
+          if (v.kind == ValueId::Kind::kNode && !per_channel(v, g_.nodes[k].type.shape)) todo.push_back(v.index);
       }
     }
     return found;
@@ -227,7 +233,9 @@ class NchwcLayout {
       return Status::ok();
     }
     // An operand the blocked op reads blocked: one of the output's shape, or a per-channel constant.
-    auto reads_blocked = [&](ValueId v) { return g_.type_of(v).shape == n.type.shape || per_channel_constant(v, n.type.shape[1]); };
+    auto reads_blocked = [&](ValueId v) {
+      return g_.type_of(v).shape == n.type.shape || per_channel_constant(v, n.type.shape[1]) || per_channel(v, n.type.shape);
+    };
     // Both operands are checked before either is converted, so no conversion is made for nothing.
     if ((n.op == "add" || n.op == "subtract" || n.op == "multiply" || n.op == "divide") && blockable(n.type) &&
         (has_blocked(n.inputs[0]) || has_blocked(n.inputs[1])) && operand_fits(n.inputs[0], n.type.shape) && operand_fits(n.inputs[1], n.type.shape)) {
@@ -237,6 +245,16 @@ class NchwcLayout {
         in.push_back(bv);
       }
       AT_ASSIGN(v, rw_.add(n.op, in, n.attrs, n.origin));
+      blocked_[i] = v;
+      return Status::ok();
+    }
+    // A global average pool of a blocked value: the mean of each channel block's planes, [N, C/b,
+    // 1, 1, b], its plain form (C values) made where it is read.
+    if (n.op == "nn.global_avg_pool2d" && has_blocked(n.inputs[0]) && n.type.rank() == 4) {
+      Attrs a;
+      a.set("axis", std::vector<int64_t>{2, 3});
+      a.set("keepdims", int64_t{1});
+      AT_ASSIGN(v, rw_.add("mean", {blocked_[n.inputs[0].index]}, a, n.origin));
       blocked_[i] = v;
       return Status::ok();
     }

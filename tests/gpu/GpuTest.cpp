@@ -150,7 +150,7 @@ TEST(Gpu, EveryGroupOfTheResNetsAndMobileNetV2IsPtxThatPtxasAccepts) {
     }
   }
   std::printf("%d groups compiled to PTX, %d assembled by ptxas (%s)\n", groups, assembled, ptxas.empty() ? "not found" : ptxas.c_str());
-  EXPECT_GE(groups, 2 * (26 + 59 + 55));
+  EXPECT_GE(groups, 2 * (25 + 58 + 56));
   if (ptxas.empty()) GTEST_SKIP() << "the PTX was generated but not assembled: no ptxas ($AUTOTUNE_PTXAS, PATH, /usr/local/cuda/bin)";
   EXPECT_EQ(assembled, groups);
 }
@@ -323,9 +323,10 @@ TEST(Gpu, StencilReductionsRunInHaloTilesFromSharedMemory) {
   });
   std::printf("%d stencil groups in halo tiles, %d with fewer global sectors than one output per thread (%.0f against %.0f in all)\n", halo,
               fewer, sectors_halo, sectors_plain);
-  // EfficientNet-B0's stride-1 depthwise convs, MobileNetV2's in NCHW (at 112x112 and 56x56: from
-  // 28x28 down they are NCHW16c, whose depthwise convs take no halo tile yet), the pools.
-  EXPECT_GE(halo, 16);
+  // The stride-1 depthwise convs MobileNetV2 and EfficientNet-B0 keep in NCHW (at 112x112 and
+  // 56x56, EfficientNet's at 28x28 too: below they are NCHW16c, whose depthwise convs take no halo
+  // tile yet), the pools.
+  EXPECT_GE(halo, 7);
   EXPECT_GE(fewer, halo * 3 / 4);
 }
 

@@ -393,10 +393,10 @@ TEST(NchwcLayout, ChangesLayoutNextToAPlainConvOnlyOnSmallTensors) {
   }
 }
 
-TEST(NchwcLayout, LeavesSqueezeExcitationBlocksPlain) {
-  // EfficientNet's block: the squeeze-excitation's multiply by a computed per-channel scale reads
-  // the depthwise conv's result plain, so the depthwise conv and the 1x1 conv after the multiply
-  // would each need a layout change there; the expansion conv alone would need two. None is blocked.
+TEST(NchwcLayout, ConvertsASqueezeExcitationBlockWithItsPoolAndScaleAsChannelValues) {
+  // EfficientNet's block: the expansion, depthwise and projection convs blocked; the
+  // squeeze-excitation's pool is the mean of the blocked planes, and only its C values change
+  // layout, out to the convs on one pixel (which stay plain) and back in as the multiply's scale.
   std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, R"(
 def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] {
   %w1 = constant(Tensor[(64, 16, 1, 1), float32]);
@@ -419,7 +419,12 @@ def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] 
   return %11;
 }
 )");
-  EXPECT_EQ(count_of(out, "nchwc"), 0) << out;
+  EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), 3) << out;
+  EXPECT_EQ(count_of(out, "nn.conv2d("), 2) << out;
+  EXPECT_NE(out.find("mean(%4, axis=[2, 3], keepdims=1); /* ty=Tensor[(1, 4, 1, 1, 16), float32] */"), std::string::npos) << out;
+  EXPECT_NE(out.find("nn.to_nchwc(%10, block=16); /* ty=Tensor[(1, 4, 1, 1, 16), float32] */"), std::string::npos) << out;
+  EXPECT_EQ(count_of(out, "nn.to_nchwc("), 2) << out;    // the input (once, for the conv and the add), the scale
+  EXPECT_EQ(count_of(out, "nn.from_nchwc("), 2) << out;  // the pool's channel values, the output
 }
 
 TEST(NchwcLayout, LeavesConvsTheBlockDoesNotDivideAndConvsAlone) {
