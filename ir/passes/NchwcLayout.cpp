@@ -1,17 +1,18 @@
 // nchwc-layout: activations in NCHW[b]c between convs (ONNX Runtime's NCHWc transformer, TVM's
 // AlterOpLayout with explicit layout_transform ops).
 //
-// Every conv2d with one group and input and output channels that the block divides becomes
-// nn.conv2d_nchwc where its neighbours through elementwise ops are such convs too (see choose():
-// elsewhere the layout changes cost more than the blocked conv gains). The pass walks the graph
-// in order and keeps, for each value, its plain (NCHW) and its blocked form, each made on first
-// need: a blocked value read by an op that works in the blocked layout too (elementwise ops;
-// add, subtract, multiply and divide of two same-shaped activations, or of an activation and a
-// per-channel or single constant) stays
-// blocked, and everything else reads the plain form, which nn.from_nchwc makes once per value.
-// So a chain conv -> add -> relu -> conv is converted at its ends only, and a value read in
-// both layouts is converted once. Graph outputs are plain. The reference executor computes
-// the new ops and the blocked conv, so --verify checks the rewrite like any other pass.
+// Every conv2d with one group, or depthwise, whose input and output channels the block divides
+// becomes nn.conv2d_nchwc where the layout changes around it stay few and small (see choose():
+// elsewhere they cost more than the blocked conv gains). The pass walks the graph in order and
+// keeps, for each value, its plain (NCHW) and its blocked form, each made on first need: a
+// blocked value read by an op that works in the blocked layout too (elementwise ops; add,
+// subtract, multiply and divide of two same-shaped activations, or of an activation and a
+// per-channel constant, a computed per-channel value or a single value) stays blocked, a global
+// average pool of it becomes the mean of its blocked planes, and everything else reads the plain
+// form, which nn.from_nchwc makes once per value. So a chain conv -> add -> relu -> conv is
+// converted at its ends only, and a value read in both layouts is converted once. Graph outputs
+// are plain. The reference executor computes the new ops and the blocked conv, so --verify
+// checks the rewrite like any other pass.
 #include "ir/Reference.h"
 #include "ir/Rewriter.h"
 #include "ir/passes/Passes.h"
@@ -232,7 +233,7 @@ class NchwcLayout {
       blocked_[i] = v;
       return Status::ok();
     }
-    // An operand the blocked op reads blocked: one of the output's shape, or a per-channel constant.
+    // An operand the blocked op reads blocked: one of the output's shape, or one value per channel.
     auto reads_blocked = [&](ValueId v) {
       return g_.type_of(v).shape == n.type.shape || per_channel_constant(v, n.type.shape[1]) || per_channel(v, n.type.shape);
     };
