@@ -430,17 +430,19 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
       // convs to 14x14 and 7x7 lose (1.14, 1.19), and EfficientNet-B0's 3x3 14x14 planes lose
       // 1.05-1.12 (a 14-lane vector is not a native width).
       int64_t oh = n.type.shape[2], ow = n.type.shape[3];
-      bool wide = ow > target.lanes;
-      s.vector_width = target.lanes;
-      s.pad_at_root = ow <= 7 || (ow <= 14 && body.type_of(n.inputs[1]).shape[3] >= 5);
-      s.px_block = target.vector_registers < 32 && wide ? 2 : oh % 8 == 0 && ow > 28 ? 8 : 7;
-      if (int64_t b = conv_block(n); b > 0) {
+      if (int64_t b = conv_block(n); b == 0) {
+        bool wide = ow > target.lanes;
+        s.vector_width = target.lanes;
+        s.pad_at_root = ow <= 7 || (ow <= 14 && body.type_of(n.inputs[1]).shape[3] >= 5);
+        s.px_block = target.vector_registers < 32 && wide ? 2 : oh % 8 == 0 && ow > 28 ? 8 : 7;
+      } else {
         // In NCHW16c (nchwc-layout) a tile is px_block columns of an output row x one block's
         // lanes, the padding recomputed at the reads: a 14-column row whole with 32 registers, else
         // 7 columns (MobileNetV2, AVX-512, 2 threads, `bench --json`, 7 rounds near, the groups'
         // medians in ms, 7 / 14 columns: 384 channels at 14x14 0.0628 / 0.0525 for four convs,
         // 576 at 14x14 0.0586 / 0.0506 for two, 192 at 28x28 0.0545 / 0.0629 for two, 960 at 7x7
-        // 0.0341 / 0.0357 for three; stored at root, the padded copy cost more than the conv).
+        // 0.0341 / 0.0357 for three, the same kernel; stored at root, the padded copy cost more than
+        // the padding at the reads).
         s.vector_width = static_cast<int>(std::min<int64_t>(b, target.lanes));
         s.pad_at_root = false;
         s.px_block = ow == 14 && target.vector_registers >= 32 ? 14 : 7;

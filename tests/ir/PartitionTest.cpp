@@ -18,9 +18,7 @@ using testing::parse_ok;
 
 /** `g` fused; with `plain`, in NCHW throughout (nchwc-layout off). */
 Graph fused(const Graph &g, bool plain = false) {
-  PassContext ctx;
-  if (plain) ctx.disabled.insert("nchwc-layout");
-  auto f = lower_to_stage(g, Stage::kFused, ctx);
+  auto f = lower_to_stage(g, Stage::kFused, plain ? testing::nchw_throughout() : PassContext{});
   EXPECT_TRUE(static_cast<bool>(f)) << (f ? "" : f.error().message);
   return f ? f.take() : Graph{};
 }

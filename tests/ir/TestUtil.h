@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the ir tests.
+// Helpers shared by the tests (the ir tests, and header-only helpers the others include too).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -7,10 +7,21 @@
 #include "ir/Graph.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
+#include "ir/Pass.h"
 
 namespace autotune::testing {
 
 inline std::string model_path(const std::string &name) { return std::string(AUTOTUNE_MODELS_DIR) + "/" + name + ".onnx"; }
+
+/**
+ * Passes with nchwc-layout off: the model in NCHW throughout, the layout the NCHW partition moves
+ * (prologues, chain and expand tiles) apply to.
+ */
+inline PassContext nchw_throughout() {
+  PassContext ctx;
+  ctx.disabled.insert("nchwc-layout");
+  return ctx;
+}
 
 /** Imports a generated test model; fails the test with the importer's message otherwise. */
 inline Graph load_model(const std::string &name) {

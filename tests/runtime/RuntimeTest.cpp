@@ -24,6 +24,7 @@
 #include "runtime/BoundKernel.h"
 #include "runtime/Runtime.h"
 #include "tests/OnnxBuilder.h"
+#include "tests/ir/TestUtil.h"
 
 namespace autotune {
 namespace {
@@ -184,9 +185,7 @@ TEST(CompiledModel, ResNet50MatchesTheReference) { expect_model_matches("resnet5
 TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   auto g = import_onnx_file(model_path("efficientnet_b0"));
   ASSERT_TRUE(static_cast<bool>(g));
-  PassContext nchw;
-  nchw.disabled.insert("nchwc-layout");
-  auto f = lower_to_stage(*g, Stage::kFused, nchw);
+  auto f = lower_to_stage(*g, Stage::kFused, testing::nchw_throughout());
   ASSERT_TRUE(static_cast<bool>(f));
   Graph merged = *f;
   std::vector<int> legal;
@@ -239,14 +238,11 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path + suffix);
 }
 
-/** Generated model `name` as imported (g) and with FuseOps's partition (f). */
-/** The model imported and fused; with `plain`, in NCHW throughout (nchwc-layout off: the chain tiles' layout). */
+/** Generated model `name` as imported (g) and with FuseOps's partition (f); with `plain`, in NCHW throughout (the chain tiles' layout). */
 void import_and_fuse(const char *name, std::optional<Graph> &g, std::optional<Graph> &f, bool plain = false) {
   auto imported = import_onnx_file(model_path(name));
   ASSERT_TRUE(static_cast<bool>(imported)) << imported.error().message;
-  PassContext ctx;
-  if (plain) ctx.disabled.insert("nchwc-layout");
-  auto fused = lower_to_stage(*imported, Stage::kFused, ctx);
+  auto fused = lower_to_stage(*imported, Stage::kFused, plain ? testing::nchw_throughout() : PassContext{});
   ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
   g = imported.take(), f = fused.take();
 }

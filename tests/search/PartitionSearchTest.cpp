@@ -14,6 +14,7 @@
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "search/PartitionSearch.h"
+#include "tests/ir/TestUtil.h"
 
 #include <nlohmann/json.hpp>
 
@@ -26,9 +27,7 @@ namespace fs = std::filesystem;
 TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply) {
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/efficientnet_b0.onnx");
   ASSERT_TRUE(static_cast<bool>(g));
-  PassContext plain;
-  plain.disabled.insert("nchwc-layout");
-  auto f = lower_to_stage(*g, Stage::kFused, plain);
+  auto f = lower_to_stage(*g, Stage::kFused, testing::nchw_throughout());
   ASSERT_TRUE(static_cast<bool>(f));
   std::string db = (fs::temp_directory_path() / ("autotune_partition_" + std::to_string(::getpid()) + ".db")).string();
   fs::remove(db);
@@ -119,9 +118,7 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
 TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKernel) {
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/mobilenet_v2.onnx");
   ASSERT_TRUE(static_cast<bool>(g));
-  PassContext plain;
-  plain.disabled.insert("nchwc-layout");
-  auto f = lower_to_stage(*g, Stage::kFused, plain);
+  auto f = lower_to_stage(*g, Stage::kFused, testing::nchw_throughout());
   ASSERT_TRUE(static_cast<bool>(f));
   PartitionSearchOptions o;
   o.measure.min_time_s = 0.005;
