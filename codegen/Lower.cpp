@@ -478,17 +478,30 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
     // groups' time over the other groups' in each run) against the template (rows in parallel,
     // each row's index unravelled): EfficientNet-B0's 17 squeeze-excitation multiplies and
     // reshapes 0.82 on AVX-512 and 0.66 on its AVX2 kernels; ResNet-50's and MobileNetV2's final
-    // reshapes level. A layout conversion alone reads (to NCHWc) or writes (from it) a block's
-    // lanes H*W floats apart, one access per lane either way; its parallel loop is (image,
-    // channel or channel block), the loops inside it plain. Tuning picked that every time: Zen 5,
-    // AVX-512, 2 threads, ResNet-18, measured alone, to_nchwc (64 channels at 56x56) 0.071 ->
-    // 0.030 ms and 0.048 -> 0.022 ms in two tuning runs; from_nchwc (512 at 7x7) at 0.41-0.46.
+    // reshapes level. A layout conversion alone is the same loop sketch with image and channel
+    // (block) parallel, where the layout change sketch below does not fit.
     bool conversion = body.nodes.size() == 1 && (body.nodes[0].op == "nn.to_nchwc" || body.nodes[0].op == "nn.from_nchwc");
     // So does an elementwise group in NCHW16c (EfficientNet-B0's squeeze-excitation multiply
     // with its scale's change): every outer loop fused, each parallel unit was one vector behind
     // its index's divisions (in the model, Zen 4, AVX-512, 2 threads, `bench --json`, 6 near rounds
     // of 10 ABBA: 480 x 14 x 14 0.059 -> 0.016 ms, 1152 x 7 x 7 0.048 -> 0.016; end to end 0.954).
     bool blocked = body.type_of(body.outputs[0]).rank() == 5;
+    // A layout change (alone, or with elementwise ops around it) by tiles of a block of channels x
+    // columns, copied in and read across: as the loop sketch, one of its two layouts is read or
+    // written a lane per H x W floats, an access per lane. In the model (Zen 4, AVX-512, 2 threads,
+    // both models timed alternately): ResNet-18's to NCHW16c (64 x 56 x 56, cores apart) 0.057 ->
+    // 0.042 ms, MobileNetV2's (144 x 28 x 28) 0.026 -> 0.019, EfficientNet-B0's multiply by its
+    // scale and change (240 x 14 x 14) 0.0095 -> 0.0058; alone
+    // (`bench` of a one-block model), 16 x 112 x 112 to it 0.070 -> 0.011, 96 x 56 x 56 from it
+    // 0.093 -> 0.015.
+    if (auto change = layout_change(body)) {
+      if (auto steps = layout_change_sketch(naive, "p" + std::to_string(change->input), change->block)) {
+        if (auto k = replay(naive, *steps)) {
+          replayed->keep(*steps, k.take());
+          return steps;
+        }
+      }
+    }
     auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = conversion || blocked ? 2 : -1}}, replayed);
     return steps ? steps : std::vector<Step>{};
   }
@@ -566,6 +579,23 @@ Expected<std::vector<Step>> steps_of_knobs(const Graph &body, const KernelSchedu
   AT_ASSIGN(naive, lower_naive(body, "k", s));
   Replayed unused;
   return knob_steps(body, s, naive, &unused);
+}
+
+std::optional<LayoutChange> layout_change(const Graph &body) {
+  bool changes = false;
+  for (const Node &n : body.nodes) {
+    if (is_anchor_op(n.op)) return std::nullopt;
+    changes = changes || n.op == "nn.to_nchwc" || n.op == "nn.from_nchwc";
+  }
+  const Shape &out = body.type_of(body.outputs[0]).shape;
+  if (!changes || (out.size() != 4 && out.size() != 5)) return std::nullopt;
+  for (size_t i = 0; i < body.inputs.size(); ++i) {
+    const Shape &in = body.type_of(ValueId::input(static_cast<int>(i))).shape;
+    if (in.size() + out.size() != 9 || in[2] != out[2] || in[3] != out[3] || in[2] * in[3] == 1) continue;
+    const Shape &blocked = out.size() == 5 ? out : in;
+    return LayoutChange{static_cast<int>(i), blocked.back()};
+  }
+  return std::nullopt;
 }
 
 bool is_chain(const Graph &body) {

@@ -5,6 +5,7 @@
 // the epilogue into the anchor's final store while its accumulators are still in registers.
 // The group is its naive loop nests (lower_naive) transformed by the schedule's steps; a schedule
 // of knobs stands for a step list (steps_of_knobs). No anchor has a hand-written template left.
+#include <optional>
 #include <string>
 
 #include "codegen/Kernel.h"
@@ -36,6 +37,17 @@ struct Segment {
   Graph body;
   std::vector<int> args;  // per input of `body`: the group's argument index, or -1 for the previous segment's result
 };
+/**
+ * A group without an anchor that changes layout (nn.to_nchwc or nn.from_nchwc, with elementwise
+ * ops around it): its argument read in the other layout than the output's (`input`, an index of
+ * the group's inputs) and the channel block. The argument is a full activation (NCHW with more than
+ * one pixel, or NCHWc), not a per-channel value.
+ */
+struct LayoutChange {
+  int input = -1;
+  int64_t block = 0;
+};
+std::optional<LayoutChange> layout_change(const Graph &body);
 /** Whether `body` holds more than one anchor: a chain, or (where split_segments refuses it) no kernel at all. */
 bool is_chain(const Graph &body);
 /** The segments of `body` (one for a group with at most one anchor), or why it is no chain. */

@@ -1061,6 +1061,35 @@ Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
   return steps;
 }
 
+Expected<std::vector<Step>> layout_change_sketch(const LoweredKernel &naive, const std::string &input, int64_t block) {
+  if (naive.stages.size() != 1) return make_error("the layout change sketch needs a one-stage nest");
+  const KernelStage &st = naive.stages.back();
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(st.body, outs, reds);
+  bool to_blocked = outs.size() == 5 && outs[4].second == block;
+  if (!reds.empty() || (!to_blocked && outs.size() != 4) || block < 2)
+    return make_error("the layout change sketch needs the loops of an NCHW or NCHW" + std::to_string(block) + "c output");
+  // Columns per tile: the most, up to a block's, that divide the row (56: 14), so no tile is partial.
+  int64_t cols = widest_dividing_lanes(outs[3].second, static_cast<int>(block));
+  if (cols == 0) return make_error("no tile of 5 to " + std::to_string(block) + " columns divides a row of " + std::to_string(outs[3].second));
+  std::vector<Step> steps;
+  StageSteps step{st.name, steps};
+  if (!to_blocked) {
+    if (outs[1].second % block) return make_error("the channels are not whole blocks of " + std::to_string(block));
+    step("split", "i1")->factor = block, steps.back().names = {"co", "ci"};
+  }
+  step("split", "i3")->factor = cols, steps.back().names = {"xo", "xi"};
+  if (!to_blocked) step("reorder")->names = {"i0", "co", "i2", "xo", "ci", "xi"};
+  // The tile of channels x columns copied with each channel's columns contiguous (to NCHWc) or
+  // each column's channels contiguous (from it), then read across: the other layout's vectors.
+  step("cache_read", "xo")->buffer = input;
+  step("unroll", input + "_r0");
+  step("unroll", to_blocked ? "xi" : "ci");
+  step("vectorize", to_blocked ? "i4" : "xi");
+  for (Step &p : parallel_over(st.name, {"i0", to_blocked ? "i1" : "co", "i2"})) steps.push_back(p);
+  return steps;
+}
+
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers) {
   std::vector<SketchPoint> out;
   for (int vecs : {1, 2, 3, 4})

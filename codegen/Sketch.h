@@ -77,6 +77,15 @@ Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64
  */
 Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes);
 
+/**
+ * A layout change (nn.to_nchwc, nn.from_nchwc; its data argument `input`) by tiles of `block`
+ * channels x the most columns up to `block` that divide a row: per tile, the input's box copied
+ * with its own layout's runs contiguous (cache_read), then read across, so each vector of the
+ * output is a column of the copy, which the emitter transposes in registers. The loops outside
+ * the tile (image, channel block, row) are fused and parallel.
+ */
+Expected<std::vector<Step>> layout_change_sketch(const LoweredKernel &naive, const std::string &input, int64_t block);
+
 /** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);
 

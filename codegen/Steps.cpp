@@ -28,7 +28,7 @@ std::vector<std::string> fields_of(const std::string &op) {
   if (op == "prefetch") return {"buffer", "loop", "factor"};
   if (op == "compute_at") return {"producer", "loop"};
   if (op == "compute_inline") return {"producer"};
-  if (op == "cache_write") return {"buffer", "loop"};
+  if (op == "cache_write" || op == "cache_read") return {"buffer", "loop"};
   if (op == "rfactor") return {"loop", "inner"};
   return {};
 }
@@ -133,7 +133,7 @@ std::string to_string(const Step &s) {
   if (s.op == "prefetch") return "prefetch " + s.buffer + " " + std::to_string(s.factor) + " ahead in loop " + s.loop + in;
   if (s.op == "compute_at") return "compute " + s.producer + " at loop " + s.loop + in;
   if (s.op == "compute_inline") return "inline " + s.producer + " into stage " + s.stage;
-  if (s.op == "cache_write") return "cache_write " + s.buffer + " at loop " + s.loop + in;
+  if (s.op == "cache_write" || s.op == "cache_read") return s.op + " " + s.buffer + " at loop " + s.loop + in;
   if (s.op == "rfactor") return "rfactor loop " + s.loop + " over " + (s.names.empty() ? "" : s.names[0]) + in;
   return s.op + in;
 }
@@ -151,8 +151,8 @@ Expected<LoweredKernel> apply_step(const LoweredKernel &k, const Step &s) {
     if (s.names.size() != n) return make_error(s.op + " takes " + std::to_string(n) + " new loop names");
     return Status::ok();
   };
-  if (s.op == "parallel" || s.op == "cache_write") {
-    AT_ASSIGN(ns, s.op == "parallel" ? parallelize(st, s.loop) : cache_write(st, s.buffer, s.loop));
+  if (s.op == "parallel" || s.op == "cache_write" || s.op == "cache_read") {
+    AT_ASSIGN(ns, s.op == "parallel" ? parallelize(st, s.loop) : s.op == "cache_write" ? cache_write(st, s.buffer, s.loop) : cache_read(st, s.buffer, s.loop));
     st = ns;
     return out;
   }

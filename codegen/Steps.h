@@ -12,6 +12,7 @@
 //   compute_at     stage (the consumer), producer, loop
 //   compute_inline stage (the consumer), producer
 //   cache_write    stage, buffer, loop
+//   cache_read     stage, buffer, loop (a local copy of the box the loop reads)
 //   rfactor        stage, loop (the reduction loop), inner (the loop whose iterations get partials)
 //   distribute     stage, loop
 //   trim           stage, loop (bounded to the iterations where its guarded updates do something)
@@ -38,7 +39,7 @@ struct Step {
   int64_t factor = 0;              // split
   std::vector<std::string> names;  // split: {outer, inner[, tail suffix (default _tail)]}; fuse: {inner, fused}; reorder: the order; rfactor: {inner}
   std::string producer;            // compute_at, compute_inline
-  std::string buffer;              // cache_write, pack
+  std::string buffer;              // cache_write, cache_read, pack, prefetch
   std::vector<int64_t> dims;       // pack: the argument's shape
   bool operator==(const Step &o) const = default;
 };

@@ -1342,6 +1342,70 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
   return without_producer(k, pc, out);
 }
 
+namespace {
+/**
+ * The box of a buffer's elements that `accesses` (indices, inside a loop whose inner loops are
+ * `inner`) touch: one dimension per distinct stride of the inner loops, largest first, 1 always
+ * among them; each access's index as one digit per stride (its loops of that stride, its constant
+ * split largest stride first). Every access must be affine, rise with each inner loop and move
+ * alike with the loops outside (`outer`, its constant left out).
+ */
+struct StridedBox {
+  std::vector<int64_t> strides;
+  std::vector<Range> box;
+  std::vector<int64_t> ext;
+  Affine outer;
+  std::vector<std::vector<Affine>> digits;  // per access, in the order given
+
+  std::vector<Affine> digits_of(const Affine &inner_part, int64_t constant) const {
+    std::vector<Affine> d(strides.size());
+    for (size_t x = 0; x < strides.size(); ++x) {
+      for (const auto &[v, c] : inner_part.coeff)
+        if (c == strides[x]) d[x].coeff[v] = 1;
+      d[x].constant = floor_div(constant, strides[x]);
+      constant -= d[x].constant * strides[x];
+    }
+    return d;
+  }
+};
+
+Expected<StridedBox> strided_box(const std::vector<Expr> &accesses, const std::set<std::string> &inner, const Ranges &ranges,
+                                 const std::string &buffer) {
+  StridedBox sb;
+  std::set<int64_t, std::greater<>> strides;
+  std::vector<std::pair<Affine, int64_t>> parts;  // inner part, constant
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    const Expr &e = accesses[i];
+    auto a = affine_form(e);
+    if (!a) return make_error("the access " + buffer + "[" + to_string(e) + "] is not affine");
+    Affine outer = part(*a, inner, false);
+    outer.constant = 0;
+    if (auto r = range_of(outer, ranges); !r) return make_error("the access " + buffer + "[" + to_string(e) + "]: " + r.error().message);
+    if (i == 0) sb.outer = outer;
+    else if (!(outer == sb.outer)) return make_error("accesses of " + buffer + " move differently with the loops outside it");
+    Affine in = part(*a, inner, true);
+    for (const auto &[v, c] : in.coeff) {
+      if (c <= 0) return make_error("the access " + buffer + "[" + to_string(e) + "] decreases with loop " + v);
+      strides.insert(c);
+    }
+    parts.emplace_back(std::move(in), a->constant);
+  }
+  if (strides.empty() || *strides.rbegin() != 1) strides.insert(1);
+  sb.strides.assign(strides.begin(), strides.end());
+  size_t D = sb.strides.size();
+  sb.box.resize(D);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    sb.digits.push_back(sb.digits_of(parts[i].first, parts[i].second));
+    for (size_t x = 0; x < D; ++x) {
+      AT_ASSIGN(r, range_of(sb.digits[i][x], ranges));
+      sb.box[x] = i == 0 ? r : Range{std::min(sb.box[x].lo, r.lo), std::max(sb.box[x].hi, r.hi)};
+    }
+  }
+  for (size_t x = 0; x < D; ++x) sb.ext.push_back(sb.box[x].hi - sb.box[x].lo + 1);
+  return sb;
+}
+}  // namespace
+
 Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop) {
   std::string where = "cache_write " + buffer + " at " + loop + " in stage " + stage.name + ": ";
   auto found = scalar_loop_body(stage.body, loop);
@@ -1360,56 +1424,14 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   accesses_of(inside, buf.get(), loads, stores);
   Ranges ranges = stage_ranges(stage);
   std::set<std::string> inner = loops_in(inside);
-  // Dimensions: the distinct strides of loops inside, largest first.
-  struct Acc {
-    Affine outer, inner;  // the parts of the index from the loops outside and inside
-    int64_t constant;
-    bool is_store;
-  };
-  std::vector<Acc> accs;
-  std::set<int64_t, std::greater<>> strides;
-  for (size_t i = 0; i < loads.size() + stores.size(); ++i) {
-    bool is_store = i >= loads.size();
-    const Expr &e = is_store ? stores[i - loads.size()] : loads[i];
-    auto a = affine_form(e);
-    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] is not affine");
-    Acc acc{part(*a, inner, false), part(*a, inner, true), a->constant, is_store};
-    acc.outer.constant = 0;
-    if (auto r = range_of(acc.outer, ranges); !r) return make_error(where + "the access " + buffer + "[" + to_string(e) + "]: " + r.error().message);
-    for (const auto &[v, c] : acc.inner.coeff) {
-      if (c <= 0) return make_error(where + "the access " + buffer + "[" + to_string(e) + "] decreases with loop " + v);
-      strides.insert(c);
-    }
-    accs.push_back(std::move(acc));
-  }
-  if (strides.empty() || *strides.rbegin() != 1) strides.insert(1);
-  std::vector<int64_t> sv(strides.begin(), strides.end());
+  std::vector<Expr> all = loads;
+  all.insert(all.end(), stores.begin(), stores.end());
+  auto found_box = strided_box(all, inner, ranges, buffer);
+  if (!found_box) return make_error(where + found_box.error().message);
+  const StridedBox &sb = *found_box;
+  const std::vector<int64_t> &sv = sb.strides, &ext = sb.ext;
+  const std::vector<Range> &box = sb.box;
   size_t D = sv.size();
-  std::vector<Range> box(D);
-  // An access's index inside the loop as one digit per stride: the loops of that stride, and the constant split largest stride first.
-  auto digits_by_stride = [&](const Affine &inner_part, int64_t constant) {
-    std::vector<Affine> d(D);
-    for (size_t x = 0; x < D; ++x) {
-      for (const auto &[v, c] : inner_part.coeff)
-        if (c == sv[x]) d[x].coeff[v] = 1;
-      d[x].constant = floor_div(constant, sv[x]);
-      constant -= d[x].constant * sv[x];
-    }
-    return d;
-  };
-  std::vector<std::vector<Affine>> digits;
-  for (size_t i = 0; i < accs.size(); ++i) {
-    digits.push_back(digits_by_stride(accs[i].inner, accs[i].constant));
-    for (size_t x = 0; x < D; ++x) {
-      const Affine &d = digits[i][x];
-      AT_ASSIGN(r, range_of(d, ranges));
-      box[x] = i == 0 ? r : Range{std::min(box[x].lo, r.lo), std::max(box[x].hi, r.hi)};
-    }
-    if (!(accs[i].outer == accs[0].outer))
-      return make_error(where + "accesses of " + buffer + " move differently with the loops outside it");
-  }
-  std::vector<int64_t> ext(D);
-  for (size_t x = 0; x < D; ++x) ext[x] = box[x].hi - box[x].lo + 1;
   // The box maps one to one onto the buffer only if each stride steps over the box of the smaller ones.
   for (size_t x = 0; x + 1 < D; ++x) {
     int64_t span = 0;
@@ -1418,12 +1440,11 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   }
   // One store must cover the whole box: then every element written back is one this iteration writes.
   bool covered = false;
-  for (size_t i = 0; i < accs.size() && !covered; ++i) {
-    if (!accs[i].is_store) continue;
+  for (size_t i = loads.size(); i < all.size() && !covered; ++i) {
     covered = true;
     for (size_t x = 0; x < D && covered; ++x) {
-      auto r = range_of(digits[i][x], ranges);
-      covered = r && r->lo == box[x].lo && r->hi == box[x].hi && digits[i][x].coeff.size() <= 1;
+      auto r = range_of(sb.digits[i][x], ranges);
+      covered = r && r->lo == box[x].lo && r->hi == box[x].hi && sb.digits[i][x].coeff.size() <= 1;
     }
   }
   if (!covered) return make_error(where + "no store covers the whole box of " + buffer + " it touches");
@@ -1433,7 +1454,7 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   std::set<std::string> taken;
   Buffer local = make_buffer(fresh_name(stage.body, buffer + "_" + loop, taken), buf->type, size, BufferScope::kLocal);
   auto global_at = [&](const std::vector<Expr> &r) {
-    Expr gi = to_expr(accs[0].outer);
+    Expr gi = to_expr(sb.outer);
     for (size_t x = 0; x < D; ++x) gi = gi + (int_imm(box[x].lo) + r[x]) * sv[x];
     return gi;
   };
@@ -1441,7 +1462,7 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
     // The digits of this access again (the walk below meets accesses in its own order).
     auto a = affine_form(index);
     if (!a) return make_error(where + "the access " + buffer + "[" + to_string(index) + "] is not affine");
-    std::vector<Affine> d = digits_by_stride(part(*a, inner, true), a->constant);
+    std::vector<Affine> d = sb.digits_of(part(*a, inner, true), a->constant);
     Expr li = int_imm(0);
     for (size_t x = 0; x < D; ++x) {
       d[x].constant -= box[x].lo;
@@ -1476,6 +1497,66 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   Stmt computed = allocate(local, seq(parts));
   KernelStage out = stage;
   AT_ASSIGN(nb, with_loop_body(stage.body, loop, computed));
+  out.body = nb;
+  return out;
+}
+
+Expected<KernelStage> cache_read(const KernelStage &stage, const std::string &buffer, const std::string &loop) {
+  std::string where = "cache_read " + buffer + " at " + loop + " in stage " + stage.name + ": ";
+  // Divisions and modulos the loops resolve resolved first: a blocked layout's (c / 16, c % 16)
+  // with c split by 16 is (block, lane), affine.
+  const Stmt whole = loop::simplify_div_mod(stage.body);
+  auto found = scalar_loop_body(whole, loop);
+  if (!found) return make_error(where + found.error().message);
+  const Stmt inside = *found;
+  std::vector<Access> st, ld;
+  std::set<const BufferNode *> allocated;
+  collect_accesses(inside, st, ld, allocated);
+  Buffer buf;
+  for (const Access &a : ld)
+    if (a.buffer->name == buffer) buf = a.buffer;
+  if (!buf) return make_error(where + "the loop does not read " + buffer);
+  if (allocated.count(buf.get())) return make_error(where + buffer + " is allocated inside the loop");
+  for (const Access &a : st)
+    if (a.buffer == buf) return make_error(where + "the loop writes " + buffer + " too");
+  std::vector<Expr> loads, stores;
+  accesses_of(inside, buf.get(), loads, stores);
+  Ranges ranges = stage_ranges(stage);
+  std::set<std::string> inner = loops_in(inside);
+  auto found_box = strided_box(loads, inner, ranges, buffer);
+  if (!found_box) return make_error(where + found_box.error().message);
+  const StridedBox &sb = *found_box;
+  size_t D = sb.strides.size();
+  if (D < 2) return make_error(where + "the loop reads " + buffer + " along one stride only: a copy would read it as the loop does");
+  // Rows of the box start on a cache line (16 floats): a tile of 16 rows is then read a column at a
+  // time by whole-vector transposes (the emitter's tile columns), whatever the row's length.
+  std::vector<int64_t> ls(D);
+  ls[D - 1] = 1;
+  for (size_t x = D - 1; x-- > 0;) ls[x] = ls[x + 1] * (x + 2 == D ? (sb.ext[D - 1] + 15) / 16 * 16 : sb.ext[x + 1]);
+  int64_t size = ls[0] * sb.ext[0];
+  if (size * 4 > kMaxLocalBytes) return make_error(where + "the box is " + std::to_string(size * 4) + " bytes; at most 1 MiB is kept on the stack");
+  std::set<std::string> taken;
+  Buffer local = make_buffer(fresh_name(whole, buffer + "_" + loop, taken), buf->type, size, BufferScope::kLocal);
+  std::vector<std::string> names;
+  for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(whole, buffer + "_r" + std::to_string(x), taken));
+  Stmt fill = box_nest(names, sb.ext, true, [&](const std::vector<Expr> &r) {
+    Expr gi = to_expr(sb.outer), li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) gi = gi + (int_imm(sb.box[x].lo) + r[x]) * sb.strides[x], li = li + r[x] * ls[x];
+    return store(local, li, load(buf, gi));
+  });
+  AT_ASSIGN(body, map_stmt_loads(inside, buf.get(), [&](const Expr &e) -> Expected<Expr> {
+    auto a = affine_form(e->args[0]);
+    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(e->args[0]) + "] is not affine");
+    std::vector<Affine> d = sb.digits_of(part(*a, inner, true), a->constant);
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) {
+      d[x].constant -= sb.box[x].lo;
+      li = li + to_expr(d[x]) * ls[x];
+    }
+    return load(local, li);
+  }));
+  KernelStage out = stage;
+  AT_ASSIGN(nb, with_loop_body(whole, loop, allocate(local, seq({fill, body}))));
   out.body = nb;
   return out;
 }

@@ -213,6 +213,17 @@ Expected<LoweredKernel> compute_at(const LoweredKernel &k, const std::string &pr
 Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop);
 
 /**
+ * Reads `buffer` through a local copy inside loop `loop` of `stage` (Ansor's cache_read at a
+ * compute location): at each iteration the box of elements the loop's body reads is copied in,
+ * the innermost stride innermost (contiguous), and the body reads the copy. A body that reads a
+ * buffer across its rows (a layout change: one element from each of 16 channel planes per
+ * vector) then reads a tile whose columns the emitter transposes in registers. The box has one
+ * dimension per distinct stride of the loops inside, its rows padded to 16 floats; every read
+ * must be affine and move alike with the loops outside, and the loop must not write the buffer.
+ */
+Expected<KernelStage> cache_read(const KernelStage &stage, const std::string &buffer, const std::string &loop);
+
+/**
  * Packs weight argument `buffer`, of row-major shape `dims`, as w[d0 / block][d1]...[dm][d0 % block]
  * (a conv's OIHW weight as [O/B][C][KH][KW][B], a dense weight [N][K] as [N/B][K][B]): every read
  * is rewritten, and the kernel asks the runtime to pack the argument once when the model is

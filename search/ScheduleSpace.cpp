@@ -41,6 +41,9 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
       // A batched matmul's register tiles; a softmax's row as vectors (their own families of points).
       for (SketchPoint &p : matmul_tile_sketches(*naive, target.lanes, target.vector_registers)) points.push_back(std::move(p));
       if (auto steps = row_sketch(*naive, target.lanes); steps && replay(*naive, *steps)) points.push_back({steps.take(), {2000}});
+      if (auto change = layout_change(body))
+        if (auto steps = layout_change_sketch(*naive, "p" + std::to_string(change->input), change->block); steps && replay(*naive, *steps))
+          points.push_back({steps.take(), {3000}});
     } else if (anchor->inputs[1].kind == ValueId::Kind::kInput && (anchor->op == "nn.dense" || anchor->attrs.i("groups") == 1)) {
       bool pixel_lanes = pointwise_eligible(body, *anchor) && anchor->attrs.ints("strides") == std::vector<int64_t>{1, 1};
       points = tile_sketches(*naive, "p" + std::to_string(anchor->inputs[1].index), body.type_of(anchor->inputs[1]).shape,

@@ -14,13 +14,14 @@ namespace autotune::testing {
 
 inline const std::vector<std::string> &random_step_ops() {
   static const std::vector<std::string> ops{"split", "reorder", "fuse", "unroll", "vectorize", "parallel",
-                                            "compute_at", "compute_inline", "cache_write", "distribute", "partition", "rfactor", "fission", "trim", "sink"};
+                                            "compute_at", "compute_inline", "cache_write", "cache_read", "distribute", "partition", "rfactor", "fission", "trim", "sink"};
   return ops;
 }
 
 /**
  * A random step for `k` (step number `t` names its new loops). Producer steps move the first
- * stage into the last; cache_write aims at the kernel's output buffer.
+ * stage into the last; cache_write aims at the kernel's output buffer, cache_read at one of its
+ * arguments.
  */
 inline Step random_step(const LoweredKernel &k, std::mt19937 &rng, int t) {
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
@@ -58,7 +59,8 @@ inline Step random_step(const LoweredKernel &k, std::mt19937 &rng, int t) {
   if (s.op == "compute_at" || s.op == "compute_inline")
     s.stage = last.name, s.producer = k.stages[k.stages.size() > 2 ? pick(k.stages.size() - 1) : 0].name;
   if (s.op == "cache_write") s.stage = last.name, s.buffer = k.buffers[static_cast<size_t>(k.num_params)]->name;
-  if (s.op == "compute_at" || s.op == "cache_write") {
+  if (s.op == "cache_read") s.stage = last.name, s.buffer = k.buffers[pick(static_cast<size_t>(k.num_params))]->name;
+  if (s.op == "compute_at" || s.op == "cache_write" || s.op == "cache_read") {
     std::vector<std::pair<std::string, int64_t>> cl;
     loops_of(last.body, cl);
     if (pick(4) == 0) s.loop = last.parallel_var;  // at the stage's parallel loop, whether or not it is one

@@ -648,6 +648,45 @@ TEST(Transform, CacheWriteMakesARegisterTile) {
   EXPECT_LT(pc.run(t), 1e-5) << t.to_string();
 }
 
+TEST(Transform, CacheReadCopiesTheBoxALoopReads) {
+  // The matmul's S S R S S tiling with the rows of A a tile reads copied at jo: the box is 4 rows
+  // of A by all of K (strides K and 1), each row starting on 16 floats; at k, B's row of 16
+  // columns (stride 1 only) is refused: a copy would read it as the loop does.
+  Matmul m(48);
+  KernelStage update = ok(cache_read(Matmul::stage("update", m.tiled_update()), "a", "jo"));
+  std::string ir = to_string(update.body);
+  EXPECT_NE(ir.find("allocate a_jo[128]"), std::string::npos) << ir;  // 4 rows of 20, each padded to 32
+  update.body = ok(vectorize(update.body, "ji"));
+  update = ok(parallelize(update, "io"));
+  EXPECT_LT(m.run(Matmul::stage("init", m.init()), update), 1e-5) << to_string(update.body);
+  EXPECT_EQ(refusal(cache_read(Matmul::stage("update", m.tiled_update()), "b", "k")),
+            "cache_read b at k in stage update: the loop reads b along one stride only: a copy would read it as the loop does");
+  EXPECT_EQ(refusal(cache_read(Matmul::stage("update", m.tiled_update()), "out", "jo")), "cache_read out at jo in stage update: the loop writes out too");
+  EXPECT_EQ(refusal(cache_read(Matmul::stage("update", m.tiled_update()), "c", "jo")), "cache_read c at jo in stage update: the loop does not read c");
+  // A layout change to NCHW16c: each output vector is 16 channels of one pixel, 16 planes apart in
+  // the input; with the input's columns split by 7 and copied at the tile, the copy reads runs of 7
+  // columns of each channel and the body reads its columns, (c / 16, c % 16) resolved on the way.
+  ReferenceCase to;
+  to.set("def @main(%x: Tensor[(2, 32, 3, 14), float32]) -> Tensor[(2, 2, 3, 14, 16), float32] {\n  %0 = nn.to_nchwc(%x, block=16);\n  return %0;\n}", 3);
+  ReferenceCase from;
+  from.set("def @main(%x: Tensor[(2, 2, 3, 14, 16), float32]) -> Tensor[(2, 32, 3, 14), float32] {\n  %0 = nn.from_nchwc(%x);\n  return %0;\n}", 4);
+  for (ReferenceCase *c : {&to, &from}) {
+    auto naive = lower_naive(c->graph, "k", KernelSchedule{});
+    ASSERT_TRUE(static_cast<bool>(naive)) << naive.error().message;
+    LoweredKernel k = *naive;
+    KernelStage &st = k.stages[0];
+    bool blocked = c == &to;
+    if (!blocked) st.body = ok(reorder(ok(split(st.body, "i1", 16, "co", "ci")), {"i0", "co", "i2", "i3", "ci"}));
+    st.body = ok(split(st.body, "i3", 7, "xo", "xi"));
+    if (!blocked) st.body = ok(reorder(st.body, {"i0", "co", "i2", "xo", "ci", "xi"}));
+    st = ok(cache_read(st, "p0", "xo"));
+    std::string text = k.to_string();
+    EXPECT_NE(text.find(blocked ? "allocate p0_xo[256]" : "allocate p0_xo[112]"), std::string::npos) << text;  // 16 x 7 padded to 16 x 16; 7 x 16
+    st.body = ok(vectorize(st.body, blocked ? "i4" : "xi"));
+    EXPECT_EQ(c->run(k), 0) << k.to_string();  // a copy: exact
+  }
+}
+
 TEST(Transform, DistributeAndPackKeepTheAnswer) {
   PaddedConv pc;
   // Fission of the output pixel: the bias for every pixel first, then every pixel's reduction.

@@ -446,25 +446,44 @@ void for_each_isa_default(const Expected<Graph> &g, const std::string &label,
   }
 }
 
-TEST(Schedule, DefaultLayoutConversionsAreTheLoopSketchWithChannelsParallel) {
-  // A conversion to or from NCHW16c alone: the loop sketch's nest (the innermost output loop a
-  // vector inside plain loops, image and channel or channel block parallel), run against the
-  // reference on a shape with odd rows and columns and two images.
-  std::string plain = "Tensor[(2, 48, 5, 7), float32]", blocked = "Tensor[(2, 3, 5, 7, 16), float32]";
-  auto group = [](const std::string &x, const std::string &y, const std::string &call) { return one_group({x}, y, "    %0 = " + call + ";\n    return %0;\n"); };
+TEST(Schedule, DefaultLayoutChangesTransposeTilesOfChannelsByColumns) {
+  // A layout change to or from NCHW16c, alone or with elementwise ops around it (a
+  // squeeze-excitation's multiply by a per-channel scale): tiles of 16 channels x the most
+  // columns up to 16 that divide a row, each copied in (cache_read) and read across, with image,
+  // channel block and row parallel. A row no tile of 5 to 16 columns divides (4) keeps the loop
+  // sketch: image and channel or channel block parallel. Run against the reference on two images.
   struct Case {
-    Expected<Graph> g;
+    std::vector<std::string> params;
+    std::string out, ops;
     int64_t parallel;
+    bool tiles;
   };
-  Case cases[] = {{group(plain, blocked, "nn.to_nchwc(%p0, block=16)"), 2 * 3}, {group(blocked, plain, "nn.from_nchwc(%p0)"), 2 * 48}};
-  for (Case &c : cases)
-    for_each_isa_default(c.g, "layout conversion default", [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
+  auto plain = [](int64_t w) { return "Tensor[(2, 48, 3, " + std::to_string(w) + "), float32]"; };
+  auto blocked = [](int64_t w) { return "Tensor[(2, 3, 3, " + std::to_string(w) + ", 16), float32]"; };
+  std::string scale = "Tensor[(1, 48, 1, 1), float32]";
+  std::vector<Case> cases;
+  for (int64_t w : {7, 56, 16}) {
+    cases.push_back({{plain(w)}, blocked(w), "    %0 = nn.to_nchwc(%p0, block=16);\n    return %0;\n", 2 * 3 * 3, true});
+    cases.push_back({{blocked(w)}, plain(w), "    %0 = nn.from_nchwc(%p0);\n    return %0;\n", 2 * 3 * 3, true});
+  }
+  cases.push_back({{plain(4)}, blocked(4), "    %0 = nn.to_nchwc(%p0, block=16);\n    return %0;\n", 2 * 3, false});
+  cases.push_back({{blocked(4)}, plain(4), "    %0 = nn.from_nchwc(%p0);\n    return %0;\n", 2 * 48, false});
+  cases.push_back({{plain(14), scale}, blocked(14), "    %0 = multiply(%p0, %p1);\n    %1 = nn.to_nchwc(%0, block=16);\n    return %1;\n", 2 * 3 * 3, true});
+  cases.push_back({{blocked(14), scale}, plain(14),
+                   "    %0 = nn.to_nchwc(%p1, block=16);\n    %1 = multiply(%p0, %0);\n    %2 = nn.from_nchwc(%1);\n    return %2;\n", 2 * 3 * 3, true});
+  cases.push_back({{scale, blocked(14)}, blocked(14), "    %0 = nn.to_nchwc(%p0, block=16);\n    %1 = multiply(%p1, %0);\n    return %1;\n", 0, false});
+  for (const Case &c : cases)
+    for_each_isa_default(one_group(c.params, c.out, c.ops), c.out, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       ASSERT_FALSE(d.steps.empty()) << what;
+      bool tiles = std::any_of(d.steps.begin(), d.steps.end(), [](const Step &s) { return s.op == "cache_read"; });
+      EXPECT_EQ(tiles, c.tiles) << what << " " << c.ops;
       auto k = lower_group(body, "k", d);
       ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
       ASSERT_EQ(k->stages.size(), 1u);
-      EXPECT_EQ(k->stages[0].parallel_extent, c.parallel) << what << " " << body.nodes[0].op;
-      if (t.runnable_here()) expect_schedule_matches(body, d, what + " " + body.nodes[0].op, 1e-12, t);  // a copy: exact
+      if (c.parallel) {
+        EXPECT_EQ(k->stages[0].parallel_extent, c.parallel) << what << " " << c.ops;
+      }
+      if (t.runnable_here()) expect_schedule_matches(body, d, what + " " + c.ops, c.ops.find("multiply") == std::string::npos ? 1e-12 : 1e-6, t);
     });
 }
 
