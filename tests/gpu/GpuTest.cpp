@@ -323,10 +323,10 @@ TEST(Gpu, StencilReductionsRunInHaloTilesFromSharedMemory) {
   });
   std::printf("%d stencil groups in halo tiles, %d with fewer global sectors than one output per thread (%.0f against %.0f in all)\n", halo,
               fewer, sectors_halo, sectors_plain);
-  // The stride-1 depthwise convs MobileNetV2 and EfficientNet-B0 keep in NCHW (at 112x112 and
-  // 56x56, EfficientNet's at 28x28 too: below they are NCHW16c, whose depthwise convs take no halo
-  // tile yet), the pools.
-  EXPECT_GE(halo, 7);
+  // The stride-1 depthwise convs MobileNetV2 and EfficientNet-B0 keep in NCHW (at 56x56,
+  // EfficientNet's at 28x28 too: the others are NCHW16c, whose depthwise convs take no halo tile
+  // yet), the pools.
+  EXPECT_GE(halo, 5);
   EXPECT_GE(fewer, halo * 3 / 4);
 }
 

@@ -366,11 +366,11 @@ def @main(%x: Tensor[(1, 16, 8, 8), float32]) -> Tensor[(1, 16, 8, 8), float32] 
 
 TEST(NchwcLayout, ChangesLayoutNextToAPlainConvOnlyOnSmallTensors) {
   // Four 1x1 convs, then a depthwise conv next to a conv of 24 output channels (which no block of
-  // 16 divides: it stays plain, and so does the depthwise conv). Between the last 1x1 conv and
-  // the depthwise conv a layout change is made where that tensor is small (32 x 32 x 32 floats,
-  // 128 KiB): the four 1x1 convs are blocked (one change for four convs). At 96 x 96 (1.2 MB)
-  // they stay plain too.
-  for (int64_t side : {32, 96}) {
+  // 16 divides: it stays plain). Between the depthwise conv and it a layout change is made where
+  // that tensor is small (32 x 32 x 32 floats, 128 KiB): the five convs before it are blocked
+  // (one change on each side for five convs). At 160 x 160 (3.3 MB, more than 2 MiB) the
+  // depthwise conv stays plain, then the conv before it, and so on: all of them.
+  for (int64_t side : {32, 160}) {
     std::string t = "Tensor[(1, 32, " + std::to_string(side) + ", " + std::to_string(side) + "), float32]";
     std::string t24 = "Tensor[(1, 24, " + std::to_string(side) + ", " + std::to_string(side) + "), float32]";
     std::string out = rewrite(+[](const Graph &g) { return nchwc_layout(g); }, "def @main(%x: " + t + ") -> " + t24 + R"( {
@@ -388,8 +388,9 @@ TEST(NchwcLayout, ChangesLayoutNextToAPlainConvOnlyOnSmallTensors) {
   return %6;
 }
 )");
-    EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), side == 32 ? 4 : 0) << out;
+    EXPECT_EQ(count_of(out, "nn.conv2d_nchwc("), side == 32 ? 5 : 0) << out;
     EXPECT_EQ(count_of(out, "groups=32"), 1) << out;
+    EXPECT_EQ(count_of(out, "nn.from_nchwc("), side == 32 ? 1 : 0) << out;
   }
 }
 
