@@ -1404,22 +1404,33 @@ Expected<StridedBox> strided_box(const std::vector<Expr> &accesses, const std::s
   for (size_t x = 0; x < D; ++x) sb.ext.push_back(sb.box[x].hi - sb.box[x].lo + 1);
   return sb;
 }
+
+/** The body of loop `loop` in `s`, where a local copy can go, and buffer `name` among those it stores to (`stored`) or reads, not allocated inside it. */
+struct CachedBuffer {
+  Stmt inside;
+  Buffer buf;
+  std::vector<Access> stores;  // every store in the body
+};
+Expected<CachedBuffer> cached_buffer(const Stmt &s, const std::string &loop, const std::string &name, bool stored, const std::string &where) {
+  auto found = scalar_loop_body(s, loop);
+  if (!found) return make_error(where + found.error().message);
+  CachedBuffer c{*found, nullptr, {}};
+  std::vector<Access> ld;
+  std::set<const BufferNode *> allocated;
+  collect_accesses(c.inside, c.stores, ld, allocated);
+  for (const Access &a : stored ? c.stores : ld)
+    if (a.buffer->name == name) c.buf = a.buffer;
+  if (!c.buf) return make_error(where + (stored ? "the loop does not store to " : "the loop does not read ") + name);
+  if (allocated.count(c.buf.get())) return make_error(where + name + " is allocated inside the loop");
+  return c;
+}
 }  // namespace
 
 Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &buffer, const std::string &loop) {
   std::string where = "cache_write " + buffer + " at " + loop + " in stage " + stage.name + ": ";
-  auto found = scalar_loop_body(stage.body, loop);
-  if (!found) return make_error(where + found.error().message);
-  const Stmt inside = *found;
-  // The buffer, by name, among those the loop's body stores to.
-  std::vector<Access> st, ld;
-  std::set<const BufferNode *> allocated;
-  collect_accesses(inside, st, ld, allocated);
-  Buffer buf;
-  for (const Access &a : st)
-    if (a.buffer->name == buffer) buf = a.buffer;
-  if (!buf) return make_error(where + "the loop does not store to " + buffer);
-  if (allocated.count(buf.get())) return make_error(where + buffer + " is allocated inside the loop");
+  AT_ASSIGN(cached, cached_buffer(stage.body, loop, buffer, true, where));
+  const Stmt inside = cached.inside;
+  const Buffer buf = cached.buf;
   std::vector<Expr> loads, stores;
   accesses_of(inside, buf.get(), loads, stores);
   Ranges ranges = stage_ranges(stage);
@@ -1506,18 +1517,10 @@ Expected<KernelStage> cache_read(const KernelStage &stage, const std::string &bu
   // Divisions and modulos the loops resolve resolved first: a blocked layout's (c / 16, c % 16)
   // with c split by 16 is (block, lane), affine.
   const Stmt whole = loop::simplify_div_mod(stage.body);
-  auto found = scalar_loop_body(whole, loop);
-  if (!found) return make_error(where + found.error().message);
-  const Stmt inside = *found;
-  std::vector<Access> st, ld;
-  std::set<const BufferNode *> allocated;
-  collect_accesses(inside, st, ld, allocated);
-  Buffer buf;
-  for (const Access &a : ld)
-    if (a.buffer->name == buffer) buf = a.buffer;
-  if (!buf) return make_error(where + "the loop does not read " + buffer);
-  if (allocated.count(buf.get())) return make_error(where + buffer + " is allocated inside the loop");
-  for (const Access &a : st)
+  AT_ASSIGN(cached, cached_buffer(whole, loop, buffer, false, where));
+  const Stmt inside = cached.inside;
+  const Buffer buf = cached.buf;
+  for (const Access &a : cached.stores)
     if (a.buffer == buf) return make_error(where + "the loop writes " + buffer + " too");
   std::vector<Expr> loads, stores;
   accesses_of(inside, buf.get(), loads, stores);
