@@ -706,6 +706,62 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
   return steps;
 }
 
+Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                       const BlockedExpandTileSketch &knobs) {
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  if (names != std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"})
+    return make_error("the blocked expand tile needs a 1x1 conv's nest, then a padded conv's (stages s0_conv2d, s1_pad, s1_conv2d)");
+  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+  naive_loops(naive.stages[2].body, outs, reds);
+  naive_loops(naive.stages[0].body, pouts, preds);
+  if (outs.size() != 5 || reds.size() != 2 || pouts.size() != 5 || preds.size() != 4 || preds[1].second != 1 || preds[2].second != 1)
+    return make_error("the blocked expand tile needs a 1x1 conv2d_nchwc before a depthwise conv2d_nchwc");
+  int64_t CB = outs[1].second, W = outs[3].second, b = outs[4].second, B = knobs.blocks, PB = knobs.pixels, X = knobs.columns;
+  if (B < 1 || CB % B) return make_error(std::to_string(B) + " channel blocks per unit do not divide " + std::to_string(CB));
+  if (X < 1 || W % X) return make_error(std::to_string(X) + " columns per tile do not divide a row of " + std::to_string(W));
+  int64_t P = outs[2].second * W;
+  if (PB < 1 || PB > P) return make_error(std::to_string(PB) + " pixels per tile do not fit " + std::to_string(P));
+  std::vector<Step> steps;
+  StageSteps step{"s1_conv2d", steps};
+  // Units of B channel blocks of the depthwise conv, every row.
+  step("split", "i1")->factor = B, steps.back().names = {"co", "ci"};
+  // Per unit, its padded input's box (its blocks, every row with the halo), then the 1x1 conv's
+  // result that box reads, into a box of its own: the expanded tensor never goes to memory.
+  AT_ASSIGN(so_far, replay(naive, steps));
+  place_pad(so_far, "s1_conv2d", "co", steps, "s1_pad");
+  step("compute_at", "co")->producer = "s0_conv2d";
+  // The 1x1 conv's register tile over its box, as in its own kernel: the unit's blocks x PB pixels
+  // (rows and columns one run) around the input channels, each block's lanes a vector, the weight
+  // packed by the unit's channels and prefetched; the pixels left over a tile of their own.
+  step("fuse", "i2_co")->names = {"i3_co", "p_co"};
+  step("reorder")->names = {"p_co", "i1_co", "i4_co"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = B * b;
+  step("split", "p_co")->factor = PB, steps.back().names = {"po_co", "pp_co"};
+  for (const std::string sfx : {"_co", "_co_tail"}) {
+    if (sfx == "_co_tail" && P % PB == 0) continue;
+    std::vector<std::string> tile{"pp" + sfx, "i1" + sfx, "i4" + sfx};
+    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l);
+    std::vector<std::string> update{"k0" + sfx, "k1" + sfx, "k2" + sfx, "k3" + sfx};
+    for (const std::string &l : tile) update.push_back(l + "_1");
+    step("reorder")->names = update;
+    Step *pf = step("prefetch", "k3" + sfx);
+    pf->buffer = weight, pf->factor = 2048;
+    for (const char *part : {"", "_1", "_2"}) {
+      step("unroll", "pp" + sfx + part), step("unroll", "i1" + sfx + part);
+      step("vectorize", "i4" + sfx + part);
+    }
+  }
+  // The depthwise conv over the unit's blocks: a register tile of X columns x a block's lanes around the window.
+  step("split", "i3")->factor = X, steps.back().names = {"xo", "xi"};
+  for (Step &t : register_tile("s1_conv2d", {"xi", "i4"}, {"k0", "k1"})) steps.push_back(t);
+  step("unroll", "k0"), step("unroll", "k1");
+  step("fuse", "i0")->names = {"co", "unit"};
+  step("parallel", "unit");
+  return steps;
+}
+
 namespace {
 
 /**

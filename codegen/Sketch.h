@@ -77,6 +77,24 @@ Expected<std::vector<Step>> matmul_tile_sketch(const LoweredKernel &naive, int64
  */
 Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes);
 
+/** The knobs of the blocked expand tile sketch. */
+struct BlockedExpandTileSketch {
+  int64_t blocks = 4;   // channel blocks per unit: the 1x1 conv's register tile has these blocks
+  int64_t pixels = 6;   // and this many pixels
+  int64_t columns = 7;  // the depthwise conv's register tile: columns of a row x a block's lanes
+};
+
+/**
+ * The expand tile in NCHW[b]c: a chain of a 1x1 conv2d_nchwc (an inverted residual's expansion)
+ * and a stride-1 depthwise conv2d_nchwc (stages s0_conv2d, s1_pad, s1_conv2d) as one parallel loop
+ * over (image, unit of `blocks` channel blocks): per unit, the padded input's box (every row with
+ * the halo), the 1x1 conv's result for the unit's blocks into a box of its own (its register tile
+ * of blocks x pixels, as in its own kernel), then the depthwise conv's tiles of columns x lanes
+ * over the unit. The expanded tensor never goes to memory, and no halo is computed twice.
+ */
+Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                       const BlockedExpandTileSketch &knobs);
+
 /**
  * A layout change (nn.to_nchwc, nn.from_nchwc; its data argument `input`) by tiles of `block`
  * channels x the most columns up to `block` that divide a row: per tile, the input's box copied

@@ -622,6 +622,45 @@ TEST(Transform, AOneByOneConvComputedAtBlocksOfTheDepthwiseConvAfterItMatches) {
   EXPECT_EQ(refusal(compute_at(k, "prod", "cons", "jo")), "(accepted)");
 }
 
+TEST(Transform, TheBlockedExpandTileComputesAUnitsChannelBlocksOfTheOneByOneConvInABox) {
+  // The expand tile in NCHW16c: a 1x1 conv2d_nchwc (32 -> 64 channels) and the depthwise
+  // conv2d_nchwc after it, per unit of channel blocks: the padded input's box (the unit's blocks,
+  // every row with the halo), the 1x1 conv's result for those blocks into a box of its own, then
+  // the depthwise conv's tiles. Run against the reference on planes of 7 x 14 (a tile of pixels
+  // leaves a rest) and 9 x 5, with units of 1, 2 and 4 blocks.
+  struct Point {
+    int64_t h, w, blocks, pixels, columns;
+  };
+  for (const Point &pt : std::vector<Point>{{7, 14, 4, 6, 14}, {7, 14, 2, 8, 7}, {9, 5, 1, 28, 5}, {9, 5, 2, 5, 1}}) {
+    std::string H = std::to_string(pt.h), W = std::to_string(pt.w);
+    ReferenceCase c;
+    c.set("def @main(%x: Tensor[(1, 2, " + H + ", " + W + ", 16), float32], %v: Tensor[(64, 32, 1, 1), float32], %b: Tensor[(64), float32], "
+          "%w: Tensor[(64, 1, 3, 3), float32]) -> Tensor[(1, 4, " + H + ", " + W + ", 16), float32] {\n"
+          "  %0 = nn.conv2d_nchwc(%x, %v, %b);\n  %1 = clip(%0, a_min=0.0f, a_max=6.0f);\n"
+          "  %2 = nn.conv2d_nchwc(%1, %w, padding=[1, 1, 1, 1], groups=64);\n  %3 = nn.relu(%2);\n  return %3;\n}",
+          23);
+    LoweredKernel naive = ok(lower_naive(c.graph, "chain", KernelSchedule{}));
+    BlockedExpandTileSketch knobs;
+    knobs.blocks = pt.blocks, knobs.pixels = pt.pixels, knobs.columns = pt.columns;
+    auto steps = blocked_expand_tile_sketch(naive, "p1", {64, 32, 1, 1}, knobs);
+    ASSERT_TRUE(static_cast<bool>(steps)) << steps.error().message;
+    KernelSchedule sk;
+    sk.steps = *steps;
+    auto tiled = lower_group(c.graph, "chain", sk);
+    ASSERT_TRUE(static_cast<bool>(tiled)) << tiled.error().message;
+    std::string ir = tiled->to_string();
+    std::string what = H + "x" + W + ", " + std::to_string(pt.blocks) + " blocks";
+    EXPECT_NE(ir.find("allocate s0_result_at_co[" + std::to_string(pt.blocks * pt.h * pt.w * 16) + "]"), std::string::npos) << what << "\n" << ir;
+    EXPECT_NE(ir.find("allocate s1_padded_at_co[" + std::to_string(pt.blocks * (pt.h + 2) * (pt.w + 2) * 16) + "]"), std::string::npos) << what;
+    EXPECT_EQ(tiled->stages.size(), 1u) << what;  // no stage writes the expanded tensor
+    EXPECT_EQ(tiled->stages.back().parallel_extent, 4 / pt.blocks) << what;
+    ASSERT_EQ(tiled->packings.size(), 1u) << what;  // the 1x1 conv's weight, by the unit's channels
+    EXPECT_LT(c.run(*tiled), 1e-5) << what << "\n" << ir;
+  }
+  LoweredKernel naive = ok(lower_naive(PointwiseThenDepthwise(8, 10).graph, "chain", KernelSchedule{}));
+  EXPECT_EQ(refusal(blocked_expand_tile_sketch(naive, "p1", {16, 4, 1, 1}, {})), "the blocked expand tile needs a 1x1 conv2d_nchwc before a depthwise conv2d_nchwc");
+}
+
 TEST(Transform, CacheWriteMakesARegisterTile) {
   // The matmul's S S R S S tiling with the 4 x 16 tile accumulated in a local buffer at jo:
   // read in once, updated K times in registers, written back once.
