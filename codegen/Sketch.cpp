@@ -601,15 +601,25 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
   return steps;
 }
 
-Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                               const ExpandTileSketch &knobs) {
+namespace {
+/** The loops of an expansion chain's joined nests (stages s0_conv2d, s1_pad, s1_conv2d): the depthwise conv's, then the 1x1 conv's. */
+Status expansion_loops(const LoweredKernel &naive, const std::string &what, std::vector<std::pair<std::string, int64_t>> &outs,
+                       std::vector<std::pair<std::string, int64_t>> &reds, std::vector<std::pair<std::string, int64_t>> &pouts,
+                       std::vector<std::pair<std::string, int64_t>> &preds) {
   std::vector<std::string> names;
   for (const KernelStage &st : naive.stages) names.push_back(st.name);
   if (names != std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"})
-    return make_error("the expand tile sketch needs a 1x1 conv's nest, then a padded conv's (stages s0_conv2d, s1_pad, s1_conv2d)");
-  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+    return make_error(what + " needs a 1x1 conv's nest, then a padded conv's (stages s0_conv2d, s1_pad, s1_conv2d)");
   naive_loops(naive.stages[2].body, outs, reds);
   naive_loops(naive.stages[0].body, pouts, preds);
+  return Status::ok();
+}
+}  // namespace
+
+Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                               const ExpandTileSketch &knobs) {
+  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+  AT_TRY(expansion_loops(naive, "the expand tile sketch", outs, reds, pouts, preds));
   if (outs.size() != 4 || reds.size() < 3 || reds[0].second != 1 || pouts.size() != 4 || preds.size() != 3 || preds[1].second != 1 || preds[2].second != 1)
     return make_error("the expand tile sketch needs a 1x1 conv in NCHW before a depthwise conv");
   int64_t C = outs[1].second, H = outs[2].second, W = outs[3].second, R = knobs.rows, CB = knobs.channels, lanes = knobs.lanes;
@@ -708,13 +718,8 @@ Expected<std::vector<Step>> expand_tile_sketch(const LoweredKernel &naive, const
 
 Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                                        const BlockedExpandTileSketch &knobs) {
-  std::vector<std::string> names;
-  for (const KernelStage &st : naive.stages) names.push_back(st.name);
-  if (names != std::vector<std::string>{"s0_conv2d", "s1_pad", "s1_conv2d"})
-    return make_error("the blocked expand tile needs a 1x1 conv's nest, then a padded conv's (stages s0_conv2d, s1_pad, s1_conv2d)");
   std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
-  naive_loops(naive.stages[2].body, outs, reds);
-  naive_loops(naive.stages[0].body, pouts, preds);
+  AT_TRY(expansion_loops(naive, "the blocked expand tile", outs, reds, pouts, preds));
   if (outs.size() != 5 || reds.size() != 2 || pouts.size() != 5 || preds.size() != 4 || preds[1].second != 1 || preds[2].second != 1)
     return make_error("the blocked expand tile needs a 1x1 conv2d_nchwc before a depthwise conv2d_nchwc");
   int64_t CB = outs[1].second, W = outs[3].second, b = outs[4].second, B = knobs.blocks, PB = knobs.pixels, X = knobs.columns;
