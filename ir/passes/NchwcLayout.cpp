@@ -148,9 +148,9 @@ class NchwcLayout {
    * Which convs are converted. A conv next to one that stays plain needs a layout change on that
    * side, a pass over the tensor there. Every convertible conv starts converted; then, to a fixed
    * point, a conv stays plain where a plain neighbour sits across a tensor of more than
-   * kMaxConversionBytes (MobileNetV2's 96 x 112 x 112, 4.8 MB, is not changed: its 1x1 conv
-   * would gain less than the change costs), or where no neighbour is converted (it would be
-   * converted in and out for itself alone). Since a change is a transposing copy (the layout
+   * kMaxConversionBytes (MobileNetV2's 96 x 112 x 112, 4.8 MB, is not changed), or where no
+   * neighbour is converted (it would be converted in and out for itself alone). Since a change is
+   * a transposing copy (the layout
    * change sketch: 1.6 MB in about 0.04 ms in the model), MobileNetV2's 112x112 stage converts
    * between its 32 x 112 x 112 change in and its 96 x 56 x 56 change out (four convs, two
    * changes): end to end 0.964-0.968 of the 1 MiB rule's time (Zen 4, AVX-512, 2 threads, the
