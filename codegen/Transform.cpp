@@ -1356,6 +1356,28 @@ struct StridedBox {
   std::vector<int64_t> ext;
   Affine outer;
   std::vector<std::vector<Affine>> digits;  // per access, in the order given
+  std::set<std::string> inner;
+  std::string buffer;
+
+  /** The buffer's index of element r of the box (its coordinates, largest stride first). */
+  Expr global_at(const std::vector<Expr> &r) const {
+    Expr gi = to_expr(outer);
+    for (size_t x = 0; x < strides.size(); ++x) gi = gi + (int_imm(box[x].lo) + r[x]) * strides[x];
+    return gi;
+  }
+
+  /** Where the access at `index` lands in a copy of the box with strides `ls` (its digits found again). */
+  Expected<Expr> local_at(const Expr &index, const std::vector<int64_t> &ls) const {
+    auto a = affine_form(index);
+    if (!a) return make_error("the access " + buffer + "[" + to_string(index) + "] is not affine");
+    std::vector<Affine> d = digits_of(part(*a, inner, true), a->constant);
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < strides.size(); ++x) {
+      d[x].constant -= box[x].lo;
+      li = li + to_expr(d[x]) * ls[x];
+    }
+    return li;
+  }
 
   std::vector<Affine> digits_of(const Affine &inner_part, int64_t constant) const {
     std::vector<Affine> d(strides.size());
@@ -1372,6 +1394,7 @@ struct StridedBox {
 Expected<StridedBox> strided_box(const std::vector<Expr> &accesses, const std::set<std::string> &inner, const Ranges &ranges,
                                  const std::string &buffer) {
   StridedBox sb;
+  sb.inner = inner, sb.buffer = buffer;
   std::set<int64_t, std::greater<>> strides;
   std::vector<std::pair<Affine, int64_t>> parts;  // inner part, constant
   for (size_t i = 0; i < accesses.size(); ++i) {
@@ -1464,21 +1487,11 @@ Expected<KernelStage> cache_write(const KernelStage &stage, const std::string &b
   if (size * 4 > kMaxLocalBytes) return make_error(where + "the box is " + std::to_string(size * 4) + " bytes; at most 1 MiB is kept on the stack");
   std::set<std::string> taken;
   Buffer local = make_buffer(fresh_name(stage.body, buffer + "_" + loop, taken), buf->type, size, BufferScope::kLocal);
-  auto global_at = [&](const std::vector<Expr> &r) {
-    Expr gi = to_expr(sb.outer);
-    for (size_t x = 0; x < D; ++x) gi = gi + (int_imm(box[x].lo) + r[x]) * sv[x];
-    return gi;
-  };
+  auto global_at = [&](const std::vector<Expr> &r) { return sb.global_at(r); };
   auto local_at = [&](const Expr &index) -> Expected<Expr> {
     // The digits of this access again (the walk below meets accesses in its own order).
-    auto a = affine_form(index);
-    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(index) + "] is not affine");
-    std::vector<Affine> d = sb.digits_of(part(*a, inner, true), a->constant);
-    Expr li = int_imm(0);
-    for (size_t x = 0; x < D; ++x) {
-      d[x].constant -= box[x].lo;
-      li = li + to_expr(d[x]) * ls[x];
-    }
+    auto li = sb.local_at(index, ls);
+    if (!li) return make_error(where + li.error().message);
     return li;
   };
   std::vector<std::string> names;
@@ -1543,20 +1556,14 @@ Expected<KernelStage> cache_read(const KernelStage &stage, const std::string &bu
   std::vector<std::string> names;
   for (size_t x = 0; x < D; ++x) names.push_back(fresh_name(whole, buffer + "_r" + std::to_string(x), taken));
   Stmt fill = box_nest(names, sb.ext, true, [&](const std::vector<Expr> &r) {
-    Expr gi = to_expr(sb.outer), li = int_imm(0);
-    for (size_t x = 0; x < D; ++x) gi = gi + (int_imm(sb.box[x].lo) + r[x]) * sb.strides[x], li = li + r[x] * ls[x];
-    return store(local, li, load(buf, gi));
+    Expr li = int_imm(0);
+    for (size_t x = 0; x < D; ++x) li = li + r[x] * ls[x];
+    return store(local, li, load(buf, sb.global_at(r)));
   });
   AT_ASSIGN(body, map_stmt_loads(inside, buf.get(), [&](const Expr &e) -> Expected<Expr> {
-    auto a = affine_form(e->args[0]);
-    if (!a) return make_error(where + "the access " + buffer + "[" + to_string(e->args[0]) + "] is not affine");
-    std::vector<Affine> d = sb.digits_of(part(*a, inner, true), a->constant);
-    Expr li = int_imm(0);
-    for (size_t x = 0; x < D; ++x) {
-      d[x].constant -= sb.box[x].lo;
-      li = li + to_expr(d[x]) * ls[x];
-    }
-    return load(local, li);
+    auto li = sb.local_at(e->args[0], ls);
+    if (!li) return make_error(where + li.error().message);
+    return load(local, *li);
   }));
   KernelStage out = stage;
   AT_ASSIGN(nb, with_loop_body(whole, loop, allocate(local, seq({fill, body}))));
