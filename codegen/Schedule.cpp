@@ -406,7 +406,26 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
 }
 }  // namespace
 
-KernelSchedule default_schedule(const Graph &body, const Target &target) {
+bool can_split_rows(const Graph &body, int parts) {
+  const Shape &out = body.type_of(body.outputs[0]).shape;
+  if (parts < 2 || (out.size() != 4 && out.size() != 5) || out[2] % parts != 0 || is_chain(body)) return false;
+  for (const Node &n : body.nodes) {
+    if (!is_anchor_op(n.op)) continue;
+    bool pool = n.op == "nn.max_pool2d" || n.op == "nn.avg_pool2d";
+    bool conv = is_conv_op(n.op) && (n.attrs.i("groups") > 1 || (conv_block(n) > 0 && !winograd_eligible(body, n)));
+    if (!pool && !conv) return false;
+  }
+  return true;
+}
+
+bool splits_rows(const Graph &body, const KernelSchedule &s) {
+  for (const Step &st : s.steps)
+    if (st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == "i2p") return true;
+  if (!s.segments.empty() || s.winograd || s.parallel != KernelSchedule::Parallel::kPx) return false;
+  return std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_conv_op(n.op) && n.attrs.i("groups") == 1; });
+}
+
+KernelSchedule default_schedule(const Graph &body, const Target &target, int row_parts) {
   KernelSchedule s;
   if (is_chain(body))
     if (auto segs = split_segments(body)) {
@@ -420,6 +439,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     }
   s.vector_width = target.lanes;
   s.oc_block = 0;  // only conv and dense have channel blocks; set below
+  bool rows = row_parts > 1 && can_split_rows(body, row_parts);
   // The widest vector that divides the channels (down to 8 lanes), two of them per block where
   // they divide too; the accumulators take what is left of the registers after the weight
   // vectors and the broadcast input value.
@@ -528,6 +548,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
     // pixel blocks): 256->128 at 56x56 0.78/0.56, 512->128 at 28x28 0.35/0.28. In ResNet-50 at
     // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
     if (nchwc_pointwise && body.type_of(n.inputs[1]).shape[1] > conv_out_channels(n)) s.parallel = KernelSchedule::Parallel::kPx;
+    // Rows over the threads (rows_by_thread): a 1x1 conv2d_nchwc's pixel blocks are runs of rows.
+    if (rows && conv_block(n)) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
@@ -624,6 +646,11 @@ KernelSchedule default_schedule(const Graph &body, const Target &target) {
   }
   // Every group is its naive nest with the steps its knobs stand for (steps_of_knobs).
   if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
+  if (rows && !s.winograd)
+    if (auto split = rows_across_threads(s.steps, body.type_of(body.outputs[0]).shape[2], row_parts)) {
+      auto naive = lower_naive(body, "k", s);
+      if (naive && replay(*naive, *split)) s.steps = *split;
+    }
   return s;
 }
 

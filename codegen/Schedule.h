@@ -64,9 +64,26 @@ Status validate_schedule(const Graph &body, const KernelSchedule &s);
  * The schedule the runtime uses for a group on `target` when nothing better is known: vectors
  * of the target's width, and for conv and dense a register block sized to its register file
  * (two weight vectors and as many pixels as the rest of the registers hold: 12 accumulators of 8
- * floats on AVX2, 28 of 16 on AVX-512).
+ * floats on AVX2, 28 of 16 on AVX-512). With `row_parts` > 1 (the runtime's choice for the
+ * model, rows_by_thread) the threads split the output's rows where can_split_rows, not its
+ * channels.
  */
-KernelSchedule default_schedule(const Graph &body, const Target &target = host_target());
+KernelSchedule default_schedule(const Graph &body, const Target &target = host_target(), int row_parts = 0);
+
+/**
+ * Whether the default schedule of `body` can split its output rows into `parts` runs, one per
+ * thread, outermost (rows_across_threads; a 1x1 conv2d_nchwc by its pixel blocks): an NCHW or
+ * NCHWc output whose rows `parts` divides, computed by elementwise ops, a layout change, a pool,
+ * a depthwise (grouped) conv or a conv2d_nchwc that is not Winograd's. default_schedule with
+ * row_parts splits them so where this holds, and keeps its channel split elsewhere.
+ */
+bool can_split_rows(const Graph &body, int parts);
+
+/**
+ * Whether the threads of `s` split `body`'s output rows: rows_across_threads' runs, or a conv's
+ * pixel blocks (parallel px, not Winograd), which are runs of rows too.
+ */
+bool splits_rows(const Graph &body, const KernelSchedule &s);
 
 /** Whether `op` is a 2-D convolution: nn.conv2d (NCHW) or nn.conv2d_nchwc (activations in NCHW[b]c). */
 inline bool is_conv_op(const std::string &op) { return op == "nn.conv2d" || op == "nn.conv2d_nchwc"; }

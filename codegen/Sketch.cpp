@@ -1122,6 +1122,35 @@ Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
   return steps;
 }
 
+std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts) {
+  if (parts < 2 || rows % parts != 0 || steps.empty() || steps.back().op != "parallel") return std::nullopt;
+  const std::string &stage = steps.back().stage;
+  // The fuse steps parallel_over put before the parallel step, walked back to the outermost loop.
+  size_t first = steps.size() - 1;
+  std::string top = steps.back().loop;
+  std::vector<std::string> inner;
+  while (first > 0) {
+    const Step &f = steps[first - 1];
+    if (f.op != "fuse" || f.stage != stage || f.names.size() != 2 || f.names[1] != top) break;
+    inner.push_back(f.names[0]);
+    top = f.loop;
+    --first;
+  }
+  std::vector<std::string> loops{top};
+  loops.insert(loops.end(), inner.rbegin(), inner.rend());
+  // Image, channels (or their blocks), then the output's rows (the naive nest's i2).
+  if (loops.size() < 3 || loops[2] != "i2") return std::nullopt;
+  std::vector<Step> out(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(first));
+  StageSteps step{stage, out};
+  step("split", "i2")->factor = rows / parts, out.back().names = {"i2p", "i2r"};
+  step("reorder")->names = {loops[0], "i2p", loops[1], "i2r"};
+  std::vector<std::string> order{loops[0], "i2p", loops[1]};
+  if (loops.size() > 3) order.push_back("i2r");
+  order.insert(order.end(), loops.begin() + 3, loops.end());
+  for (Step &p : parallel_over(stage, order)) out.push_back(p);
+  return out;
+}
+
 Expected<std::vector<Step>> layout_change_sketch(const LoweredKernel &naive, const std::string &input, int64_t block) {
   if (naive.stages.size() != 1) return make_error("the layout change sketch needs a one-stage nest");
   const KernelStage &st = naive.stages.back();

@@ -3,6 +3,7 @@
 // (lower_naive), structured step lists the schedule space samples. Each rule reads the nest's
 // loops and emits steps for codegen/Steps; the steps are checked when replayed, so a rule that
 // does not fit a nest is refused there with the reason, never miscompiled.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,17 @@ Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naiv
  * the tile (image, channel block, row) are fused and parallel.
  */
 Expected<std::vector<Step>> layout_change_sketch(const LoweredKernel &naive, const std::string &input, int64_t block);
+
+/**
+ * `steps` (a sketch's list ending in parallel_over's fuse steps and parallel step, over the
+ * image, the channels or their blocks, and the output rows i2) with the rows split into `parts`
+ * runs taken outermost: the parallel loop's contiguous chunks, one per thread, are then runs of
+ * rows (every channel of them) instead of runs of channels (every row of them). Every kernel
+ * split so hands thread t the same rows of every tensor: what a kernel reads was written by its
+ * own thread, a depthwise conv's halo row aside. Nothing when the list does not end so or
+ * `parts` does not divide `rows`.
+ */
+std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts);
 
 /** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "codegen/Schedule.h"
+#include "codegen/ThreadRows.h"
 #include "db/TuningDb.h"
 #include "db/Workload.h"
 #include "ir/OnnxImport.h"
@@ -174,7 +176,11 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     AT_ASSIGN(p, db->plan(model_hash(g), target));
     if (p && p->size() == n) chosen = std::move(p);
   }
-  std::vector<Expected<LoweredKernel>> lowered;
+  // Each group's schedule: its tuned one, or its default. Then, for the defaults, which split rows
+  // over the threads instead of channels, chosen for the whole model (the tuned groups' splits as
+  // they are) so that each kernel reads what its own thread wrote (codegen/ThreadRows).
+  std::vector<KernelSchedule> schedules;
+  std::vector<bool> tuned, rows_already;
   for (size_t i = 0; i < n; ++i) {
     const Node &node = g.nodes[i];
     GroupInfo info;
@@ -182,7 +188,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     info.ops = group_ops(*node.body);
     info.shape = shape_str(node.type.shape);
     info.flops = group_flops(*node.body);
-    KernelSchedule schedule = default_schedule(*node.body, m->jit_->target());
+    std::optional<KernelSchedule> schedule;
     if (db) {
       std::optional<TuningRecord> best;
       if (chosen) {
@@ -202,8 +208,18 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
         info.tuned = true;
       }
     }
+    schedules.push_back(schedule ? *schedule : default_schedule(*node.body, m->jit_->target()));
+    tuned.push_back(info.tuned);
+    rows_already.push_back(splits_rows(*node.body, schedules.back()));
     m->info_.push_back(info);
-    lowered.push_back(lower_group(*node.body, kernel_name(*node.body), schedule));
+  }
+  std::vector<bool> rows = options.split_rows ? rows_by_thread(g, m->pool_->size(), rows_already, tuned) : rows_already;
+  std::vector<Expected<LoweredKernel>> lowered;
+  for (size_t i = 0; i < n; ++i) {
+    const Node &node = g.nodes[i];
+    if (rows[i] && !rows_already[i]) schedules[i] = default_schedule(*node.body, m->jit_->target(), m->pool_->size());
+    m->info_[i].split_rows = splits_rows(*node.body, schedules[i]);
+    lowered.push_back(lower_group(*node.body, kernel_name(*node.body), schedules[i]));
   }
   std::vector<Expected<CompiledKernel>> compiled(n, Expected<CompiledKernel>(make_error("not compiled")));
   for_each_index(n, m->pool_->size(), [&](size_t i) {

@@ -29,6 +29,8 @@ struct CompileOptions {
                                                      // without one each group's best record (the default where none)
   Target target = host_target();                     // what the kernels are compiled and scheduled for
   bool fuseops_partition = false;                    // ignore the partition the database saved for the model: FuseOps's groups
+  bool split_rows = true;                            // default schedules split rows over the threads where the model's
+                                                     // cut says (codegen/ThreadRows); false: as each group's default alone
 };
 
 struct GroupInfo {
@@ -41,6 +43,7 @@ struct GroupInfo {
   std::string untuned_reason;  // with a database: why the default schedule was used
   double flops = 0;      // arithmetic of one call (multiply-adds count 2)
   size_t temp_bytes = 0; // its kernel's temporaries (padded copies, Winograd's transformed tensors), in the arena
+  bool split_rows = false;  // its threads split its output rows, not its channels (codegen/ThreadRows)
 };
 
 class CompiledModel {

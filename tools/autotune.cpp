@@ -130,6 +130,9 @@ Options:
   --db D             a tuning database: the model's tuned plan (each group's best record without one)
                      and the fusion partition the tuner chose for it
   --partition P      db (default): the database's partition for the model; fuseops: FuseOps's groups
+  --thread-split S   model (default): the default schedules split rows or channels over the threads as
+                     chosen for the whole model, so each kernel reads what its own thread wrote;
+                     group: as each group's default alone (for comparison)
   --target T         compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
                      a GPU (sm_80, sm_90): run on the machine's NVIDIA GPU through the CUDA driver
   --seed K           seed of the random input (default 0)
@@ -291,6 +294,9 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   std::string partition = args.get("partition", "db");
   if (partition != "db" && partition != "fuseops") return make_error("--partition: db or fuseops, got '" + partition + "'");
   options.fuseops_partition = partition == "fuseops";
+  std::string split = args.get("thread-split", "model");
+  if (split != "model" && split != "group") return make_error("--thread-split: model or group, got '" + split + "'");
+  options.split_rows = split == "model";
   if (!options.db_path.empty() && !std::filesystem::exists(options.db_path))
     return make_error(options.db_path + ": no such tuning database");
   auto m = CompiledModel::compile(fused, options);
@@ -364,7 +370,7 @@ int gpu_command(const Args &args, bool bench) {
 }
 
 int cmd_run(const std::vector<std::string> &argv) {
-  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target", "partition"}, {"help"}, {"input"}}));
+  auto args = Args::parse("run", argv, with_pass_flags({{"model", "input", "output", "executor", "seed", "threads", "db", "target", "partition", "thread-split"}, {"help"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kRunHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("run: --model is required (see 'autotune run --help')"));
@@ -429,6 +435,9 @@ Options:
                  and the fusion partition the tuner chose for it
   --partition P  db (default): the database's partition for the model, FuseOps's without one;
                  fuseops: FuseOps's groups whatever the database says (for comparison)
+  --thread-split S  model (default): the default schedules split rows or channels over the
+                 threads as chosen for the whole model, so each kernel reads what its own
+                 thread wrote; group: as each group's default alone (for comparison)
   --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
                  a GPU (sm_80, sm_90): the median device time on the machine's NVIDIA GPU
 
@@ -436,10 +445,11 @@ Example:
   autotune bench --model resnet50.onnx --runs 50 --json
   autotune bench --model effnet.onnx --db t.db --partition fuseops   # the tuned plan without the searched partition
   autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
+  autotune bench --model mobilenet_v2.onnx --thread-split group  # each group's thread split alone
 )";
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -490,9 +500,9 @@ int cmd_bench(const std::vector<std::string> &argv) {
       const GroupInfo &gi = model.groups()[k];
       double gflops = gi.flops / 1e6 / std::max(median(per_group[k]), 1e-9);
       std::printf("%s{\"id\": \"%s\", \"ops\": \"%s\", \"median_ms\": %.4f, \"gflops_per_s\": %.2f, \"share_of_peak\": %.4f, "
-                  "\"compiled\": %s}",
+                  "\"compiled\": %s, \"threads_split\": \"%s\"}",
                   k ? ", " : "", gi.name.c_str(), gi.ops.c_str(), median(per_group[k]), gflops, share(gflops) / 100,
-                  gi.fallback.empty() ? "true" : "false");
+                  gi.fallback.empty() ? "true" : "false", gi.split_rows ? "rows" : "channels");
     }
     std::printf("]}\n");
     return 0;
@@ -502,12 +512,13 @@ int cmd_bench(const std::vector<std::string> &argv) {
               model.kernels_compiled(), model.kernels_cached());
   std::printf("target %s (%s): measured fp32 FMA peak %.1f GFLOP/s on %d threads\n", target.cpu.c_str(), target.isa.c_str(), *peak,
               model.threads());
-  std::printf("%-6s %-34s %-20s %10s %10s %7s\n", "group", "ops", "output", "median ms", "GFLOP/s", "% peak");
+  std::printf("%-6s %-34s %-20s %10s %10s %7s  %s\n", "group", "ops", "output", "median ms", "GFLOP/s", "% peak", "threads split");
   for (size_t k = 0; k < per_group.size(); ++k) {
     const GroupInfo &gi = model.groups()[k];
     double ms = median(per_group[k]), gflops = gi.flops / 1e6 / std::max(ms, 1e-9);
-    std::printf("%-6s %-34s %-20s %10.3f %10.1f %6.1f%%%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), gi.shape.c_str(), ms,
-                gflops, share(gflops), gi.fallback.empty() ? "" : ("  [reference executor: " + gi.fallback + "]").c_str());
+    std::printf("%-6s %-34s %-20s %10.3f %10.1f %6.1f%%  %s%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), gi.shape.c_str(), ms,
+                gflops, share(gflops), gi.split_rows ? "rows" : "channels",
+                gi.fallback.empty() ? "" : ("  [reference executor: " + gi.fallback + "]").c_str());
   }
   std::printf("end to end: median %.3f ms, min %.3f ms, max %.3f ms over %lld runs (%.1f GFLOP/s, %.1f%% of peak)\n", med, lo, hi,
               static_cast<long long>(*runs), flops / 1e6 / med, share(flops / 1e6 / med));

@@ -193,6 +193,31 @@ TEST_F(Cli, BenchJsonReportsLatencyAndEveryGroup) {
   EXPECT_EQ(out, "autotune: error: bench: --runs must be at least 1\n");
 }
 
+TEST_F(Cli, BenchSaysWhetherEachGroupsThreadsSplitRowsOrChannels) {
+  // On two threads MobileNetV2's cut (codegen/ThreadRows) moves groups to rows beyond those whose
+  // default alone splits rows (--thread-split group).
+  auto rows = [&](const std::string &flags) {
+    int code;
+    std::string out = cli("bench --model " + model_path("mobilenet_v2") + " --runs 1 --warmup 0 --threads 2 --json" + flags, &code);
+    EXPECT_EQ(code, 0) << out;
+    int n = 0;
+    auto j = nlohmann::json::parse(out);
+    for (const auto &g : j["groups"]) {
+      std::string split = g["threads_split"].get<std::string>();
+      EXPECT_TRUE(split == "rows" || split == "channels") << split;
+      n += split == "rows";
+    }
+    return n;
+  };
+  int model = rows(""), group = rows(" --thread-split group");
+  EXPECT_GT(group, 0);
+  EXPECT_GT(model, group);
+  int code;
+  std::string out = cli("bench --model " + model_path("mobilenet_v2") + " --thread-split rows", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out, "autotune: error: --thread-split: model or group, got 'rows'\n");
+}
+
 TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   int code;
   std::string db = path("t.db");

@@ -178,6 +178,25 @@ TEST(CompiledModel, SmallModelsMatchTheReference) {
 TEST(CompiledModel, ResNet18MatchesTheReference) { expect_model_matches("resnet18_bn"); }
 TEST(CompiledModel, ResNet50MatchesTheReference) { expect_model_matches("resnet50"); }
 
+// With two threads the runtime splits rows where the model's cut says so (codegen/ThreadRows):
+// depthwise convs, 1x1 convs and layout changes taking runs of rows, every channel of them. The
+// outputs are the reference's.
+TEST(CompiledModel, GroupsSplittingRowsOverTwoThreadsMatchTheReference) {
+  for (const char *name : {"mobilenet_v2", "efficientnet_b0"}) {
+    SCOPED_TRACE(name);
+    CompileOptions o = test_options();
+    o.threads = 2;
+    auto m = CompiledModel::load(model_path(name), o);
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    int rows = 0;
+    for (const GroupInfo &g : (*m)->groups()) rows += g.split_rows;
+    EXPECT_GE(rows, 10);
+    auto g = import_onnx_file(model_path(name));
+    ASSERT_TRUE(static_cast<bool>(g));
+    expect_matches_reference(*g, **m);
+  }
+}
+
 // Every squeeze-excitation multiply of the generated EfficientNet recomputed in the 1x1 conv
 // that reads it (ir/Partition): compiled, no group on the reference executor, the 1x1 convs with
 // a prologue still on pixel lanes, and the output the reference's. In NCHW throughout (the

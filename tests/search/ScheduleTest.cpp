@@ -9,6 +9,7 @@
 #include "codegen/Lower.h"
 #include "codegen/Sketch.h"
 #include "codegen/Steps.h"
+#include "codegen/ThreadRows.h"
 #include "codegen/Transform.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
@@ -168,7 +169,7 @@ TEST(ScheduleSpace, DefaultScheduleIsAPointOfTheSpace) {
 
 /** Lowers `body` with `s`, runs it on seeded inputs and compares with the reference executor. */
 void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const std::string &what, double tolerance = 1e-5,
-                             const Target &target = host_target()) {
+                             const Target &target = host_target(), int threads = 1) {
   std::vector<Tensor> args = random_inputs(body, 4);
   auto expected = run_reference(body, args);
   ASSERT_TRUE(static_cast<bool>(expected));
@@ -179,7 +180,7 @@ void expect_schedule_matches(const Graph &body, const KernelSchedule &s, const s
   auto ck = (*jit)->compile(*k);
   ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
   BoundKernel bound(*k, *ck, args, Tensor(expected->at(0).type()));
-  ThreadPool pool(1);
+  ThreadPool pool(threads);
   bound.run(pool);
   const Tensor &out = bound.output();
   auto d = compare(out, expected->at(0));
@@ -485,6 +486,91 @@ TEST(Schedule, DefaultLayoutChangesTransposeTilesOfChannelsByColumns) {
       }
       if (t.runnable_here()) expect_schedule_matches(body, d, what + " " + c.ops, c.ops.find("multiply") == std::string::npos ? 1e-12 : 1e-6, t);
     });
+}
+
+TEST(Schedule, DefaultSplitsRowsOverTheThreadsWhenAsked) {
+  // With row_parts (the runtime's choice for the model, codegen/ThreadRows) each thread takes a
+  // run of output rows, every channel of them, where can_split_rows holds: a depthwise
+  // conv2d_nchwc and a layout change by rows_across_threads (the parallel loop image x run x
+  // channel block), a 1x1 conv2d_nchwc by its pixel blocks. A Winograd-eligible conv and rows the
+  // threads do not divide keep the channel split. Each run against the reference on two threads.
+  auto blocked = [](int64_t c, int64_t h) { return "Tensor[(1, " + std::to_string(c / 16) + ", " + std::to_string(h) + ", 8, 16), float32]"; };
+  struct Case {
+    std::vector<std::string> params;
+    std::string out, ops;
+    bool rows;
+    int64_t parallel;  // the split kernel's parallel extent (0: not checked)
+  };
+  const std::string dw = "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1], groups=32);\n    %1 = clip(%0, a_min=0.0f, a_max=6.0f);\n    return %1;\n";
+  const std::vector<Case> cases = {
+      {{blocked(32, 8), "Tensor[(32, 1, 3, 3), float32]"}, blocked(32, 8), dw, true, 1 * 2 * 2},
+      {{"Tensor[(1, 32, 8, 8), float32]"}, blocked(32, 8), "    %0 = nn.to_nchwc(%p0, block=16);\n    return %0;\n", true, 1 * 2 * 2},
+      {{blocked(64, 8), "Tensor[(64, 64, 1, 1), float32]"}, blocked(64, 8), "    %0 = nn.conv2d_nchwc(%p0, %p1);\n    %1 = nn.relu(%0);\n    return %1;\n", true, 0},
+      {{blocked(32, 8), "Tensor[(32, 32, 3, 3), float32]"}, blocked(32, 8), "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n", false, 0},
+      {{blocked(32, 7), "Tensor[(32, 1, 3, 3), float32]"}, blocked(32, 7), dw, false, 0},
+  };
+  for (const Case &c : cases) {
+    auto g = one_group(c.params, c.out, c.ops);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    EXPECT_EQ(can_split_rows(body, 2), c.rows) << c.out << " " << c.ops;
+    for (const char *isa : {"avx2", "avx512"}) {
+      Target t = *resolve_target(isa);
+      std::string what = std::string(isa) + " " + c.out + " " + c.ops;
+      KernelSchedule channels = default_schedule(body, t), rows = default_schedule(body, t, 2);
+      EXPECT_FALSE(splits_rows(body, channels)) << what << channels.to_string();
+      EXPECT_EQ(splits_rows(body, rows), c.rows) << what << rows.to_string();
+      if (!c.rows) {
+        EXPECT_EQ(rows, channels) << what;
+        continue;
+      }
+      auto k = lower_group(body, "k", rows);
+      ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
+      if (c.parallel) {
+        EXPECT_EQ(k->stages.back().parallel_extent, c.parallel) << what;
+      } else {
+        EXPECT_EQ(rows.parallel, KernelSchedule::Parallel::kPx) << what;
+      }
+      if (t.runnable_here()) expect_schedule_matches(body, rows, what, 1e-5, t, 2);
+    }
+  }
+}
+
+TEST(ThreadRows, TheCutCostsNoMoreThanAnyOtherLabellingOfEachWindow) {
+  // rows_by_thread labels every group of a model by a minimum cut. Against brute force: for every
+  // window of 8 consecutive groups free to choose (the rest as the cut chose), no labelling of the
+  // window costs less than the cut's. Groups whose default already splits rows keep rows, the
+  // others split rows only where can_split_rows; one thread changes nothing; and on these models
+  // the cut costs less than every group's channel default.
+  Target t = *resolve_target("avx512");
+  for (const char *name : {"mobilenet_v2", "efficientnet_b0", "resnet50"}) {
+    Graph g = fused_model(name);
+    std::vector<bool> already;
+    for (const Node &n : g.nodes) already.push_back(splits_rows(*n.body, default_schedule(*n.body, t)));
+    std::vector<bool> rows = rows_by_thread(g, 2, already);
+    EXPECT_EQ(rows_by_thread(g, 1, already), already) << name;
+    std::vector<size_t> free;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      bool can = can_split_rows(*g.nodes[i].body, 2);
+      if (already[i]) {
+        EXPECT_TRUE(rows[i]) << name << " %" << i;
+      } else if (rows[i]) {
+        EXPECT_TRUE(can) << name << " %" << i;
+      }
+      if (!already[i] && can) free.push_back(i);
+    }
+    int64_t cut = thread_split_cost(g, rows);
+    EXPECT_LT(cut, thread_split_cost(g, already)) << name;
+    ASSERT_GE(free.size(), 8u) << name;
+    int windows = 0;
+    for (size_t start = 0; start + 8 <= free.size(); start += 4, ++windows)
+      for (int mask = 0; mask < 256; ++mask) {
+        std::vector<bool> other = rows;
+        for (int b = 0; b < 8; ++b) other[free[start + b]] = (mask >> b) & 1;
+        ASSERT_GE(thread_split_cost(g, other), cut) << name << " window from %" << free[start] << ", mask " << mask;
+      }
+    EXPECT_GE(windows, 1) << name;
+  }
 }
 
 TEST(Schedule, DefaultGlobalPoolSumsEachPlaneInVectorsOfPartials) {
