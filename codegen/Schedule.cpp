@@ -646,12 +646,20 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
   }
   // Every group is its naive nest with the steps its knobs stand for (steps_of_knobs).
   if (auto steps = steps_of_knobs(body, s)) s.steps = steps.take();
-  if (rows && !s.winograd)
-    if (auto split = rows_across_threads(s.steps, body.type_of(body.outputs[0]).shape[2], row_parts)) {
-      auto naive = lower_naive(body, "k", s);
-      if (naive && replay(*naive, *split)) s.steps = *split;
-    }
+  if (rows)
+    if (auto split = with_rows_split(body, s, row_parts)) s = *split;
   return s;
+}
+
+std::optional<KernelSchedule> with_rows_split(const Graph &body, const KernelSchedule &s, int parts) {
+  if (s.winograd || !can_split_rows(body, parts)) return std::nullopt;
+  auto split = rows_across_threads(s.steps, body.type_of(body.outputs[0]).shape[2], parts);
+  if (!split) return std::nullopt;
+  auto naive = lower_naive(body, "k", s);
+  if (!naive || !replay(*naive, *split)) return std::nullopt;
+  KernelSchedule out = s;
+  out.steps = *split;
+  return out;
 }
 
 }  // namespace autotune

@@ -2,6 +2,7 @@
 // The schedule of a fused group: the knobs of its anchor's template as plain data (JSON with a
 // version), the check that a schedule can lower a group (with the reason when it cannot), and the
 // default schedule for a target. The schedule space (search/ScheduleSpace) is built on these.
+#include <optional>
 #include <string>
 
 #include "codegen/Steps.h"
@@ -84,6 +85,13 @@ bool can_split_rows(const Graph &body, int parts);
  * pixel blocks (parallel px, not Winograd), which are runs of rows too.
  */
 bool splits_rows(const Graph &body, const KernelSchedule &s);
+
+/**
+ * `s` with its threads splitting `body`'s output rows into `parts` runs (rows_across_threads on
+ * its steps, replayed), where can_split_rows and its list ends in the parallel fuse of image,
+ * channels and rows; nothing otherwise. Each thread's loops inside its run stay as they were.
+ */
+std::optional<KernelSchedule> with_rows_split(const Graph &body, const KernelSchedule &s, int parts);
 
 /** Whether `op` is a 2-D convolution: nn.conv2d (NCHW) or nn.conv2d_nchwc (activations in NCHW[b]c). */
 inline bool is_conv_op(const std::string &op) { return op == "nn.conv2d" || op == "nn.conv2d_nchwc"; }

@@ -31,8 +31,8 @@ int64_t thread_split_cost(const Graph &model, const std::vector<bool> &rows);
  * output rows over `threads` threads (default_schedule's row_parts): the labels of least
  * thread_split_cost, where a group splits rows only if can_split_rows holds for it, and a group
  * whose default already splits rows (`rows_already`: a 1x1 conv with more input than output
- * channels splits its pixel blocks) keeps doing so, as does every group `fixed` marks (a tuned
- * schedule: its split is the one it was measured with). The cost is a sum of terms of one or two
+ * channels splits its pixel blocks) keeps doing so, and a group `fixed` marks keeps channels (a
+ * tuned schedule whose list cannot take rows: with_rows_split). The cost is a sum of terms of one or two
  * groups' labels, each submodular, so a minimum s-t cut gives its exact minimum (Kolmogorov and
  * Zabih 2004); a tie keeps channels. `rows_already` itself with one thread.
  */

@@ -176,11 +176,14 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     AT_ASSIGN(p, db->plan(model_hash(g), target));
     if (p && p->size() == n) chosen = std::move(p);
   }
-  // Each group's schedule: its tuned one, or its default. Then, for the defaults, which split rows
-  // over the threads instead of channels, chosen for the whole model (the tuned groups' splits as
-  // they are) so that each kernel reads what its own thread wrote (codegen/ThreadRows).
+  // Each group's schedule: its tuned one, or its default. Then which split rows over the threads
+  // instead of channels, chosen for the whole model so that each kernel reads what its own thread
+  // wrote (codegen/ThreadRows): a default or a tuned step list that can take its rows (with_rows_split);
+  // the other tuned schedules keep their split.
   std::vector<KernelSchedule> schedules;
-  std::vector<bool> tuned, rows_already;
+  std::vector<std::optional<KernelSchedule>> split;
+  std::vector<bool> fixed, rows_already;
+  int threads = m->pool_->size();
   for (size_t i = 0; i < n; ++i) {
     const Node &node = g.nodes[i];
     GroupInfo info;
@@ -209,15 +212,18 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
       }
     }
     schedules.push_back(schedule ? *schedule : default_schedule(*node.body, m->jit_->target()));
-    tuned.push_back(info.tuned);
     rows_already.push_back(splits_rows(*node.body, schedules.back()));
+    // A tuned list's split is tried now (the cut must know whether it can move); a default's when
+    // the cut moves it (can_split_rows says it can).
+    split.push_back(schedule && options.split_rows && !rows_already.back() ? with_rows_split(*node.body, *schedule, threads) : std::nullopt);
+    fixed.push_back(schedule && !split.back());
     m->info_.push_back(info);
   }
-  std::vector<bool> rows = options.split_rows ? rows_by_thread(g, m->pool_->size(), rows_already, tuned) : rows_already;
+  std::vector<bool> rows = options.split_rows ? rows_by_thread(g, threads, rows_already, fixed) : rows_already;
   std::vector<Expected<LoweredKernel>> lowered;
   for (size_t i = 0; i < n; ++i) {
     const Node &node = g.nodes[i];
-    if (rows[i] && !rows_already[i]) schedules[i] = default_schedule(*node.body, m->jit_->target(), m->pool_->size());
+    if (rows[i] && !rows_already[i]) schedules[i] = split[i] ? *split[i] : default_schedule(*node.body, m->jit_->target(), threads);
     m->info_[i].split_rows = splits_rows(*node.body, schedules[i]);
     lowered.push_back(lower_group(*node.body, kernel_name(*node.body), schedules[i]));
   }

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "codegen/Lower.h"
+#include "codegen/Schedule.h"
 #include "codegen/Winograd.h"
 #include "db/TuningDb.h"
 #include "db/Workload.h"
@@ -195,6 +196,53 @@ TEST(CompiledModel, GroupsSplittingRowsOverTwoThreadsMatchTheReference) {
     ASSERT_TRUE(static_cast<bool>(g));
     expect_matches_reference(*g, **m);
   }
+}
+
+// A tuned step list whose threads split channels takes the model's row split too where its list
+// can (with_rows_split): MobileNetV2's 28x28 depthwise conv "tuned" to its channel default in a
+// real database still splits rows in the model, and not with --thread-split group's option.
+TEST(CompiledModel, ATunedListTakesTheModelsRowSplit) {
+  CompileOptions o = test_options();
+  o.threads = 2;
+  auto m = CompiledModel::load(model_path("mobilenet_v2"), o);
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+  const Graph &fused = (*m)->graph();
+  int dw = -1;
+  for (size_t i = 0; i < fused.nodes.size() && dw < 0; ++i) {
+    const Graph &body = *fused.nodes[i].body;
+    bool depthwise = is_conv_op(body.nodes[0].op) && body.nodes[0].attrs.i("groups") > 1 && body.nodes[0].type.shape[2] == 28;
+    if (depthwise && (*m)->groups()[i].split_rows && !splits_rows(body, default_schedule(body, o.target))) dw = static_cast<int>(i);
+  }
+  ASSERT_GE(dw, 0) << "no 28x28 depthwise conv moved to rows";
+  const Graph &body = *fused.nodes[dw].body;
+  std::string db_path = (std::filesystem::temp_directory_path() / "autotune_runtime_rows.db").string();
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path + suffix);
+  {
+    auto db = TuningDb::open(db_path);
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    std::string target = o.target.key(o.threads), hash = workload_hash(body);
+    ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload(hash, target, "ir", 1)));
+    for (int k = 0; k < kConfirmations; ++k) {
+      TuningRecord r;
+      r.workload_hash = hash, r.target = target, r.status = "ok", r.runs = 10;
+      r.schedule = schedule_to_json(default_schedule(body, o.target));
+      r.median_s = r.min_s = 0.9e-4, r.baseline_s = 1e-4;
+      ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+    }
+  }
+  o.db_path = db_path;
+  auto g = import_onnx_file(model_path("mobilenet_v2"));
+  ASSERT_TRUE(static_cast<bool>(g));
+  for (bool split : {true, false}) {
+    o.split_rows = split;
+    auto tuned = CompiledModel::load(model_path("mobilenet_v2"), o);
+    ASSERT_TRUE(static_cast<bool>(tuned)) << tuned.error().message;
+    const GroupInfo &info = (*tuned)->groups()[dw];
+    EXPECT_TRUE(info.tuned) << info.untuned_reason;
+    EXPECT_EQ(info.split_rows, split) << info.schedule;
+    if (split) expect_matches_reference(*g, **tuned);
+  }
+  for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db_path + suffix);
 }
 
 // Every squeeze-excitation multiply of the generated EfficientNet recomputed in the 1x1 conv
