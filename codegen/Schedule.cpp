@@ -412,7 +412,9 @@ bool can_split_rows(const Graph &body, int parts) {
   for (const Node &n : body.nodes) {
     if (!is_anchor_op(n.op)) continue;
     bool pool = n.op == "nn.max_pool2d" || n.op == "nn.avg_pool2d";
-    bool conv = is_conv_op(n.op) && (n.attrs.i("groups") > 1 || (conv_block(n) > 0 && !winograd_eligible(body, n)));
+    // An NCHW 1x1 conv over enough pixels for the pixel lanes of every target (default_schedule).
+    bool pixel_lanes = is_conv_op(n.op) && conv_block(n) == 0 && pointwise_eligible(body, n) && n.type.shape[2] * n.type.shape[3] >= 4 * 3 * 16;
+    bool conv = is_conv_op(n.op) && (n.attrs.i("groups") > 1 || (conv_block(n) > 0 && !winograd_eligible(body, n)) || pixel_lanes);
     if (!pool && !conv) return false;
   }
   return true;
@@ -548,8 +550,6 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // pixel blocks): 256->128 at 56x56 0.78/0.56, 512->128 at 28x28 0.35/0.28. In ResNet-50 at
     // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
     if (nchwc_pointwise && body.type_of(n.inputs[1]).shape[1] > conv_out_channels(n)) s.parallel = KernelSchedule::Parallel::kPx;
-    // Rows over the threads (rows_by_thread): a 1x1 conv2d_nchwc's pixel blocks are runs of rows.
-    if (rows && conv_block(n)) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
@@ -595,6 +595,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       const Shape &w = body.type_of(n.inputs[1]).shape;
       if (w[1] * w[2] * w[3] < 64) pixel_lanes(), s.pad_at_root = false;
     }
+    // Rows over the threads (rows_by_thread): a conv2d_nchwc's or an NCHW 1x1 conv's pixel blocks
+    // are runs of rows.
+    if (rows && (conv_block(n) || s.pixel_vectors)) s.parallel = KernelSchedule::Parallel::kPx;
     // A padded conv reads its input in place with the padding in its tiles (row_tile_sketch: no
     // copy stage, no barrier) where a row has interior tiles between its two edge tiles and its
     // input has few channels (a stem); else it copies. Measured alone, ResNet-50's 3x3 convs,

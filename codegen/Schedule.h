@@ -75,7 +75,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target = host_t
  * Whether the default schedule of `body` can split its output rows into `parts` runs, one per
  * thread, outermost (rows_across_threads; a 1x1 conv2d_nchwc by its pixel blocks): an NCHW or
  * NCHWc output whose rows `parts` divides, computed by elementwise ops, a layout change, a pool,
- * a depthwise (grouped) conv or a conv2d_nchwc that is not Winograd's. default_schedule with
+ * a depthwise (grouped) conv, a conv2d_nchwc that is not Winograd's or an NCHW 1x1 conv on pixel
+ * lanes. default_schedule with
  * row_parts splits them so where this holds, and keeps its channel split elsewhere.
  */
 bool can_split_rows(const Graph &body, int parts);
