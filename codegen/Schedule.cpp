@@ -421,8 +421,7 @@ bool can_split_rows(const Graph &body, int parts) {
 }
 
 bool splits_rows(const Graph &body, const KernelSchedule &s) {
-  for (const Step &st : s.steps)
-    if (st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == "i2p") return true;
+  if (has_rows_across_threads(s.steps)) return true;
   if (!s.segments.empty() || s.winograd || s.parallel != KernelSchedule::Parallel::kPx) return false;
   return std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_conv_op(n.op) && n.attrs.i("groups") == 1; });
 }

@@ -1122,6 +1122,15 @@ Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
   return steps;
 }
 
+namespace {
+// The loop of rows_across_threads' runs: the outer loop of its split of the rows.
+constexpr const char *kRowRuns = "i2p";
+}  // namespace
+
+bool has_rows_across_threads(const std::vector<Step> &steps) {
+  return std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == kRowRuns; });
+}
+
 std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts) {
   if (parts < 2 || rows % parts != 0 || steps.empty() || steps.back().op != "parallel") return std::nullopt;
   const std::string &stage = steps.back().stage;
@@ -1142,9 +1151,9 @@ std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &st
   if (loops.size() < 3 || loops[2] != "i2") return std::nullopt;
   std::vector<Step> out(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(first));
   StageSteps step{stage, out};
-  step("split", "i2")->factor = rows / parts, out.back().names = {"i2p", "i2r"};
-  step("reorder")->names = {loops[0], "i2p", loops[1], "i2r"};
-  std::vector<std::string> order{loops[0], "i2p", loops[1]};
+  step("split", "i2")->factor = rows / parts, out.back().names = {kRowRuns, "i2r"};
+  step("reorder")->names = {loops[0], kRowRuns, loops[1], "i2r"};
+  std::vector<std::string> order{loops[0], kRowRuns, loops[1]};
   if (loops.size() > 3) order.push_back("i2r");
   order.insert(order.end(), loops.begin() + 3, loops.end());
   for (Step &p : parallel_over(stage, order)) out.push_back(p);

@@ -116,6 +116,9 @@ Expected<std::vector<Step>> layout_change_sketch(const LoweredKernel &naive, con
  */
 std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts);
 
+/** Whether `steps` hold rows_across_threads' split of the rows. */
+bool has_rows_across_threads(const std::vector<Step> &steps);
+
 /** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);
 
