@@ -406,6 +406,8 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
 }
 }  // namespace
 
+int64_t default_winograd_tile(const Node &n) { return n.type.shape[2] * n.type.shape[3] >= 28 * 28 ? 4 : 2; }
+
 bool can_split_rows(const Graph &body, int parts) {
   const Shape &out = body.type_of(body.outputs[0]).shape;
   if (parts < 2 || (out.size() != 4 && out.size() != 5) || out[2] % parts != 0 || is_chain(body)) return false;
@@ -414,7 +416,11 @@ bool can_split_rows(const Graph &body, int parts) {
     bool pool = n.op == "nn.max_pool2d" || n.op == "nn.avg_pool2d";
     // An NCHW 1x1 conv over enough pixels for the pixel lanes of every target (default_schedule).
     bool pixel_lanes = is_conv_op(n.op) && conv_block(n) == 0 && pointwise_eligible(body, n) && n.type.shape[2] * n.type.shape[3] >= 4 * 3 * 16;
-    bool conv = is_conv_op(n.op) && (n.attrs.i("groups") > 1 || (conv_block(n) > 0 && !winograd_eligible(body, n)) || pixel_lanes);
+    // A conv2d_nchwc on Winograd F(m x m) (the default's m): runs of whole rows of m x m tiles.
+    int64_t m = default_winograd_tile(n), rows = n.type.shape[2];
+    bool winograd = is_conv_op(n.op) && conv_block(n) > 0 && winograd_eligible(body, n);
+    bool tile_rows = winograd && rows % m == 0 && (rows / m) % parts == 0;
+    bool conv = is_conv_op(n.op) && (n.attrs.i("groups") > 1 || (conv_block(n) > 0 && !winograd) || pixel_lanes || tile_rows);
     if (!pool && !conv) return false;
   }
   return true;
@@ -570,7 +576,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 14x14 as well 15.57/15.89 against 28x28 up. F(4x4) everywhere had lost end to end
     // (ResNet-50 on a Rocket Lake Xeon, 24.3-25.0 against 22.7-23.2 ms), with the 7x7 convs.
     if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n)))
-      s.winograd = n.type.shape[2] * n.type.shape[3] >= 28 * 28 ? 4 : 2;
+      s.winograd = static_cast<int>(default_winograd_tile(n));
     // A 1x1 conv over enough pixels takes pixel vectors: ob channels x 3 vectors of pixels, as
     // many channels as the registers hold next to the 3 input vectors and a broadcast weight
     // (8 on AVX-512, 4 on AVX2). Measured alone, AVX-512, 2 threads (ms, channel vectors with
@@ -639,10 +645,12 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       // As many tiles as the registers hold next to the channel vectors and a broadcast (32 x 14 on
       // AVX-512, 16 x 6 on AVX2), at most the tiles there are, rounded down to a width the sketch has.
       int64_t vecs = ob / target.lanes, m = s.winograd, tiles = ((n.type.shape[2] + m - 1) / m) * ((n.type.shape[3] + m - 1) / m);
-      int64_t fit = std::min<int64_t>(vecs > 1 ? (regs - 1 - vecs) / vecs : regs - 4, tiles), px = 1;
+      // Rows over the threads (rows_by_thread): each stage's runs of whole tile rows.
+      int parts = rows && conv_block(n) ? row_parts : 0;
+      int64_t fit = std::min<int64_t>(vecs > 1 ? (regs - 1 - vecs) / vecs : regs - 4, parts ? tiles / parts : tiles), px = 1;
       for (int64_t width : kWinogradTiles)
         if (width <= fit) px = width;
-      WinogradSketch knobs{.oc_block = ob, .px_block = px, .lanes = target.lanes, .pad = "inline"};
+      WinogradSketch knobs{.oc_block = ob, .px_block = px, .lanes = target.lanes, .pad = "inline", .row_parts = parts};
       if (take_sketch(body, w, [&](const LoweredKernel &naive) { return winograd_sketch(naive, knobs); })) return w;
     }
   }

@@ -1123,13 +1123,33 @@ Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
 }
 
 namespace {
-// The loop of rows_across_threads' runs: the outer loop of its split of the rows.
+// The loop of rows_across_threads' runs (parallel_over_row_runs: the row loop's name + "p").
 constexpr const char *kRowRuns = "i2p";
 }  // namespace
 
 bool has_rows_across_threads(const std::vector<Step> &steps) {
   return std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == kRowRuns; });
 }
+
+namespace {
+/**
+ * Steps making `loops` of stage `stage` (outermost first, perfectly nested, loops[2] a row loop of
+ * `rows` rows) the parallel loop with the rows split into `parts` runs taken outermost after
+ * loops[0]: loops[0], the runs, loops[1], then the rows of a run and the rest fused.
+ */
+std::vector<Step> parallel_over_row_runs(const std::string &stage, const std::vector<std::string> &loops, int64_t rows, int parts) {
+  std::vector<Step> out;
+  StageSteps step{stage, out};
+  const std::string &row = loops[2], runs = row + "p", run = row + "r";
+  step("split", row)->factor = rows / parts, out.back().names = {runs, run};
+  step("reorder")->names = {loops[0], runs, loops[1], run};
+  std::vector<std::string> order{loops[0], runs, loops[1]};
+  if (loops.size() > 3) order.push_back(run);
+  order.insert(order.end(), loops.begin() + 3, loops.end());
+  for (Step &p : parallel_over(stage, order)) out.push_back(p);
+  return out;
+}
+}  // namespace
 
 std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts) {
   if (parts < 2 || rows % parts != 0 || steps.empty() || steps.back().op != "parallel") return std::nullopt;
@@ -1150,13 +1170,7 @@ std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &st
   // Image, channels (or their blocks), then the output's rows (the naive nest's i2).
   if (loops.size() < 3 || loops[2] != "i2") return std::nullopt;
   std::vector<Step> out(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(first));
-  StageSteps step{stage, out};
-  step("split", "i2")->factor = rows / parts, out.back().names = {kRowRuns, "i2r"};
-  step("reorder")->names = {loops[0], kRowRuns, loops[1], "i2r"};
-  std::vector<std::string> order{loops[0], kRowRuns, loops[1]};
-  if (loops.size() > 3) order.push_back("i2r");
-  order.insert(order.end(), loops.begin() + 3, loops.end());
-  for (Step &p : parallel_over(stage, order)) out.push_back(p);
+  for (Step &p : parallel_over_row_runs(stage, loops, rows, parts)) out.push_back(p);
   return out;
 }
 
@@ -1411,7 +1425,7 @@ namespace {
  * and output transforms vectorized (channel lanes, or `lanes` tiles of a row in NCHW) with their
  * outer loops parallel. They depend on `pad` alone, so the points with one placement share them.
  */
-std::vector<Step> winograd_transform_steps(const LoweredKernel &naive, const std::string &pad, int lanes) {
+std::vector<Step> winograd_transform_steps(const LoweredKernel &naive, const std::string &pad, int lanes, int row_parts = 0) {
   auto in = stage_loops(naive, "wino_in"), out = stage_loops(naive, "wino_out");
   bool blocked = in.count("vl") > 0;
   std::vector<Step> steps;
@@ -1421,7 +1435,8 @@ std::vector<Step> winograd_transform_steps(const LoweredKernel &naive, const std
   StageSteps tin{"wino_in", steps};
   if (blocked) tin("vectorize", "vl");
   else vectorize_by(tin, "vx", in["vx"], lanes);
-  for (Step &p : parallel_over("wino_in", {"vn", "vc", "vy"})) steps.push_back(p);
+  for (Step &p : row_parts ? parallel_over_row_runs("wino_in", {"vn", "vc", "vy"}, in["vy"], row_parts) : parallel_over("wino_in", {"vn", "vc", "vy"}))
+    steps.push_back(p);
   // The output transform: vectorized like the input's; NCHW first partitions off the last tile
   // column when it is cut by the edge (its branch would be on the vector's lanes).
   StageSteps tout{"wino_out", steps};
@@ -1434,7 +1449,8 @@ std::vector<Step> winograd_transform_steps(const LoweredKernel &naive, const std
     if (apply_step(naive, part)) steps.push_back(part), main = TW - 1;  // no step before touches wino_out
     vectorize_by(tout, "i3", main, lanes);
   }
-  for (Step &p : parallel_over("wino_out", {"i0", "i1", "i2"})) steps.push_back(p);
+  for (Step &p : row_parts ? parallel_over_row_runs("wino_out", {"i0", "i1", "i2"}, out["i2"], row_parts) : parallel_over("wino_out", {"i0", "i1", "i2"}))
+    steps.push_back(p);
   return steps;
 }
 
@@ -1446,6 +1462,15 @@ Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, cons
   // The GEMMs: a register tile around the reduction, each position's channel tiles in parallel.
   StageSteps step{"wino_gemm", steps};
   int64_t T = gemm["i3"];
+  // Runs of whole tile rows (row_parts): the tiles split into runs, taken outside every other loop;
+  // the steps below tile a run's tiles.
+  std::string tiles = "i3";
+  if (knobs.row_parts) {
+    if (!blocked || T % knobs.row_parts) return make_error("runs of tile rows need conv2d_nchwc's GEMM and tiles the runs divide");
+    step("split", "i3")->factor = T / knobs.row_parts, steps.back().names = {"i3p", "i3r"};
+    step("reorder")->names = {"i3p", "i0", "i1", "i2"};
+    tiles = "i3r", T /= knobs.row_parts;
+  }
   // The transformed weight U, packed [xi][c][o] by the naive nest, re-blocked by the channel tile
   // (each tile's weights one contiguous stream) and prefetched 8 KiB ahead, as the template does.
   auto weights = [&](const std::string &innermost) {
@@ -1467,8 +1492,8 @@ Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, cons
       return make_error("oc_block " + std::to_string(knobs.oc_block) + " is not a whole number of " + std::to_string(b) + "-channel blocks dividing " + std::to_string(blocks * b));
     if (knobs.px_block < 1 || knobs.px_block > T) return make_error("px_block " + std::to_string(knobs.px_block) + " is not in [1, " + std::to_string(T) + "] tiles");
     step("split", "i2")->factor = knobs.oc_block / b, steps.back().names = {"oo", "oi"};
-    step("reorder")->names = {"i3", "oi"};
-    step("split", "i3")->factor = knobs.px_block, steps.back().names = {"to", "tp"};
+    step("reorder")->names = {tiles, "oi"};
+    step("split", tiles)->factor = knobs.px_block, steps.back().names = {"to", "tp"};
     for (Step &t : register_tile("wino_gemm", {"tp", "oi", "i4"}, {"k0", "k1"})) steps.push_back(t);
     weights("k1");
     if (T % knobs.px_block)
@@ -1515,7 +1540,9 @@ Expected<std::vector<Step>> winograd_gemm_steps(const LoweredKernel &naive, cons
       for (Step &t : register_tile("wino_gemm", {"oi_tail", "ti_tail"}, {"k0_tail"}, rest >= 2)) steps.push_back(t);
     }
   }
-  for (Step &p : parallel_over("wino_gemm", {"i0", "i1", "oo"})) steps.push_back(p);
+  std::vector<std::string> par{"i0", "i1", "oo"};
+  if (knobs.row_parts) par.insert(par.begin(), "i3p");
+  for (Step &p : parallel_over("wino_gemm", par)) steps.push_back(p);
   return steps;
 }
 }  // namespace
@@ -1524,7 +1551,7 @@ Expected<std::vector<Step>> winograd_sketch(const LoweredKernel &naive, const Wi
   for (const char *stage : {"pad", "wino_in", "wino_gemm", "wino_out"})
     if (!stage_index(naive, stage)) return make_error("the Winograd sketch needs Winograd's naive nests (pad, wino_in, wino_gemm, wino_out)");
   AT_ASSIGN(gemm, winograd_gemm_steps(naive, knobs));
-  std::vector<Step> steps = winograd_transform_steps(naive, knobs.pad, knobs.lanes);
+  std::vector<Step> steps = winograd_transform_steps(naive, knobs.pad, knobs.lanes, knobs.row_parts);
   steps.insert(steps.end(), gemm.begin(), gemm.end());
   return steps;
 }

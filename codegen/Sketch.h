@@ -242,6 +242,9 @@ struct WinogradSketch {
   std::string pad = "root";  // the padded input: "root", "inline", or "vy" (per row of tiles, into a local box)
   bool channel_lanes = false;  // NCHW: the GEMM's channels as the vector (U loaded, V broadcast, M stored a
                                // channel at a time with the tiles as the vector), px_block tiles; else tiles as the vector
+  int row_parts = 0;           // conv2d_nchwc: every stage's threads take runs of whole tile rows (this many, outermost),
+                               // so each reads the transformed tensors its own thread wrote; 0: the input transform's
+                               // threads split channel blocks, the GEMM's positions, the output transform's channel blocks
 };
 
 /**

@@ -25,11 +25,22 @@ bool reads_every_channel(const Graph &body, int k) {
   return false;
 }
 
-/** The bytes of the weights of `body`'s convs whose weight is a parameter: what each thread reads in full when it splits rows. */
+/**
+ * The bytes of the weights of `body`'s convs whose weight is a parameter: what each thread reads
+ * in full when it splits rows. A Winograd conv2d_nchwc reads its transformed weight, (m + 2)^2 / 9
+ * times the 3x3 one.
+ */
 int64_t weight_bytes(const Graph &body) {
   int64_t bytes = 0;
-  for (const Node &n : body.nodes)
-    if (is_conv_op(n.op) && n.inputs[1].kind == ValueId::Kind::kInput) bytes += static_cast<int64_t>(body.type_of(n.inputs[1]).nbytes());
+  for (const Node &n : body.nodes) {
+    if (!is_conv_op(n.op) || n.inputs[1].kind != ValueId::Kind::kInput) continue;
+    int64_t w = static_cast<int64_t>(body.type_of(n.inputs[1]).nbytes());
+    if (conv_block(n) > 0 && winograd_eligible(body, n)) {
+      int64_t a = default_winograd_tile(n) + 2;
+      w = w * a * a / 9;
+    }
+    bytes += w;
+  }
   return bytes;
 }
 

@@ -492,9 +492,10 @@ TEST(Schedule, DefaultSplitsRowsOverTheThreadsWhenAsked) {
   // With row_parts (the runtime's choice for the model, codegen/ThreadRows) each thread takes a
   // run of output rows, every channel of them, where can_split_rows holds: a depthwise
   // conv2d_nchwc and a layout change by rows_across_threads (the parallel loop image x run x
-  // channel block), a 1x1 conv2d_nchwc and an NCHW 1x1 conv on pixel lanes by their pixel blocks.
-  // A Winograd-eligible conv and rows the
-  // threads do not divide keep the channel split. Each run against the reference on two threads.
+  // channel block), a 1x1 conv2d_nchwc and an NCHW 1x1 conv on pixel lanes by their pixel blocks,
+  // a Winograd conv2d_nchwc by runs of whole tile rows in each of its stages (8 rows: 4 rows of
+  // F(2x2) tiles). A Winograd conv whose tile rows the threads do not divide (6 rows: 3) and rows
+  // the threads do not divide keep the channel split. Each run against the reference on two threads.
   auto blocked = [](int64_t c, int64_t h) { return "Tensor[(1, " + std::to_string(c / 16) + ", " + std::to_string(h) + ", 8, 16), float32]"; };
   struct Case {
     std::vector<std::string> params;
@@ -509,7 +510,8 @@ TEST(Schedule, DefaultSplitsRowsOverTheThreadsWhenAsked) {
       {{blocked(64, 8), "Tensor[(64, 64, 1, 1), float32]"}, blocked(64, 8), "    %0 = nn.conv2d_nchwc(%p0, %p1);\n    %1 = nn.relu(%0);\n    return %1;\n", true, 0},
       {{"Tensor[(1, 64, 16, 16), float32]", "Tensor[(64, 64, 1, 1), float32]"}, "Tensor[(1, 64, 16, 16), float32]",
        "    %0 = nn.conv2d(%p0, %p1);\n    return %0;\n", true, 0},
-      {{blocked(32, 8), "Tensor[(32, 32, 3, 3), float32]"}, blocked(32, 8), "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n", false, 0},
+      {{blocked(32, 8), "Tensor[(32, 32, 3, 3), float32]"}, blocked(32, 8), "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n", true, 1 * 2 * 2},
+      {{blocked(32, 6), "Tensor[(32, 32, 3, 3), float32]"}, blocked(32, 6), "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n", false, 0},
       {{blocked(32, 7), "Tensor[(32, 1, 3, 3), float32]"}, blocked(32, 7), dw, false, 0},
   };
   for (const Case &c : cases) {
