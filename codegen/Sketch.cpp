@@ -1125,13 +1125,7 @@ Expected<std::vector<Step>> row_sketch(const LoweredKernel &naive, int lanes) {
 namespace {
 // The loop of rows_across_threads' runs (parallel_over_row_runs: the row loop's name + "p").
 constexpr const char *kRowRuns = "i2p";
-}  // namespace
 
-bool has_rows_across_threads(const std::vector<Step> &steps) {
-  return std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == kRowRuns; });
-}
-
-namespace {
 /**
  * Steps making `loops` of stage `stage` (outermost first, perfectly nested, loops[2] a row loop of
  * `rows` rows) the parallel loop with the rows split into `parts` runs taken outermost after
@@ -1150,6 +1144,10 @@ std::vector<Step> parallel_over_row_runs(const std::string &stage, const std::ve
   return out;
 }
 }  // namespace
+
+bool has_rows_across_threads(const std::vector<Step> &steps) {
+  return std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == kRowRuns; });
+}
 
 std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &steps, int64_t rows, int parts) {
   if (parts < 2 || rows % parts != 0 || steps.empty() || steps.back().op != "parallel") return std::nullopt;
