@@ -2,13 +2,15 @@
 // Measures candidate kernels. Candidates are lowered in parallel, compiled into the kernel cache
 // in forked children (as many at once as cores, each within a time limit), linked from the cache
 // in parallel, then run one at a time in a forked child process that inherits the JIT-compiled
-// code: a warm-up run whose output is checked against the reference executor's, then timed runs
-// until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
+// code (one child for the batch, a new one after a crash or a timeout): a warm-up run whose
+// output is checked against the reference executor's, then timed runs until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
 // answer is a recorded status, never the end of the tuning run.
 //
 // The machine is shared and noisy, so a time alone compares badly with one taken minutes
 // earlier. Each child therefore also times a baseline (the task's default schedule) in
 // alternation with the candidate, and results carry both: the ratio is what ranks candidates.
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <string>
@@ -94,15 +96,26 @@ class Measurer {
    */
   std::vector<std::string> compile_guarded(const std::vector<const LoweredKernel *> &kernels, std::vector<double> &seconds);
 
+  using Candidate = std::pair<const LoweredKernel *, const CompiledKernel *>;
   /**
-   * Runs one compiled kernel in a child process (the last step of measure; tests call it with
-   * hand-made kernels), timing `baseline` in alternation with it when given. The child dies with
-   * the thread that forked it (PR_SET_PDEATHSIG), so no candidate outlives a killed tuner.
-   * `timeout_scale` multiplies the options' timeout (measure's retries pass 2, 4, ...).
+   * Runs one compiled kernel in a child process of its own (tests call it with hand-made kernels),
+   * timing `baseline` in alternation with it when given. The child dies with the thread that
+   * forked it (PR_SET_PDEATHSIG), so no candidate outlives a killed tuner. `timeout_scale`
+   * multiplies the options' timeout.
    */
-  MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data,
-                    const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline = {nullptr, nullptr},
+  MeasureResult run(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const Candidate &baseline = {nullptr, nullptr},
                     double timeout_scale = 1);
+
+  /**
+   * Measures each candidate with both pointers set, in order, in one child process (a new one
+   * after a crash or a timeout; a candidate that fails in a child that measured others first is
+   * measured again in a fresh one), timed against `baseline`. A timeout is measured again
+   * (timeout_retries, each with twice the limit). on_measured(i, result) follows each candidate
+   * (result null for one without a kernel) and returns false to stop; when *stop becomes true the
+   * rest are skipped. Returns how many candidates were reported.
+   */
+  size_t run_batch(const std::vector<Candidate> &candidates, const TaskData &data, const Candidate &baseline,
+                   const std::function<bool(size_t, const MeasureResult *)> &on_measured, const std::atomic<bool> *stop = nullptr);
 
   const MeasureOptions &options() const { return options_; }
 
@@ -116,6 +129,23 @@ class Measurer {
   const PhaseTimes &phase_times() const { return times_; }
 
  private:
+  /** A measuring child: it measures, one at a time, the candidates whose index the parent sends. */
+  struct Child {
+    pid_t pid = -1;
+    int fd = -1;       // the parent's end of their socket pair
+    int measured = 0;  // candidates it has reported on
+    /** Closes its queue and waits for it to leave (nothing if there is none). */
+    void close_and_wait();
+  };
+  /** Forks `child` over `candidates`; "" or why it could not (a host error: no socket or process to spare). */
+  std::string start_child(Child &child, const std::vector<Candidate> &candidates, const TaskData &data, const Candidate &baseline);
+  /**
+   * Measures candidates[i] in `child`, started first if it has no process; a crash or a timeout
+   * ends the child (child.pid < 0 afterwards).
+   */
+  MeasureResult measure_in(Child &child, const std::vector<Candidate> &candidates, size_t i, const TaskData &data,
+                           const Candidate &baseline, double timeout_scale);
+
   Jit &jit_;
   MeasureOptions options_;
   PhaseTimes times_;
