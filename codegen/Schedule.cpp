@@ -406,7 +406,11 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
 }
 }  // namespace
 
-int64_t default_winograd_tile(const Node &n) { return n.type.shape[2] * n.type.shape[3] >= 28 * 28 ? 4 : 2; }
+int64_t default_winograd_tile(const Node &n) {
+  // NCHW16c from 14x14 outputs up, NCHW from 28x28 (default_schedule says why).
+  int64_t pixels = n.type.shape[2] * n.type.shape[3];
+  return pixels >= (conv_block(n) > 0 ? 14 * 14 : 28 * 28) ? 4 : 2;
+}
 
 bool can_split_rows(const Graph &body, int parts) {
   const Shape &out = body.type_of(body.outputs[0]).shape;
@@ -569,12 +573,18 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // channels up, and in NCHW16c). Where the output has 28x28 pixels or more it is F(4x4): there
     // its transformed activations are smaller than F(2x2)'s (36 values per 16 outputs against 16
     // per 4: 3.6 against 6.4 MB at 56x56x64) and its transformed weights (2.25x F(2x2)'s) are
-    // read by 49 tiles or more. Below that the weights dominate: F(4x4) loses at 7x7 alone and
-    // did not gain at 14x14 in the model. End to end, 3 rounds alternating, medians (ms, Zen 5,
-    // 2 threads; F(2x2) everywhere / F(4x4) from 28x28): ResNet-18 5.67/4.77, its AVX2 kernels
-    // 9.99/8.66, in NCHW (no nchwc-layout) 7.18/6.90; ResNet-50 15.93/15.17, and with F(4x4) at
-    // 14x14 as well 15.57/15.89 against 28x28 up. F(4x4) everywhere had lost end to end
-    // (ResNet-50 on a Rocket Lake Xeon, 24.3-25.0 against 22.7-23.2 ms), with the 7x7 convs.
+    // read by 49 tiles or more. At 7x7 the weights dominate: F(4x4) loses there alone; at 14x14
+    // it gains in NCHW16c (below) and stays F(2x2) in NCHW, where the template lost alone. End to
+    // end, 3 rounds alternating, medians (ms, Zen 5, 2 threads; F(2x2) everywhere / F(4x4) from
+    // 28x28): ResNet-18 5.67/4.77, its AVX2 kernels 9.99/8.66, in NCHW (no nchwc-layout)
+    // 7.18/6.90; ResNet-50 15.93/15.17. F(4x4) at 14x14 too had lost on ResNet-50 then
+    // (15.89 against 15.57), before Winograd in NCHW16c became a step list; since, it gains
+    // in NCHW16c (Zen 4, 2 threads, both plans in one process, alternating, F(4x4) from 14x14 /
+    // from 28x28):
+    // ResNet-18 0.973-0.986 second and 1.021-1.025 first (its AVX2 kernels 0.982-0.990 and
+    // 1.010-1.014), ResNet-50 0.982-0.986 near (its 14x14 3x3 convs 0.86-0.91, the 1x1 convs
+    // after them 1.04-1.06). F(4x4) everywhere had lost end to end (ResNet-50 on a Rocket Lake
+    // Xeon, 24.3-25.0 against 22.7-23.2 ms), with the 7x7 convs.
     if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n)))
       s.winograd = static_cast<int>(default_winograd_tile(n));
     // A 1x1 conv over enough pixels takes pixel vectors: ob channels x 3 vectors of pixels, as

@@ -108,7 +108,7 @@ inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::
  */
 bool rows_eligible(const Node &n, const KernelSchedule &s);
 
-/** The m of the Winograd F(m x m, 3x3) a default takes for conv node `n` where it takes Winograd: 4 from 28x28 outputs up, else 2. */
+/** The m of the Winograd F(m x m, 3x3) a default takes for conv node `n` where it takes Winograd: 4 from 14x14 outputs up in NCHW16c and from 28x28 in NCHW, else 2. */
 int64_t default_winograd_tile(const Node &n);
 
 /** Whether conv node `n` can be computed by Winograd F(2x2, 3x3) (3x3, stride 1, dilation 1, one group, argument weight). */

@@ -399,10 +399,12 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
   EXPECT_EQ(checked, 48);
 }
 
+Expected<Graph> one_group(const std::vector<std::string> &params, const std::string &out, const std::string &ops);
+
 TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
-  // F(4x4) where the output has 28x28 pixels or more (its transformed activations are smaller and
-  // its larger transformed weights serve 49 tiles or more), F(2x2) below, direct where F(2x2)
-  // does not beat the direct kernel (NCHW under 128 input channels on AVX-512).
+  // In NCHW, F(4x4) where the output has 28x28 pixels or more (its transformed activations are
+  // smaller and its larger transformed weights serve 49 tiles or more), F(2x2) below, direct where
+  // F(2x2) does not beat the direct kernel (NCHW under 128 input channels on AVX-512).
   auto conv = [](int64_t c, int64_t hw) {
     std::string x = "Tensor[(1, " + std::to_string(c) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + "), float32]";
     std::string w = "Tensor[(" + std::to_string(c) + ", " + std::to_string(c) + ", 3, 3), float32]";
@@ -422,6 +424,15 @@ TEST(Schedule, DefaultWinogradTileFollowsTheOutputSize) {
     std::string what = std::to_string(k.c) + " channels at " + std::to_string(k.hw) + "x" + std::to_string(k.hw);
     EXPECT_EQ(default_schedule(body, avx2).winograd, k.avx2) << what << ", avx2";
     EXPECT_EQ(default_schedule(body, avx512).winograd, k.avx512) << what << ", avx512";
+  }
+  // In NCHW16c, where Winograd is a step list, F(4x4) from 14x14 up (ResNet-50's 14x14 3x3 convs
+  // 0.86-0.91 of their F(2x2) time in the model): 14x14 and 28x28 take F(4x4), 13x13 and 7x7 F(2x2).
+  for (auto [hw, m] : std::vector<std::pair<int64_t, int>>{{28, 4}, {14, 4}, {13, 2}, {7, 2}}) {
+    std::string x = "Tensor[(1, 16, " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+    auto g = one_group({x, "Tensor[(256, 256, 3, 3), float32]"}, x, "    %0 = nn.conv2d_nchwc(%p0, %p1, padding=[1, 1, 1, 1]);\n    return %0;\n");
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    for (const Target &t : {avx2, avx512}) EXPECT_EQ(default_schedule(body, t).winograd, m) << "NCHW16c at " << hw << "x" << hw << ", " << t.isa;
   }
 }
 
