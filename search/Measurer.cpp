@@ -259,13 +259,14 @@ bool read_full(int fd, void *buf, size_t n) {
 
 }  // namespace
 
-void Measurer::Child::close_and_wait() {
-  if (pid <= 0) return;
+int Measurer::Child::close_and_wait() {
+  if (pid <= 0) return 0;
   close(fd);  // the child reads the end of its queue and leaves
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   pid = -1, fd = -1, measured = 0;
+  return status;
 }
 
 std::string Measurer::start_child(Child &child, const std::vector<Candidate> &candidates, const TaskData &data, const Candidate &baseline) {
@@ -356,11 +357,7 @@ MeasureResult Measurer::measure_in(Child &child, const std::vector<Candidate> &c
   }
   if (timed_out || got < sizeof rep) {
     if (timed_out) kill(child.pid, SIGKILL);
-    close(child.fd);
-    int status = 0;
-    while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    child.pid = -1, child.fd = -1, child.measured = 0;
+    int status = child.close_and_wait();
     if (timed_out) {
       char buf[80];
       std::snprintf(buf, sizeof buf, "no result within %.3g s (killed)", timeout_s);

@@ -134,8 +134,8 @@ class Measurer {
     pid_t pid = -1;
     int fd = -1;       // the parent's end of their socket pair
     int measured = 0;  // candidates it has reported on
-    /** Closes its queue and waits for it to leave (nothing if there is none). */
-    void close_and_wait();
+    /** Closes its queue and waits for it to leave; its wait status (0 if there was none). */
+    int close_and_wait();
   };
   /** Forks `child` over `candidates`; "" or why it could not (a host error: no socket or process to spare). */
   std::string start_child(Child &child, const std::vector<Candidate> &candidates, const TaskData &data, const Candidate &baseline);
