@@ -580,10 +580,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 7.18/6.90; ResNet-50 15.93/15.17. F(4x4) at 14x14 too had lost on ResNet-50 then
     // (15.89 against 15.57), before Winograd in NCHW16c became a step list; since, it gains
     // in NCHW16c (Zen 4, 2 threads, both plans in one process, alternating, F(4x4) from 14x14 /
-    // from 28x28):
-    // ResNet-18 0.973-0.986 second and 1.021-1.025 first (its AVX2 kernels 0.982-0.990 and
-    // 1.010-1.014), ResNet-50 0.982-0.986 near (its 14x14 3x3 convs 0.86-0.91, the 1x1 convs
-    // after them 1.04-1.06). F(4x4) everywhere had lost end to end (ResNet-50 on a Rocket Lake
+    // from 28x28): ResNet-18 0.973-0.986 second and 1.021-1.025 first (its AVX2 kernels
+    // 0.982-0.990 and 1.010-1.014), ResNet-50 0.982-0.986 near (its 14x14 3x3 convs 0.86-0.91,
+    // the 1x1 convs after them 1.04-1.06). F(4x4) everywhere had lost end to end (ResNet-50 on a Rocket Lake
     // Xeon, 24.3-25.0 against 22.7-23.2 ms), with the 7x7 convs.
     if (winograd_eligible(body, n) && ob > 0 && (regs <= 16 || body.type_of(n.inputs[1]).shape[1] >= 128 || conv_block(n)))
       s.winograd = static_cast<int>(default_winograd_tile(n));

@@ -315,24 +315,20 @@ std::string Measurer::start_child(Child &child, const std::vector<Candidate> &ca
 MeasureResult Measurer::measure_in(Child &child, const std::vector<Candidate> &candidates, size_t i, const TaskData &data,
                                    const Candidate &baseline, double timeout_scale) {
   MeasureResult r;
-  if (child.pid <= 0) {
-    if (std::string why = start_child(child, candidates, data, baseline); !why.empty()) {
-      r.status = MeasureStatus::kHostError;
-      r.error = why;
-      return r;
-    }
-  }
   auto fail = [&](MeasureStatus status, std::string error) {
     r.status = status;
     r.error = std::move(error);
     return r;
   };
+  if (child.pid <= 0)
+    if (std::string why = start_child(child, candidates, data, baseline); !why.empty()) return fail(MeasureStatus::kHostError, why);
   uint64_t index = i;
   if (send(child.fd, &index, sizeof index, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof index)) {
     // It died between two candidates (nothing of this one ran): a host matter, not the candidate's.
+    std::string why = std::string("the measuring process went away: ") + std::strerror(errno);  // before kill and wait reset errno
     kill(child.pid, SIGKILL);
     child.close_and_wait();
-    return fail(MeasureStatus::kHostError, std::string("the measuring process went away: ") + std::strerror(errno));
+    return fail(MeasureStatus::kHostError, why);
   }
   ChildReport rep{};
   size_t got = 0;

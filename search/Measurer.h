@@ -3,8 +3,9 @@
 // in forked children (as many at once as cores, each within a time limit), linked from the cache
 // in parallel, then run one at a time in a forked child process that inherits the JIT-compiled
 // code (one child for the batch, a new one after a crash or a timeout): a warm-up run whose
-// output is checked against the reference executor's, then timed runs until a minimum time. A crash, a hang (the parent kills the child at the timeout) or a wrong
-// answer is a recorded status, never the end of the tuning run.
+// output is checked against the reference executor's, then timed runs until a minimum time. A
+// crash, a hang (the parent kills the child at the timeout) or a wrong answer is a recorded
+// status, never the end of the tuning run.
 //
 // The machine is shared and noisy, so a time alone compares badly with one taken minutes
 // earlier. Each child therefore also times a baseline (the task's default schedule) in
