@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <thread>
 
@@ -54,99 +55,139 @@ Status MeasureOptions::validate() const {
   return Status::ok();
 }
 
+namespace {
+/** Reads exactly `n` bytes unless the other end closes first (then false). */
+bool read_full(int fd, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, static_cast<char *>(buf) + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+}  // namespace
+
 std::vector<std::string> Measurer::compile_guarded(const std::vector<const LoweredKernel *> &kernels, std::vector<double> &seconds) {
-  // A few long-lived children, each compiling a queue of kernels and writing each finished
-  // index to a pipe: a fork per kernel cost 8-10% of a tuning run (ResNet-18, 100 trials), most
-  // of it copy-on-write faults of a fresh child. A child past the limit on one kernel is killed,
-  // that kernel refused, and a new child takes the rest of its queue.
+  // A few long-lived children, each compiling the kernel the parent hands it over a socket pair
+  // and sending its index back when done: a fork per kernel cost 8-10% of a tuning run
+  // (ResNet-18, 100 trials), most of it copy-on-write faults of a fresh child. They take the
+  // kernels from one queue, the next to whichever child is free: a batch's kernels take from a few
+  // ms (every stage in the cache) to 300 ms (a new Winograd F(4x4) transform), and fixed shares
+  // left a core idle for a quarter of the compile phase (perf, ResNet-50, 500 trials). A child past
+  // the limit on one kernel is killed, that kernel refused, and a new child takes the queue on.
   using Clock = std::chrono::steady_clock;
+  constexpr uint64_t kNone = UINT64_MAX;  // no kernel; sent to a child, the end of its work
   size_t n = kernels.size();
   std::vector<std::string> refused(n);
   int slots = options_.threads > 0 ? options_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::vector<size_t>> queues(static_cast<size_t>(slots));
-  size_t queued = 0;
+  std::deque<size_t> queue;
   for (size_t i = 0; i < n; ++i)
-    if (kernels[i]) queues[queued++ % queues.size()].push_back(i);
+    if (kernels[i]) queue.push_back(i);
   struct Child {
     pid_t pid = -1;
-    int fd = -1;
-    std::vector<size_t> queue;  // what it has not reported yet, the current kernel first
-    Clock::time_point since;    // when the current kernel began
+    int fd = -1;                // the parent's end of their socket pair
+    uint64_t current = kNone;   // the kernel it is compiling
+    Clock::time_point since;    // when it began that one
   };
-  auto start = [&](std::vector<size_t> queue) -> Child {
+  // A child that cannot be started (no process or descriptor to spare) leaves the rest of the queue
+  // to the in-process compile that follows, unguarded; so does one that went away between kernels.
+  bool can_start = true;
+  auto start = [&]() -> Child {
     Child c;
-    c.queue = std::move(queue);
-    int p[2];
-    if (c.queue.empty() || pipe(p) != 0) return c;
+    int fds[2];
+    if (!can_start || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return can_start = false, c;
     pid_t pid = fork();
     if (pid < 0) {
-      close(p[0]), close(p[1]);
-      return c;  // no process to spare: these compile in process, unguarded
+      close(fds[0]), close(fds[1]);
+      return can_start = false, c;
     }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the tuner
-      close(p[0]);
-      for (size_t i : c.queue) {
+      close(fds[0]);
+      for (uint64_t i = 0; read_full(fds[1], &i, sizeof i) && i != kNone;) {
+        if (i >= n) _exit(1);
         (void)jit_.compile(*kernels[i]);  // into the cache; a failure is reported by the parent's own compile
-        uint64_t done = i;
-        if (write(p[1], &done, sizeof done) != sizeof done) _exit(1);
+        if (send(fds[1], &i, sizeof i, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof i)) _exit(1);
       }
       _exit(0);
     }
-    close(p[1]);
-    c.pid = pid, c.fd = p[0], c.since = Clock::now();
+    close(fds[1]);
+    c.pid = pid, c.fd = fds[0];
     return c;
   };
+  // Hands a free child the next kernel of the queue; false if it went away (the kernel goes back).
+  auto give = [&](Child &c) {
+    if (queue.empty()) return true;
+    uint64_t i = queue.front();
+    if (send(c.fd, &i, sizeof i, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof i)) return can_start = false;
+    queue.pop_front();
+    c.current = i, c.since = Clock::now();
+    return true;
+  };
   std::vector<Child> children;
-  for (auto &q : queues)
-    if (Child c = start(q); c.pid > 0) children.push_back(std::move(c));
+  while (static_cast<int>(children.size()) < slots && !queue.empty())
+    if (Child c = start(); c.pid > 0) {
+      children.push_back(c);
+      give(children.back());
+    } else {
+      break;
+    }
+  std::vector<pollfd> fds;
   while (!children.empty()) {
-    std::vector<pollfd> fds;
+    fds.clear();
     for (const Child &c : children) fds.push_back({c.fd, POLLIN, 0});
     poll(fds.data(), fds.size(), 5);
     for (size_t k = 0; k < children.size();) {
       Child &c = children[k];
+      bool gone = fds[k].revents & (POLLHUP | POLLERR);  // at the end of its input, or dead
       if (fds[k].revents & POLLIN) {
         uint64_t done = 0;
-        if (read(c.fd, &done, sizeof done) == sizeof done && !c.queue.empty() && c.queue.front() == done) {
+        gone = !read_full(c.fd, &done, sizeof done);
+        if (!gone && done == c.current) {
           seconds[done] += std::chrono::duration<double>(Clock::now() - c.since).count();
-          c.queue.erase(c.queue.begin());
-          c.since = Clock::now();
+          c.current = kNone;
+          gone = !give(c);
         }
       }
       double s = std::chrono::duration<double>(Clock::now() - c.since).count();
-      bool over = !c.queue.empty() && s > options_.compile_timeout_s;
-      bool ended = c.queue.empty() || (fds[k].revents & (POLLHUP | POLLERR) && !(fds[k].revents & POLLIN));
+      bool over = c.current != kNone && s > options_.compile_timeout_s;
+      bool ended = gone || c.current == kNone;
       if (!over && !ended) {
         ++k;
         continue;
       }
-      std::vector<size_t> rest;
       if (over) {
         kill(c.pid, SIGKILL);
-        size_t i = c.queue.front();
-        seconds[i] += s;
+        seconds[c.current] += s;
         char why[160];
         std::snprintf(why, sizeof why, "compiling took longer than %g s (killed; LLVM stalled on this schedule); not measured", options_.compile_timeout_s);
-        refused[i] = why;
-        rest.assign(c.queue.begin() + 1, c.queue.end());
+        refused[c.current] = why;
       }
-      int status = 0;
-      waitpid(c.pid, &status, 0);
-      if (!over && !c.queue.empty()) {
-        // It died inside a compile (LLVM crashed on this kernel): refused, the rest to a new child.
-        size_t i = c.queue.front();
-        seconds[i] += s;
-        refused[i] = WIFSIGNALED(status) ? "the compiler crashed on this schedule (signal " + std::to_string(WTERMSIG(status)) + "); not measured"
-                                         : "the compiler's process ended on this schedule (exit status " + std::to_string(WEXITSTATUS(status)) + "); not measured";
-        rest.assign(c.queue.begin() + 1, c.queue.end());
+      if (!over && c.current == kNone) {
+        // Told to leave, not left to read the end of its input: a child forked later holds a copy
+        // of this socket's end, so closing the parent's would not end it.
+        uint64_t leave = kNone;
+        (void)send(c.fd, &leave, sizeof leave, MSG_NOSIGNAL);
       }
       close(c.fd);
+      int status = 0;
+      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (!over && c.current != kNone) {
+        // It died inside a compile (LLVM crashed on this kernel): refused, the rest to a new child.
+        seconds[c.current] += s;
+        refused[c.current] = WIFSIGNALED(status) ? "the compiler crashed on this schedule (signal " + std::to_string(WTERMSIG(status)) + "); not measured"
+                                                 : "the compiler's process ended on this schedule (exit status " + std::to_string(WEXITSTATUS(status)) + "); not measured";
+      }
       children.erase(children.begin() + static_cast<std::ptrdiff_t>(k));
       fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(k));
-      if (Child next = start(std::move(rest)); next.pid > 0) {
-        children.push_back(std::move(next));
-        fds.push_back({children.back().fd, 0, 0});
+      if (queue.empty()) continue;
+      if (Child next = start(); next.pid > 0) {
+        children.push_back(next);
+        fds.push_back({next.fd, 0, 0});
+        give(children.back());
       }
     }
   }
@@ -245,17 +286,6 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   return rep;
 }
 
-/** Reads exactly `n` bytes unless the other end closes first (then false). */
-bool read_full(int fd, void *buf, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, static_cast<char *>(buf) + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -202,13 +202,11 @@ TEST(Measurer, APipeThatCannotBeMadeIsAHostErrorNotTheCandidates) {
 
 TEST(Measurer, ACompileBeyondTheLimitIsKilledAndRecorded) {
   // A kernel LLVM takes long to compile (64 x 64 stores unrolled, each with two inline exps: about
-  // 4096 x 50 instructions through O3; 3.2 s in process on the Zen 5 host) beside one it compiles
-  // at once, each in a child with a 0.3 s limit: the slow one is killed and refused with the
-  // reason, the quick one compiled into the cache, where the parent then finds it.
-  std::string cache = (std::filesystem::temp_directory_path() / ("autotune_compile_guard_" + std::to_string(getpid()))).string();
-  std::filesystem::remove_all(cache);
-  auto jit = Jit::create({cache});
-  ASSERT_TRUE(static_cast<bool>(jit));
+  // 4096 x 50 instructions through O3; 3.2 s in process on the Zen 5 host) among ones it compiles
+  // at once, in children with a 0.3 s limit that take the kernels from one queue: the slow one is
+  // killed and refused with the reason, the quick ones compiled into the cache, where the parent
+  // then finds them. With one child, a new child takes the queue on after the kill; with two, the
+  // other child compiles the quick ones while the first is stuck.
   auto kernel = [](const std::string &name, bool slow) {
     LoweredKernel k;
     k.name = name;
@@ -221,23 +219,37 @@ TEST(Measurer, ACompileBeyondTheLimitIsKilledAndRecorded) {
     k.stages.push_back({"s", "i", slow ? 64 : 1, slow ? for_loop("i2", int_imm(0), int_imm(64), ForKind::kUnrolled, substitute(nest, "i", var("i") + var("i2"))) : nest});
     return k;
   };
-  LoweredKernel quick = kernel("guard_quick", false), slow = kernel("guard_slow", true);
-  MeasureOptions o;
-  o.compile_timeout_s = 0.3;
-  Measurer m(**jit, o);
-  std::vector<double> seconds(2, 0);
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> refused = m.compile_guarded({&quick, &slow}, seconds);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(refused[0], "");
-  EXPECT_EQ(refused[1], "compiling took longer than 0.3 s (killed; LLVM stalled on this schedule); not measured");
-  EXPECT_GE(seconds[1], 0.3);
-  EXPECT_LT(wall, 5.0);  // the limit held (LLVM alone takes far longer on the slow kernel)
-  // The quick kernel's object is in the cache: the parent's compile loads it.
-  auto ck = (*jit)->compile(quick);
-  ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-  EXPECT_TRUE(ck->from_cache);
-  std::filesystem::remove_all(cache);
+  LoweredKernel slow = kernel("guard_slow", true);
+  std::vector<LoweredKernel> quick;
+  for (int i = 0; i < 4; ++i) quick.push_back(kernel("guard_quick" + std::to_string(i), false));
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("compile children: " + std::to_string(threads));
+    std::string cache = (std::filesystem::temp_directory_path() / ("autotune_compile_guard_" + std::to_string(getpid()))).string();
+    std::filesystem::remove_all(cache);
+    auto jit = Jit::create({cache});
+    ASSERT_TRUE(static_cast<bool>(jit));
+    MeasureOptions o;
+    o.compile_timeout_s = 0.3;
+    o.threads = threads;
+    Measurer m(**jit, o);
+    std::vector<const LoweredKernel *> kernels = {&quick[0], &slow, &quick[1], &quick[2], &quick[3]};
+    std::vector<double> seconds(kernels.size(), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::string> refused = m.compile_guarded(kernels, seconds);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(refused[1], "compiling took longer than 0.3 s (killed; LLVM stalled on this schedule); not measured");
+    EXPECT_GE(seconds[1], 0.3);
+    EXPECT_LT(wall, 5.0);  // the limit held (LLVM alone takes far longer on the slow kernel)
+    // Every quick kernel's object is in the cache: the parent's compile loads it.
+    for (size_t i : {0, 2, 3, 4}) {
+      EXPECT_EQ(refused[i], "") << i;
+      EXPECT_GT(seconds[i], 0) << i;
+      auto ck = (*jit)->compile(*kernels[i]);
+      ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
+      EXPECT_TRUE(ck->from_cache) << i;
+    }
+    std::filesystem::remove_all(cache);
+  }
 }
 
 TEST(Measurer, OneChildMeasuresABatchAndANewOneFollowsAFailure) {
