@@ -286,7 +286,6 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   return rep;
 }
 
-
 }  // namespace
 
 int Measurer::Child::close_and_wait() {
