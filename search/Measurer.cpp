@@ -85,17 +85,16 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
   std::deque<size_t> queue;
   for (size_t i = 0; i < n; ++i)
     if (kernels[i]) queue.push_back(i);
-  struct Child {
-    pid_t pid = -1;
-    int fd = -1;                // the parent's end of their socket pair
+  struct Compiler {
+    Child proc;                 // its process and the parent's end of their socket pair
     uint64_t current = kNone;   // the kernel it is compiling
     Clock::time_point since;    // when it began that one
   };
   // A child that cannot be started (no process or descriptor to spare) leaves the rest of the queue
   // to the in-process compile that follows, unguarded; so does one that went away between kernels.
   bool can_start = true;
-  auto start = [&]() -> Child {
-    Child c;
+  auto start = [&]() -> Compiler {
+    Compiler c;
     int fds[2];
     if (!can_start || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return can_start = false, c;
     pid_t pid = fork();
@@ -114,21 +113,21 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
       _exit(0);
     }
     close(fds[1]);
-    c.pid = pid, c.fd = fds[0];
+    c.proc.pid = pid, c.proc.fd = fds[0];
     return c;
   };
   // Hands a free child the next kernel of the queue; false if it went away (the kernel goes back).
-  auto give = [&](Child &c) {
+  auto give = [&](Compiler &c) {
     if (queue.empty()) return true;
     uint64_t i = queue.front();
-    if (send(c.fd, &i, sizeof i, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof i)) return can_start = false;
+    if (send(c.proc.fd, &i, sizeof i, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof i)) return can_start = false;
     queue.pop_front();
     c.current = i, c.since = Clock::now();
     return true;
   };
-  std::vector<Child> children;
+  std::vector<Compiler> children;
   while (static_cast<int>(children.size()) < slots && !queue.empty())
-    if (Child c = start(); c.pid > 0) {
+    if (Compiler c = start(); c.proc.pid > 0) {
       children.push_back(c);
       give(children.back());
     } else {
@@ -137,14 +136,14 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
   std::vector<pollfd> fds;
   while (!children.empty()) {
     fds.clear();
-    for (const Child &c : children) fds.push_back({c.fd, POLLIN, 0});
+    for (const Compiler &c : children) fds.push_back({c.proc.fd, POLLIN, 0});
     poll(fds.data(), fds.size(), 5);
     for (size_t k = 0; k < children.size();) {
-      Child &c = children[k];
+      Compiler &c = children[k];
       bool gone = fds[k].revents & (POLLHUP | POLLERR);  // at the end of its input, or dead
       if (fds[k].revents & POLLIN) {
         uint64_t done = 0;
-        gone = !read_full(c.fd, &done, sizeof done);
+        gone = !read_full(c.proc.fd, &done, sizeof done);
         if (!gone && done == c.current) {
           seconds[done] += std::chrono::duration<double>(Clock::now() - c.since).count();
           c.current = kNone;
@@ -159,7 +158,7 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
         continue;
       }
       if (over) {
-        kill(c.pid, SIGKILL);
+        kill(c.proc.pid, SIGKILL);
         seconds[c.current] += s;
         char why[160];
         std::snprintf(why, sizeof why, "compiling took longer than %g s (killed; LLVM stalled on this schedule); not measured", options_.compile_timeout_s);
@@ -169,12 +168,9 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
         // Told to leave, not left to read the end of its input: a child forked later holds a copy
         // of this socket's end, so closing the parent's would not end it.
         uint64_t leave = kNone;
-        (void)send(c.fd, &leave, sizeof leave, MSG_NOSIGNAL);
+        (void)send(c.proc.fd, &leave, sizeof leave, MSG_NOSIGNAL);
       }
-      close(c.fd);
-      int status = 0;
-      while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      int status = c.proc.close_and_wait();
       if (!over && c.current != kNone) {
         // It died inside a compile (LLVM crashed on this kernel): refused, the rest to a new child.
         seconds[c.current] += s;
@@ -184,9 +180,9 @@ std::vector<std::string> Measurer::compile_guarded(const std::vector<const Lower
       children.erase(children.begin() + static_cast<std::ptrdiff_t>(k));
       fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(k));
       if (queue.empty()) continue;
-      if (Child next = start(); next.pid > 0) {
+      if (Compiler next = start(); next.proc.pid > 0) {
         children.push_back(next);
-        fds.push_back({next.fd, 0, 0});
+        fds.push_back({next.proc.fd, 0, 0});
         give(children.back());
       }
     }

@@ -6,10 +6,10 @@
 // the batch is the best unmeasured predictions plus an epsilon share of random unmeasured points
 // (exploration, and data where the model is unsure); until every family of the task's space (the
 // algorithm and the structure a schedule picks before its sizes: ScheduleSpace::family) has been
-// measured, each family not yet measured gets its best-predicted point, in up to half of a batch. Every point a
-// task's searches have lowered stays in its pool: a batch ranks the whole pool, so the evolution
-// goes on across batches and each batch lowers only its own new points (lowering is the search's
-// cost).
+// measured, each family not yet measured gets its best-predicted point, in up to half of a
+// batch. Every point a task's searches have lowered stays in its pool: a batch ranks the whole
+// pool, so the evolution goes on across batches and each batch lowers only its own new points
+// (lowering is the search's cost).
 // The model starts from whatever the database already holds for the target (other models'
 // records included) and is retrained as records arrive.
 #include <map>
