@@ -424,7 +424,8 @@ Expected<std::vector<Step>> direct_steps(const Graph &body, const LoweredKernel 
  * (pad_at_root) or recomputed at every read, the threads over the channel tiles, the pixel tiles
  * or both (`parallel`), the epilogue a channel at a time in NCHW with pixel_epilogue.
  */
-Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s) {
+Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel &naive, const Node &conv, const KernelSchedule &s,
+                                          std::optional<LoweredKernel> *made = nullptr) {
   int64_t P = conv.type.shape[2] * conv.type.shape[3];
   TileSketch t;
   t.oc_block = s.oc_block;
@@ -449,7 +450,7 @@ Expected<std::vector<Step>> blocked_steps(const Graph &body, const LoweredKernel
     t.ic_block = s.ic_block, t.lanes = s.vector_width;
   }
   const ValueId &w = conv.inputs[1];
-  return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t);
+  return tile_sketch(naive, "p" + std::to_string(w.index), body.type_of(w).shape, t, made);
 }
 
 /**
@@ -466,9 +467,13 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
   }
   if (anchor && is_conv_op(anchor->op)) {
     if (direct_conv(*anchor, s)) return direct_steps(body, naive, *anchor, s, replayed);
-    AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s));
-    AT_ASSIGN(k, replay(naive, steps));
-    replayed->keep(steps, std::move(k));
+    std::optional<LoweredKernel> made;  // the kernel, where the sketch replayed its steps anyway
+    AT_ASSIGN(steps, blocked_steps(body, naive, *anchor, s, &made));
+    if (!made) {
+      AT_ASSIGN(k, replay(naive, steps));
+      made = std::move(k);
+    }
+    replayed->keep(steps, std::move(*made));
     return steps;
   }
   int lanes = s.vector_width;

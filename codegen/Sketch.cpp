@@ -838,7 +838,7 @@ Expected<std::vector<Step>> flat_tile_sketch(const LoweredKernel &naive, const s
  * n and the rows, or all three.
  */
 Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                            const TileSketch &knobs) {
+                                            const TileSketch &knobs, std::optional<LoweredKernel> *made) {
   AT_ASSIGN(n, conv_nest(naive, knobs, "row tiles"));
   const KernelStage &st = *n.stage;
   int64_t OW = n.outs[3].second, PB = knobs.px_block;
@@ -858,11 +858,12 @@ Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const st
   step("split", "i3")->factor = PB, steps.back().names = {"xo", "xp"};
   channel_tile(step, n, knobs, weight, "xp", "", PB);
   if (rest) channel_tile(step, n, knobs, weight, "xp", "_tail", rest);
+  Expected<LoweredKernel> scratch = make_error("not replayed");
   if (padded) {
     // The edge tiles cut from the inside ones, then every kernel-row loop (one per part, and the
     // narrower last tile's) trimmed to the input's rows. The names the partition gives are read
     // off the replayed nest.
-    auto scratch = replay(naive, steps);
+    scratch = replay(naive, steps);
     if (!scratch) return scratch.error();
     Step part;
     part.op = "partition", part.stage = st.name, part.loop = "xo";
@@ -893,7 +894,13 @@ Expected<std::vector<Step>> row_tile_sketch(const LoweredKernel &naive, const st
       }
     }
   }
+  size_t replayed = steps.size();
   parallel_units(steps, st.name, knobs.parallel, "i2", false);
+  if (scratch && made) {
+    // The scratch nest is the list so far replayed: the parallel steps on it give the kernel.
+    for (size_t i = replayed; i < steps.size() && scratch; ++i) scratch = apply_step(*scratch, steps[i]);
+    if (scratch) *made = scratch.take();  // else the caller's replay names the failing step
+  }
   return steps;
 }
 
@@ -1266,14 +1273,14 @@ std::vector<SketchPoint> loop_sketches(const LoweredKernel &naive, int lanes) {
 }
 
 Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
-                                        const TileSketch &knobs) {
+                                        const TileSketch &knobs, std::optional<LoweredKernel> *made) {
   const KernelStage &st = naive.stages.back();
   bool conv = st.name == "conv2d";
   if (!conv && st.name != "dense") return make_error("the tile sketch needs a conv2d or dense nest, not stage " + st.name);
   std::vector<std::pair<std::string, int64_t>> outs, reds;
   naive_loops(st.body, outs, reds);
   if (conv && knobs.flat_pixels) return flat_tile_sketch(naive, weight, dims, knobs);
-  if (conv && knobs.row_tiles) return row_tile_sketch(naive, weight, dims, knobs);
+  if (conv && knobs.row_tiles) return row_tile_sketch(naive, weight, dims, knobs, made);
   if (conv && outs.size() == 5) return blocked_tile_sketch(naive, weight, dims, knobs);
   if (knobs.ic_block) return make_error("reduction tiles need a conv2d_nchwc nest");
   if (outs.size() != (conv ? 4u : 2u)) return make_error("the nest of stage " + st.name + " does not have the loops of a " + st.name);

@@ -1165,6 +1165,13 @@ TEST(ScheduleSpace, NchwConvsWithTheirPaddingInTheTilesMatchTheReference) {
           ASSERT_TRUE(static_cast<bool>(k)) << k.error().message;
           EXPECT_NE(k->schedule.find("trim k1"), std::string::npos) << k->schedule;
           EXPECT_EQ(k->stages.size(), 1u);  // no copy stage
+          // The kernel the sketch made while reading loop names off its nest is its steps' replay.
+          auto naive = lower_naive(body, "k", s);
+          auto steps = steps_of_knobs(body, s);
+          ASSERT_TRUE(naive && steps);
+          auto again = replay(*naive, *steps);
+          ASSERT_TRUE(static_cast<bool>(again)) << again.error().message;
+          EXPECT_EQ(again->identity(), k->identity());
           expect_schedule_matches(body, s, std::string(isa) + " nchw row tiles", 1e-5, *t);
           ++checked;
         }
