@@ -168,7 +168,7 @@ struct TileSketch {
  * channel blocks x px_block columns with each block's b lanes one vector (contiguous in the output
  * and the packed weight), and `ic_block` adds reduction tiles. Where the sketch replays its own
  * steps to read loop names off the nest (row tiles with the padding in them), it sets `made` to
- * the kernel the whole list makes, so the caller need not replay it again (a third of a ResNet-50
+ * the kernel the whole list makes, so the caller need not replay it again (a quarter of a ResNet-50
  * 3x3 conv point's lowering, bench_search).
  */
 Expected<std::vector<Step>> tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
