@@ -119,6 +119,8 @@ class Measurer {
                    const std::function<bool(size_t, const MeasureResult *)> &on_measured, const std::atomic<bool> *stop = nullptr);
 
   const MeasureOptions &options() const { return options_; }
+  /** Times each later candidate this long (MeasureOptions::min_time_s): the tuner's confirmations take longer than its trials. */
+  void set_min_time_s(double s) { options_.min_time_s = s; }
 
   /** Wall time spent in each phase of measure(), summed over every call (a tuning run's breakdown). */
   struct PhaseTimes {

@@ -122,6 +122,8 @@ Status TuneOptions::validate() const {
   if (confirm_top < 0 || confirm_top > 64) return make_error("confirm_top must be between 0 and 64, got " + std::to_string(confirm_top));
   if (search != "evolutionary" && search != "random") return make_error("search must be evolutionary or random, got '" + search + "'");
   if (space != "all" && space != "knobs") return make_error("space must be all or knobs, got '" + space + "'");
+  if (!(confirm_min_time_s >= 0 && confirm_min_time_s <= 3600))
+    return make_error("confirm_min_time_s must be between 0 and 3600 seconds, got " + std::to_string(confirm_min_time_s));
   return measure.validate();
 }
 
@@ -363,7 +365,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     if (!save_error) return save_error.error();
   }
   // Confirmation: re-measure each task's leading schedules and its default, then report the
-  // database's robust choice (median ratio of confirmed schedules).
+  // database's robust choice (median ratio of confirmed schedules). These decide the plan: each
+  // is timed longer than a trial (confirm_min_time_s).
+  measurer.set_min_time_s(o.confirm_min_time_s);
   for (size_t i = 0; i < rep.tasks.size() && o.confirm_top > 0 && !stopped(); ++i) {
     TaskReport &tr = rep.tasks[i];
     AT_ASSIGN(recs, db->records(tr.task.hash, rep.target));

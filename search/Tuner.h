@@ -33,7 +33,11 @@ struct TuneOptions {
   int confirm_top = 4;                // leading schedules per task re-measured at the end (0: no confirmation)
   std::string search = "evolutionary";  // "evolutionary": the cost model ranks candidates (search/ModelSearch); "random"
   std::string space = "all";          // "all": template knobs and sketch step lists; "knobs": the template knobs only
-  MeasureOptions measure;
+  MeasureOptions measure;            // the trials' measurements
+  // The confirmations decide the plan (and the partition search's moves are taken on three
+  // rounds): they may be timed longer than the trials (`--min-time 0.05` with this at 0.1 tunes
+  // in about 0.7 of the time; docs/architecture.md, "Measurement", has what it cost the plans).
+  double confirm_min_time_s = 0.1;
   std::string cache_dir;              // kernel object cache ("" for none)
   Target target = host_target();      // what to tune for: compiled, scheduled and keyed for it
   const std::atomic<bool> *stop = nullptr;                // set by Ctrl-C: finish the current candidate, then stop

@@ -52,7 +52,7 @@ class Tuner : public ::testing::Test {
     TuneOptions o;
     o.trials = trials;
     o.db_path = db_;
-    o.measure.min_time_s = 0.002;
+    o.measure.min_time_s = 0.002, o.confirm_min_time_s = 0.002;
     o.batch = 4;
     return o;
   }
@@ -86,6 +86,34 @@ TEST_F(Tuner, MeasuresEveryTasksDefaultThenSpendsTheBudget) {
   EXPECT_EQ(records(), 25);
   EXPECT_EQ(records("confirmation"), rep->confirmations);
   EXPECT_GT(rep->confirmations, 0);
+}
+
+TEST_F(Tuner, ConfirmationsAreTimedLongerThanTrials) {
+  // The trials rank candidates; the confirmations decide the plan, each timed for
+  // confirm_min_time_s instead of the trials' min_time_s: more runs of the same schedules.
+  TuneOptions o = options(25);
+  o.confirm_min_time_s = 0.02;
+  auto rep = tune(fused_, o);
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  ASSERT_GT(rep->confirmations, 0);
+  auto db = TuningDb::open(db_);
+  ASSERT_TRUE(static_cast<bool>(db));
+  int compared = 0, longer = 0;
+  for (const TaskReport &t : rep->tasks) {
+    auto recs = (*db)->records(t.task.hash, rep->target);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    std::map<std::string, int64_t> trial_runs;
+    for (const TuningRecord &r : *recs)
+      if (r.status == "ok" && r.phase == "trial") trial_runs[r.schedule] = r.runs;
+    for (const TuningRecord &r : *recs) {
+      // A kernel of a microsecond reaches max_runs either way (a max pool of the tiny model).
+      if (r.status != "ok" || r.phase != "confirmation" || !trial_runs.count(r.schedule) || r.runs >= o.measure.max_runs) continue;
+      ++compared;
+      longer += r.runs > 2 * trial_runs[r.schedule];
+    }
+  }
+  EXPECT_GT(compared, 10);
+  EXPECT_GE(longer, compared * 9 / 10) << longer << " of " << compared << " confirmations ran more than twice the trial's runs";
 }
 
 TEST_F(Tuner, RunningAgainResumesWithTheRecordsAlreadyThere) {
@@ -252,6 +280,9 @@ TEST_F(Tuner, OptionsOutOfRangeEndTheRunBeforeAnyWork) {
   o = options(10);
   o.batch = 0;
   EXPECT_EQ(tune(fused_, o).error().message, "batch must be between 1 and 1024, got 0");
+  o = options(10);
+  o.confirm_min_time_s = -1;
+  EXPECT_EQ(tune(fused_, o).error().message, "confirm_min_time_s must be between 0 and 3600 seconds, got -1.000000");
 }
 
 TEST_F(Tuner, TheRuntimeCompilesWithTheTunedSchedulesAndStaysCorrect) {

@@ -172,6 +172,7 @@ TEST_F(CliRobustness, OptionsOutOfRangeAreOneLineAndMeasureNothing) {
   expect_one_line_error(cli(job + " --timeout nan"), "tune", "the timeout must be between 0.001 and 86400 seconds, got nan");
   expect_one_line_error(cli(job + " --timeout 1e300"), "tune", "the timeout must be between 0.001 and 86400 seconds");
   expect_one_line_error(cli(job + " --min-time -1"), "tune", "min_time_s must be between 0 and 3600 seconds");
+  expect_one_line_error(cli(job + " --confirm-min-time nan"), "tune", "confirm_min_time_s must be between 0 and 3600 seconds, got nan");
   expect_one_line_error(cli(job + " --batch 0"), "tune", "batch must be between 1 and 1024, got 0");
   std::ofstream(path("c.json")) << "{\"max_runs\": 0}";
   expect_one_line_error(cli(job + " --config " + path("c.json")), "tune", "max_runs must be between 1 and 100000000, got 0");
