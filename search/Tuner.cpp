@@ -366,7 +366,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
   }
   // Confirmation: re-measure each task's leading schedules and its default, then report the
   // database's robust choice (median ratio of confirmed schedules). These decide the plan: each
-  // is timed longer than a trial (confirm_min_time_s).
+  // is timed for confirm_min_time_s, which may be longer than a trial's min_time_s.
   measurer.set_min_time_s(o.confirm_min_time_s);
   for (size_t i = 0; i < rep.tasks.size() && o.confirm_top > 0 && !stopped(); ++i) {
     TaskReport &tr = rep.tasks[i];

@@ -533,8 +533,9 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
-           [--config configs/search-default.json] [--threads T] [--min-time S] [--confirm-min-time S] [--flush-cache]
-           [--warm-weights] [--search evolutionary|random] [--space all|knobs] [--partition searched|fuseops]
+           [--config configs/search-default.json] [--threads T] [--min-time S] [--confirm-min-time S]
+           [--flush-cache] [--warm-weights] [--search evolutionary|random] [--space all|knobs]
+           [--partition searched|fuseops]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
