@@ -3,7 +3,8 @@
 // lowers about 8000 points). Each benchmark is one task of a model: a fixed set of its points
 // (random samples of its space and mutations of them, seeded), lowered and featurized by a fresh
 // ModelSearch each iteration (nothing cached from the iteration before), on one thread or on
-// every thread as the search runs them. Reports points lowered per second.
+// every thread as the search runs them; and all of a model's tasks in one iteration
+// (lower/<model>/all-tasks), the figure to compare two builds by. Reports points lowered per second.
 //
 //   bench_search [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
 //   (the model defaults to the generated ResNet-50)
@@ -34,6 +35,27 @@ std::vector<ModelSearch::Point> points_of(const ScheduleSpace &space) {
   return out;
 }
 
+using TaskPoints = std::vector<std::pair<Task, std::vector<ModelSearch::Point>>>;
+
+/**
+ * Each iteration a fresh ModelSearch (nothing cached from the one before) lowers and featurizes
+ * every task's points on `threads` threads; each task's default is lowered first, untimed (the
+ * tuner lowers it once a run, not once a batch).
+ */
+void lower_points(benchmark::State &state, const TaskPoints &tasks, int threads) {
+  ModelSearchOptions o;
+  o.threads = threads;
+  size_t points = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ModelSearch search(host_target(), o, 0);
+    for (const auto &[t, p] : tasks) search.features(t, {default_schedule(t.body, host_target()), ""});
+    state.ResumeTiming();
+    for (const auto &[t, p] : tasks) search.compute_features(t, p), points += p.size();
+  }
+  state.counters["points/s"] = benchmark::Counter(static_cast<double>(points), benchmark::Counter::kIsRate);
+}
+
 void register_model(const std::string &path) {
   auto g = import_onnx_file(path);
   auto fused = g ? lower_to_stage(*g, Stage::kFused, PassContext{}) : Expected<Graph>(g.error());
@@ -42,25 +64,20 @@ void register_model(const std::string &path) {
     return;
   }
   std::string model = path.substr(path.rfind('/') + 1);
-  for (Task &t : extract_tasks(*fused)) {
-    ScheduleSpace space = ScheduleSpace::of(t.body, host_target());
-    std::vector<ModelSearch::Point> points = points_of(space);
+  TaskPoints all;
+  for (Task &t : extract_tasks(*fused)) all.emplace_back(t, points_of(ScheduleSpace::of(t.body, host_target())));
+  int threads = host_target().threads;
+  benchmark::RegisterBenchmark(("lower/" + model + "/all-tasks").c_str(), [all, threads](benchmark::State &state) {
+    lower_points(state, all, threads);
+  })->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (const auto &task : all) {
+    const Task &t = task.first;
     std::string name = "lower/" + model + "/" + t.ops + t.shape + "/" + t.hash.substr(0, 6);  // the hash tells a 1x1 from a 3x3 conv
-    for (int threads : {1, host_target().threads}) {
-      benchmark::RegisterBenchmark((name + "/threads:" + std::to_string(threads)).c_str(), [t, points, threads](benchmark::State &state) {
-        ModelSearchOptions o;
-        o.threads = threads;
-        for (auto _ : state) {
-          state.PauseTiming();  // the task's default is lowered once a run, not once a batch
-          ModelSearch search(host_target(), o, 0);  // fresh: its caches empty
-          search.features(t, {default_schedule(t.body, host_target()), ""});
-          state.ResumeTiming();
-          search.compute_features(t, points);
-          benchmark::DoNotOptimize(search.points_lowered());
-        }
-        state.counters["points/s"] = benchmark::Counter(static_cast<double>(points.size()), benchmark::Counter::kIsIterationInvariantRate);
+    for (int n : {1, threads}) {
+      benchmark::RegisterBenchmark((name + "/threads:" + std::to_string(n)).c_str(), [one = TaskPoints{task}, n](benchmark::State &state) {
+        lower_points(state, one, n);
       })->Unit(benchmark::kMillisecond)->UseRealTime();
-      if (host_target().threads == 1) break;
+      if (threads == 1) break;
     }
   }
 }
