@@ -36,7 +36,7 @@ struct TuneOptions {
   MeasureOptions measure;            // the trials' measurements
   // The confirmations decide the plan (and the partition search's moves are taken on three
   // rounds): they may be timed longer than the trials (`--min-time 0.05` with this at 0.1 tunes
-  // in about 0.7 of the time; docs/architecture.md, "Measurement", has what it cost the plans).
+  // in about 0.7 of the time; docs/architecture.md, "Measurement", has what it did to the plans).
   double confirm_min_time_s = 0.1;
   std::string cache_dir;              // kernel object cache ("" for none)
   Target target = host_target();      // what to tune for: compiled, scheduled and keyed for it

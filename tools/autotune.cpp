@@ -562,7 +562,8 @@ Options:
   --threads T       threads kernels run on (default: all); part of the database's target key
   --min-time S      keep timing a trial's candidate and its baseline, alternating, for S seconds
                     (default 0.1: a ratio to about 0.8%; 0.05: about 1.1%, and a 2000-trial run
-                    in 0.7 of the time, its plans 1-2% slower end to end on ResNet-18)
+                    in 0.7-0.77 of the time, its plans 0.986-1.022 of the default's end to end
+                    on ResNet-18, three seeds)
   --confirm-min-time S  the same for the confirmations at the end, which choose the plan, and
                     for the partition search's moves (default 0.1)
   --flush-cache     overwrite 64 MiB between timed runs
