@@ -51,7 +51,10 @@ const ModelSearch::Lowered &ModelSearch::cached(const Task &task, const Point &p
   if (it != cache_.end()) return it->second;
   ensure_default(task);
   ++points_lowered_;
-  return cache_.emplace(key, lowered(task, p.schedule)).first->second;
+  auto t0 = std::chrono::steady_clock::now();
+  Lowered l = lowered(task, p.schedule);
+  lower_s_ += seconds_since(t0);
+  return cache_.emplace(key, std::move(l)).first->second;
 }
 
 const std::vector<float> &ModelSearch::features(const Task &task, const Point &p) { return cached(task, p).features; }
@@ -68,9 +71,11 @@ void ModelSearch::compute_features(const Task &task, const std::vector<Point> &p
     keys.push_back(std::move(key));
     todo.push_back(&p.schedule);
   }
+  auto t0 = std::chrono::steady_clock::now();
   ensure_default(task);  // before the threads: they only read it
   std::vector<Lowered> out(todo.size());
   for_each_index(todo.size(), std::max(1, o_.threads), [&](size_t i) { out[i] = lowered(task, *todo[i]); });
+  lower_s_ += seconds_since(t0);
   points_lowered_ += static_cast<int64_t>(todo.size());
   for (size_t i = 0; i < todo.size(); ++i) cache_.emplace(std::move(keys[i]), std::move(out[i]));
 }

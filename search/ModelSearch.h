@@ -85,6 +85,8 @@ class ModelSearch {
   double predict_seconds() const { return predict_s_; }
   /** Points lowered for their features (each once: the measured, the pools' and the random picks). */
   int64_t points_lowered() const { return points_lowered_; }
+  /** Wall seconds spent lowering them (a part of the search's time, and of random search's choosing). */
+  double lower_seconds() const { return lower_s_; }
   int trainings() const { return online_.trainings(); }
 
  private:
@@ -114,6 +116,7 @@ class ModelSearch {
   OnlineModel online_;
   double predict_s_ = 0;
   int64_t points_lowered_ = 0;
+  double lower_s_ = 0;
   std::map<std::string, Lowered> cache_;  // task hash + schedule JSON
   mutable ReplayCache replays_;           // the step lists' prefixes the points share (lowered() runs on several threads)
   std::map<std::string, Pool> pools_;     // by task hash

@@ -74,6 +74,7 @@ struct TuneReport {
   double model_heldout_accuracy = -1, model_train_s = 0, model_predict_s = 0;
   std::vector<double> handoff_ns;  // each of this run's measurements: where the cores were (MeasureResult::handoff_ns, when known)
   int64_t points_lowered = 0;  // by the search, for features (either search: random picks are lowered to check them)
+  double points_lower_s = 0;   // the wall seconds lowering them took
   int model_trainings = 0;
   // Where the run's wall time went: the measurer's phases, choosing the candidates (the task
   // scheduler, the search and, with the cost model, its training and predictions) and saving the

@@ -786,12 +786,12 @@ int cmd_tune(const std::vector<std::string> &argv) {
               static_cast<long long>(rep->confirmations), rep->elapsed_s);
   if (rep->search == "evolutionary") {
     std::printf("search: evolutionary, cost model trained %d times (%.1f s), last on %lld records, held-out pairwise accuracy %s; "
-                "search and prediction %.1f s, %lld points lowered\n",
+                "search and prediction %.1f s, %lld points lowered in %.1f s\n",
                 rep->model_trainings, rep->model_train_s, static_cast<long long>(rep->model_rows),
                 rep->model_heldout_accuracy >= 0 ? std::to_string(rep->model_heldout_accuracy).substr(0, 5).c_str() : "-",
-                rep->model_predict_s, static_cast<long long>(rep->points_lowered));
+                rep->model_predict_s, static_cast<long long>(rep->points_lowered), rep->points_lower_s);
   } else {
-    std::printf("search: random, %lld points lowered\n", static_cast<long long>(rep->points_lowered));
+    std::printf("search: random, %lld points lowered in %.1f s\n", static_cast<long long>(rep->points_lowered), rep->points_lower_s);
   }
   {
     // Where the wall time went: what makes a run long, and what a faster search would save.
