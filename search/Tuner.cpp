@@ -116,10 +116,25 @@ NearBest near_best(const std::vector<Timed> &timed, double near_ns) {
   return b;
 }
 
+std::vector<std::string> to_confirm(const std::map<std::string, double> &ratios, const std::string &default_json, int top) {
+  std::vector<std::string> out;
+  if (top < 1) return out;
+  bool has_default = false;
+  for (const std::string &j : by_ratio(ratios)) {
+    // The last place is the default's unless a leader already was the default.
+    if (static_cast<int>(out.size()) >= top - (has_default ? 0 : 1)) break;
+    out.push_back(j), has_default |= j == default_json;
+  }
+  if (!has_default) out.push_back(default_json);
+  return out;
+}
+
 Status TuneOptions::validate() const {
   if (trials < 1) return make_error("trials must be at least 1, got " + std::to_string(trials));
   if (batch < 1 || batch > 1024) return make_error("batch must be between 1 and 1024, got " + std::to_string(batch));
-  if (confirm_top < 0 || confirm_top > 64) return make_error("confirm_top must be between 0 and 64, got " + std::to_string(confirm_top));
+  if (confirm_top < 0 || confirm_top == 1 || confirm_top > 64)
+    return make_error("confirm_top must be 0 (no confirmation) or between 2 and 64 (the default and the leading schedules), got " +
+                      std::to_string(confirm_top));
   if (search != "evolutionary" && search != "random") return make_error("search must be evolutionary or random, got '" + search + "'");
   if (space != "all" && space != "knobs") return make_error("space must be all or knobs, got '" + space + "'");
   if (!(confirm_min_time_s >= 0 && confirm_min_time_s <= 3600))
@@ -377,12 +392,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     std::map<std::string, double> best_ratio = near_ratios(timed, near_handoff_ns(handoffs));
     const std::string &def = states[i].default_json;
     std::vector<KernelSchedule> leading;
-    bool has_default = false;
-    for (const std::string &j : by_ratio(best_ratio)) {
-      if (static_cast<int>(leading.size()) >= o.confirm_top) break;
-      if (auto s = schedule_from_json(j)) leading.push_back(*s), has_default |= j == def;
-    }
-    if (!has_default) leading.push_back(states[i].default_point);
+    for (const std::string &j : to_confirm(best_ratio, def, o.confirm_top))
+      if (j == def) leading.push_back(states[i].default_point);
+      else if (auto s = schedule_from_json(j)) leading.push_back(*s);
     if (leading.size() < 2) continue;  // nothing to choose between
     AT_TRY(ensure_data(i));
     for (int round = 0; round < kConfirmations && !stopped(); ++round) {
@@ -410,7 +422,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     rep.model_rows = model->trained_rows(), rep.model_heldout_accuracy = model->heldout_accuracy();
     rep.model_train_s = model->train_seconds(), rep.model_predict_s = model->predict_seconds(), rep.model_trainings = model->trainings();
   }
-  rep.points_lowered = features.points_lowered();
+  rep.points_lowered = features.points_lowered(), rep.points_lower_s = features.lower_seconds();
   rep.measure_times = measurer.phase_times();
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;
