@@ -4,7 +4,9 @@
 // (random samples of its space and mutations of them, seeded), lowered and featurized by a fresh
 // ModelSearch each iteration (nothing cached from the iteration before), on one thread or on
 // every thread as the search runs them; and all of a model's tasks in one iteration
-// (lower/<model>/all-tasks), the figure to compare two builds by. Reports points lowered per second.
+// (lower/<model>/all-tasks), the figure to compare two builds by, task after task or in turn, 16
+// points of each at a time (all-tasks-in-turn, as the search's batches come: what the replay cache
+// keeps of one task must outlast the others' turns). Reports points lowered per second.
 //
 //   bench_search [--benchmark_filter=conv] [google benchmark flags] [MODEL.onnx...]
 //   (the model defaults to the generated ResNet-50)
@@ -42,7 +44,7 @@ using TaskPoints = std::vector<std::pair<Task, std::vector<ModelSearch::Point>>>
  * every task's points on `threads` threads; each task's default is lowered first, untimed (the
  * tuner lowers it once a run, not once a batch).
  */
-void lower_points(benchmark::State &state, const TaskPoints &tasks, int threads) {
+void lower_points(benchmark::State &state, const TaskPoints &tasks, int threads, size_t batch = 0) {
   ModelSearchOptions o;
   o.threads = threads;
   size_t points = 0;
@@ -51,7 +53,17 @@ void lower_points(benchmark::State &state, const TaskPoints &tasks, int threads)
     ModelSearch search(host_target(), o, 0);
     for (const auto &[t, p] : tasks) search.features(t, {default_schedule(t.body, host_target()), ""});
     state.ResumeTiming();
-    for (const auto &[t, p] : tasks) search.compute_features(t, p), points += p.size();
+    if (batch == 0) {
+      for (const auto &[t, p] : tasks) search.compute_features(t, p), points += p.size();
+      continue;
+    }
+    // The tasks in turn, `batch` points of one at a time, as the task scheduler takes them.
+    for (size_t from = 0; from < kRandomPoints + kMutations; from += batch)
+      for (const auto &[t, p] : tasks) {
+        std::vector<ModelSearch::Point> part(p.begin() + static_cast<std::ptrdiff_t>(std::min(from, p.size())),
+                                             p.begin() + static_cast<std::ptrdiff_t>(std::min(from + batch, p.size())));
+        search.compute_features(t, part), points += part.size();
+      }
   }
   state.counters["points/s"] = benchmark::Counter(static_cast<double>(points), benchmark::Counter::kIsRate);
 }
@@ -69,6 +81,9 @@ void register_model(const std::string &path) {
   int threads = host_target().threads;
   benchmark::RegisterBenchmark(("lower/" + model + "/all-tasks").c_str(), [all, threads](benchmark::State &state) {
     lower_points(state, all, threads);
+  })->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark(("lower/" + model + "/all-tasks-in-turn").c_str(), [all, threads](benchmark::State &state) {
+    lower_points(state, all, threads, 16);
   })->Unit(benchmark::kMillisecond)->UseRealTime();
   for (const auto &task : all) {
     const Task &t = task.first;
