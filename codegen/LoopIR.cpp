@@ -739,6 +739,16 @@ std::string to_string(const Expr &e) {
   return "?";
 }
 
+uint64_t reads_filter(const Expr &e) {
+  constexpr uint64_t kKept = 1ULL << 63;  // buffer_bit's are below it: a kept filter is never 0
+  if (!e || e->args.empty()) return 0;
+  if (uint64_t f = e->reads.value.load(std::memory_order_relaxed)) return f & ~kKept;
+  uint64_t f = e->kind == ExprKind::kLoad ? buffer_bit(e->buffer.get()) : 0;
+  for (const Expr &a : e->args) f |= reads_filter(a);
+  e->reads.value.store(f | kKept, std::memory_order_relaxed);
+  return f;
+}
+
 namespace {
 struct StructuralHasher {
   // Each node keeps its hash (HashSlot): a DAG's shared node is walked once, and so is a subtree

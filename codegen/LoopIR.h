@@ -8,6 +8,7 @@
 // scalar access broadcast, or per-lane accesses, decided from the stride of its index in the
 // loop variable (stride_of). `unrolled` loops are emitted once per iteration. A kernel's
 // outermost loop may be `parallel`: the runtime splits its range across threads.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -73,7 +74,18 @@ struct ExprNode {
   std::vector<Expr> args;    // operands; kLoad: {index}; kSelect: {cond, a, b}; kCast: {value}
   Buffer buffer;             // kLoad
   HashSlot hash;             // structural_hash's, kept
+  HashSlot reads;            // reads_filter's, kept
 };
+
+/**
+ * The buffers the loads at and below `e` read, as a 63-bit Bloom filter (buffer_bit of each),
+ * computed on first use and kept in the node like its hash. A walk looking for one buffer's loads
+ * skips a subtree whose filter lacks the buffer's bit; one that looks for loads skips a filter of 0.
+ */
+uint64_t reads_filter(const Expr &e);
+inline uint64_t buffer_bit(const void *buffer) {
+  return 1ULL << ((reinterpret_cast<uintptr_t>(buffer) >> 4) * 0x9E3779B97F4A7C15ULL >> 32) % 63;
+}
 
 Expr int_imm(int64_t v);
 Expr float_imm(double v);
@@ -135,6 +147,39 @@ Expr with_args(const Expr &e, std::vector<Expr> args);
  * variable and value), and the expressions it was filled from must outlive it.
  */
 using ExprMemo = std::unordered_map<const ExprNode *, Expr>;
+
+/**
+ * The nodes a walk over a DAG has visited (each shared node walked once): open addressing on the
+ * pointers, no allocation per node. std::unordered_set allocated a node per insert, half of the
+ * walk that finds a weight's reads in a Winograd kernel's 2.5 K-node transforms.
+ */
+class NodeSet {
+ public:
+  /** True if `p` was not in the set (and is now). */
+  bool insert(const void *p) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    size_t mask = slots_.size() - 1;
+    for (size_t i = hash(p) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == p) return false;
+      if (!slots_[i]) {
+        slots_[i] = p, ++size_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  static size_t hash(const void *p) { return static_cast<size_t>((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+  void grow() {
+    std::vector<const void *> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, old.size() * 2), nullptr);
+    size_ = 0;
+    for (const void *p : old)
+      if (p) insert(p);
+  }
+  std::vector<const void *> slots_;
+  size_t size_ = 0;
+};
 
 /** `e` with variable `v` replaced by `value`, re-folded. */
 Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo = nullptr);

@@ -79,15 +79,15 @@ struct Access {
 };
 
 /** The loads in `e`; a node shared by several parents (an inlined producer's value) is walked once. */
-void collect_expr(const Expr &e, std::vector<Access> &loads, std::unordered_set<const ExprNode *> &seen) {
-  if (e->args.empty() || !seen.insert(e.get()).second) return;
+void collect_expr(const Expr &e, std::vector<Access> &loads, NodeSet &seen) {
+  if (e->args.empty() || !reads_filter(e) || !seen.insert(e.get())) return;
   if (e->kind == ExprKind::kLoad) loads.push_back({e->buffer, e->args[0]});
   for (const Expr &a : e->args) collect_expr(a, loads, seen);
 }
 
 /** Every store and load in `s` (a load at one node once), and the buffers allocated inside it (private to an iteration). */
 void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Access> &loads, std::set<const BufferNode *> &inner,
-                      std::unordered_set<const ExprNode *> &seen) {
+                      NodeSet &seen) {
   if (!s) return;
   switch (s->kind) {
     case StmtKind::kStore:
@@ -110,7 +110,7 @@ void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Ac
 }
 
 void collect_accesses(const Stmt &s, std::vector<Access> &stores, std::vector<Access> &loads, std::set<const BufferNode *> &inner) {
-  std::unordered_set<const ExprNode *> seen;
+  NodeSet seen;
   collect_accesses(s, stores, loads, inner, seen);
 }
 
@@ -733,7 +733,7 @@ Stmt simplify_stmt_over(const Stmt &s, const Ranges &r) {
 }  // namespace
 
 Expected<Expr> map_loads(const Expr &e, const BufferNode *b, const std::function<Expected<Expr>(const Expr &)> &fn, ExprMemo &memo) {
-  if (e->args.empty()) return e;
+  if (e->args.empty() || !(reads_filter(e) & buffer_bit(b))) return e;  // no load of b below
   // Expressions are DAGs (a Winograd transform shares each partial sum among several outputs): each node is mapped once.
   if (auto hit = memo.find(e.get()); hit != memo.end()) return hit->second;
   std::vector<Expr> args;
@@ -859,24 +859,33 @@ Stmt expand_private(const Stmt &body, const std::string &v, int64_t mn, int64_t 
 
 /** The loads of `b` in `s` (their index expressions) and the number of stores to it. */
 void accesses_of(const Stmt &s, const BufferNode *b, std::vector<Expr> &loads, std::vector<Expr> &stores) {
-  std::unordered_set<const ExprNode *> seen;  // expressions are DAGs: each shared node once
-  std::function<void(const Expr &)> ex = [&](const Expr &e) {
-    if (!seen.insert(e.get()).second) return;
-    if (e->kind == ExprKind::kLoad && e->buffer.get() == b) loads.push_back(e->args[0]);
-    for (const Expr &a : e->args) ex(a);
-  };
-  std::function<void(const Stmt &)> st = [&](const Stmt &x) {
-    if (!x) return;
-    if (x->kind == StmtKind::kStore) {
-      if (x->buffer.get() == b) stores.push_back(x->index);
-      ex(x->index), ex(x->value);
+  // A weight's `pack` walks a Winograd kernel's every stage this way, and it was a quarter of a 3x3
+  // conv point's lowering: subtrees that read no `b` are skipped by their kept reads_filter (the
+  // transforms' 2.5 K-node DAGs, shared by every point of the task, are filtered once), leaves
+  // never enter the set, and the set is a NodeSet.
+  struct Walk {
+    const BufferNode *b;
+    std::vector<Expr> &loads, &stores;
+    NodeSet seen;  // expressions are DAGs: each shared node once
+    uint64_t bit;
+    void ex(const Expr &e) {
+      if (e->args.empty() || !(reads_filter(e) & bit) || !seen.insert(e.get())) return;
+      if (e->kind == ExprKind::kLoad && e->buffer.get() == b) loads.push_back(e->args[0]);
+      for (const Expr &a : e->args) ex(a);
     }
-    if (x->kind == StmtKind::kFor) ex(x->min), ex(x->extent);
-    if (x->kind == StmtKind::kIf) ex(x->index);
-    if (x->kind == StmtKind::kLet) ex(x->value);
-    for (const Stmt &c : x->body) st(c);
-  };
-  st(s);
+    void st(const Stmt &x) {
+      if (!x) return;
+      if (x->kind == StmtKind::kStore) {
+        if (x->buffer.get() == b) stores.push_back(x->index);
+        ex(x->index), ex(x->value);
+      }
+      if (x->kind == StmtKind::kFor) ex(x->min), ex(x->extent);
+      if (x->kind == StmtKind::kIf) ex(x->index);
+      if (x->kind == StmtKind::kLet) ex(x->value);
+      for (const Stmt &c : x->body) st(c);
+    }
+  } w{b, loads, stores, {}, buffer_bit(b)};
+  w.st(s);
 }
 
 /** The buffers `s` (or an expression) reads and writes. */
