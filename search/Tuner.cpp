@@ -380,8 +380,9 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     if (!save_error) return save_error.error();
   }
   // Confirmation: re-measure confirm_top schedules of each task, its default and its leaders
-  // (to_confirm), then report the database's robust choice (median ratio of confirmed schedules). These decide the plan: each
-  // is timed for confirm_min_time_s, which may be longer than a trial's min_time_s.
+  // (to_confirm), then report the database's robust choice (median ratio of confirmed
+  // schedules). These decide the plan: each is timed for confirm_min_time_s, which may be longer
+  // than a trial's min_time_s.
   measurer.set_min_time_s(o.confirm_min_time_s);
   for (size_t i = 0; i < rep.tasks.size() && o.confirm_top > 0 && !stopped(); ++i) {
     TaskReport &tr = rep.tasks[i];
