@@ -85,6 +85,15 @@ void register_model(const std::string &path) {
   benchmark::RegisterBenchmark(("lower/" + model + "/all-tasks-in-turn").c_str(), [all, threads](benchmark::State &state) {
     lower_points(state, all, threads, 16);
   })->Unit(benchmark::kMillisecond)->UseRealTime();
+  // A point's JSON is its identity (the pools, the records): written once per point the search makes.
+  benchmark::RegisterBenchmark(("json/" + model + "/all-tasks").c_str(), [all](benchmark::State &state) {
+    size_t points = 0, bytes = 0;
+    for (auto _ : state)
+      for (const auto &[t, p] : all)
+        for (const ModelSearch::Point &pt : p) bytes += schedule_to_json(pt.schedule).size(), ++points;
+    benchmark::DoNotOptimize(bytes);
+    state.counters["points/s"] = benchmark::Counter(static_cast<double>(points), benchmark::Counter::kIsRate);
+  })->Unit(benchmark::kMillisecond)->UseRealTime();
   for (const auto &task : all) {
     const Task &t = task.first;
     std::string name = "lower/" + model + "/" + t.ops + t.shape + "/" + t.hash.substr(0, 6);  // the hash tells a 1x1 from a 3x3 conv

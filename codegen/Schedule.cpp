@@ -9,6 +9,7 @@
 #include "codegen/Lower.h"
 #include "codegen/Lowerer.h"
 #include "codegen/Sketch.h"
+#include "ir/JsonText.h"
 #include "ir/Ops.h"
 
 namespace autotune {
@@ -67,18 +68,18 @@ constexpr int kScheduleVersion = 1;
 std::string schedule_to_json(const KernelSchedule &s) {
   if (!s.segments.empty()) {
     // A chain's schedule is its segments' (only when set: every other schedule keeps its JSON).
-    nlohmann::json segs = nlohmann::json::array();
-    for (const KernelSchedule &g : s.segments) segs.push_back(nlohmann::json::parse(schedule_to_json(g)));
-    return nlohmann::json{{"version", kScheduleVersion}, {"segments", segs}}.dump();
+    std::vector<std::string> segs;
+    for (const KernelSchedule &g : s.segments) segs.push_back(schedule_to_json(g));
+    return json::Object().num("version", kScheduleVersion).raw("segments", json::array_of(segs)).text();
   }
-  nlohmann::json j{{"version", kScheduleVersion}, {"vector_width", s.vector_width}, {"oc_block", s.oc_block},
-                   {"px_block", s.px_block}, {"parallel", parallel_name(s.parallel)}, {"unroll_kx", s.unroll_kx},
-                   {"pad_at_root", s.pad_at_root}, {"ic_block", s.ic_block}};
-  if (s.pixel_epilogue) j["pixel_epilogue"] = true;
-  if (s.winograd) j["winograd"] = s.winograd;  // only when set: schedules from before it keep their JSON (their identity)
-  if (s.pixel_vectors) j["pixel_vectors"] = true;
-  if (!s.steps.empty()) j["steps"] = nlohmann::json::parse(steps_to_json(s.steps));  // the step list with its own version
-  return j.dump();
+  json::Object j;
+  j.num("version", kScheduleVersion).num("vector_width", s.vector_width).num("oc_block", s.oc_block).num("px_block", s.px_block);
+  j.str("parallel", parallel_name(s.parallel)).boolean("unroll_kx", s.unroll_kx).boolean("pad_at_root", s.pad_at_root).num("ic_block", s.ic_block);
+  if (s.pixel_epilogue) j.boolean("pixel_epilogue", true);
+  if (s.winograd) j.num("winograd", s.winograd);  // only when set: schedules from before it keep their JSON (their identity)
+  if (s.pixel_vectors) j.boolean("pixel_vectors", true);
+  if (!s.steps.empty()) j.raw("steps", steps_to_json(s.steps));  // the step list with its own version
+  return j.text();
 }
 
 Expected<KernelSchedule> schedule_from_json(const std::string &text) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/Transform.h"
+#include "ir/JsonText.h"
 
 namespace autotune {
 
@@ -42,26 +43,28 @@ std::string joined(const std::vector<std::string> &v) {
 }  // namespace
 
 std::string steps_to_json(const std::vector<Step> &steps) {
-  nlohmann::json list = nlohmann::json::array();
+  std::vector<std::string> list;
+  list.reserve(steps.size());
   for (const Step &s : steps) {
-    nlohmann::json j{{"op", s.op}, {"stage", s.stage}};
+    json::Object j;
+    j.str("op", s.op).str("stage", s.stage);
     for (const std::string &f : fields_of(s.op)) {
-      if (f == "loop") j[f] = s.loop;
-      else if (f == "factor") j[f] = s.factor;
-      else if (f == "outer") j[f] = s.names.at(0);
-      else if (f == "inner") j[f] = s.names.at(s.op == "split" ? 1 : 0);
+      if (f == "loop") j.str(f, s.loop);
+      else if (f == "factor") j.num(f, s.factor);
+      else if (f == "outer") j.str(f, s.names.at(0));
+      else if (f == "inner") j.str(f, s.names.at(s.op == "split" ? 1 : 0));
       else if (f == "tail") {
-        if (s.names.size() > 2) j[f] = s.names[2];  // optional: the default suffix _tail is not written
+        if (s.names.size() > 2) j.str(f, s.names[2]);  // optional: the default suffix _tail is not written
       }
-      else if (f == "fused") j[f] = s.names.at(1);
-      else if (f == "order") j[f] = s.names;
-      else if (f == "producer") j[f] = s.producer;
-      else if (f == "buffer") j[f] = s.buffer;
-      else if (f == "dims") j[f] = s.dims;
+      else if (f == "fused") j.str(f, s.names.at(1));
+      else if (f == "order") j.raw(f, json::array_of_strings(s.names));
+      else if (f == "producer") j.str(f, s.producer);
+      else if (f == "buffer") j.str(f, s.buffer);
+      else if (f == "dims") j.raw(f, json::array_of_ints(s.dims));
     }
-    list.push_back(j);
+    list.push_back(j.text());
   }
-  return nlohmann::json{{"version", kStepsVersion}, {"steps", list}}.dump();
+  return json::Object().num("version", kStepsVersion).raw("steps", json::array_of(list)).text();
 }
 
 Expected<std::vector<Step>> steps_from_json(const std::string &text) {

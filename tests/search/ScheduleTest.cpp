@@ -6,6 +6,8 @@
 #include <functional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "codegen/Lower.h"
 #include "codegen/Sketch.h"
 #include "codegen/Steps.h"
@@ -44,6 +46,50 @@ TEST(Schedule, JsonRoundTrips) {
   back = schedule_from_json(schedule_to_json(s));
   ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
   EXPECT_TRUE(back->pixel_vectors && *back == s);
+}
+
+// Schedules are written as text directly (ir/JsonText.h), not through nlohmann's tree, and a
+// schedule's text is its identity in every database: it must be exactly what nlohmann's dump()
+// writes for the same value, for every kind of point the spaces make.
+TEST(Schedule, JsonTextIsWhatNlohmannWrites) {
+  Rng rng(11);
+  int checked = 0, with_steps = 0;
+  for (const char *model : {"resnet18", "mobilenet_v2", "efficientnet_b0", "transformer", "shape_ops"}) {
+    for (const Task &t : extract_tasks(fused_model(model))) {
+      ScheduleSpace sp = ScheduleSpace::of(t.body);
+      KernelSchedule m = default_schedule(t.body);
+      for (int i = 0; i < 6; ++i) {
+        for (const KernelSchedule &s : {sp.sample(rng), m = sp.mutate(m, rng)}) {
+          std::string text = schedule_to_json(s);
+          auto parsed = nlohmann::json::parse(text, nullptr, false);
+          ASSERT_FALSE(parsed.is_discarded()) << text;
+          ASSERT_EQ(parsed.dump(), text) << t.ops;
+          auto back = schedule_from_json(text);
+          ASSERT_TRUE(back && *back == s) << text;
+          ++checked, with_steps += !s.steps.empty();
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_steps, 100);
+  EXPECT_GT(checked, with_steps);
+  // Chains (segments) and names that need escaping, against nlohmann's own text of the same value.
+  KernelSchedule a, b;
+  b.winograd = 2, b.pixel_epilogue = true;
+  Step odd;
+  odd.op = "reorder", odd.stage = "st\"age\\\n\t\x01\x1f", odd.names = {"a", "b\b\f\r", "\x7f\xc3\xa9"};
+  b.steps = {odd};
+  KernelSchedule chain;
+  chain.segments = {a, b};
+  nlohmann::json step{{"op", odd.op}, {"stage", odd.stage}, {"order", odd.names}};
+  nlohmann::json bj = nlohmann::json::parse(schedule_to_json(KernelSchedule{}));
+  bj["winograd"] = 2, bj["pixel_epilogue"] = true;
+  bj["steps"] = nlohmann::json{{"version", 1}, {"steps", nlohmann::json::array({step})}};
+  nlohmann::json expected{{"version", 1}, {"segments", {nlohmann::json::parse(schedule_to_json(a)), bj}}};
+  EXPECT_EQ(schedule_to_json(chain), expected.dump());
+  auto back = schedule_from_json(schedule_to_json(chain));
+  ASSERT_TRUE(static_cast<bool>(back)) << back.error().message;
+  EXPECT_TRUE(*back == chain);
 }
 
 TEST(Schedule, BadJsonSaysWhatIsWrong) {
