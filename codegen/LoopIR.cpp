@@ -341,25 +341,34 @@ Expr fold_sum(Expr x) {
 
 }  // namespace
 
-Expr substitute_and_fold(const Expr &e, const std::map<std::string, Expr> &values, ExprMemo &memo) {
+namespace {
+/** substitute_and_fold below the top: `bits` is the variables' filter (vars_filter). */
+Expr substitute_and_fold_in(const Expr &e, const std::map<std::string, Expr> &values, uint64_t bits, ExprMemo &memo) {
   if (e->kind == ExprKind::kVar) {
     auto it = values.find(e->name);
     return it == values.end() ? e : it->second;
   }
-  if (e->args.empty()) return e;
+  if (e->args.empty() || !(vars_filter(e) & bits)) return e;  // none of the variables below
   if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
   Expr out = e;
   for (size_t i = 0; i < e->args.size(); ++i) {
-    Expr a = substitute_and_fold(e->args[i], values, memo);
+    Expr a = substitute_and_fold_in(e->args[i], values, bits, memo);
     if (a.get() == e->args[i].get()) continue;
     std::vector<Expr> args(e->args.begin(), e->args.begin() + static_cast<std::ptrdiff_t>(i));
     args.push_back(std::move(a));
-    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute_and_fold(e->args[j], values, memo));
+    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute_and_fold_in(e->args[j], values, bits, memo));
     out = fold_sum(with_args(e, std::move(args)));
     break;
   }
   memo.emplace(e.get(), out);
   return out;
+}
+}  // namespace
+
+Expr substitute_and_fold(const Expr &e, const std::map<std::string, Expr> &values, ExprMemo &memo) {
+  uint64_t bits = 0;
+  for (const auto &[v, value] : values) bits |= var_bit(v);
+  return substitute_and_fold_in(e, values, bits, memo);
 }
 
 namespace {
@@ -573,25 +582,33 @@ std::optional<int64_t> evaluate(const Expr &e, const std::map<std::string, int64
   return std::nullopt;
 }
 
-Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo) {
+namespace {
+/** substitute below the top: `bit` is v's (var_bit). */
+Expr substitute_in(const Expr &e, const std::string &v, uint64_t bit, const Expr &value, ExprMemo *memo) {
   // One walk: a node is rebuilt only when one of its arguments changed (asking uses_var at every
-  // level made deep indices quadratic).
+  // level made deep indices quadratic), and a subtree whose variables' filter lacks v's bit is
+  // not entered (weights' indices, constants, the loads that other loops index).
   if (e->kind == ExprKind::kVar) return e->name == v ? value : e;
-  if (e->args.empty()) return e;
+  if (e->args.empty() || !(vars_filter(e) & bit)) return e;
   if (memo)
     if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
   Expr out = e;
   for (size_t i = 0; i < e->args.size(); ++i) {
-    Expr a = substitute(e->args[i], v, value, memo);
+    Expr a = substitute_in(e->args[i], v, bit, value, memo);
     if (a.get() == e->args[i].get()) continue;
     std::vector<Expr> args(e->args.begin(), e->args.begin() + static_cast<std::ptrdiff_t>(i));
     args.push_back(std::move(a));
-    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute(e->args[j], v, value, memo));
+    for (size_t j = i + 1; j < e->args.size(); ++j) args.push_back(substitute_in(e->args[j], v, bit, value, memo));
     out = with_args(e, std::move(args));
     break;
   }
   if (memo) memo->emplace(e.get(), out);
   return out;
+}
+}  // namespace
+
+Expr substitute(const Expr &e, const std::string &v, const Expr &value, ExprMemo *memo) {
+  return substitute_in(e, v, var_bit(v), value, memo);
 }
 
 const char *for_kind_name(ForKind k) {
@@ -746,6 +763,18 @@ uint64_t reads_filter(const Expr &e) {
   uint64_t f = e->kind == ExprKind::kLoad ? buffer_bit(e->buffer.get()) : 0;
   for (const Expr &a : e->args) f |= reads_filter(a);
   e->reads.value.store(f | kKept, std::memory_order_relaxed);
+  return f;
+}
+
+uint64_t var_bit(const std::string &name) { return 1ULL << fnv1a(name) % 63; }
+
+uint64_t vars_filter(const Expr &e) {
+  constexpr uint64_t kKept = 1ULL << 63;  // var_bit's are below it: a kept filter is never 0
+  if (!e) return 0;
+  if (uint64_t f = e->vars.value.load(std::memory_order_relaxed)) return f & ~kKept;
+  uint64_t f = e->kind == ExprKind::kVar ? var_bit(e->name) : 0;
+  for (const Expr &a : e->args) f |= vars_filter(a);
+  e->vars.value.store(f | kKept, std::memory_order_relaxed);
   return f;
 }
 

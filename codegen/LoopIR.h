@@ -75,6 +75,7 @@ struct ExprNode {
   Buffer buffer;             // kLoad
   HashSlot hash;             // structural_hash's, kept
   HashSlot reads;            // reads_filter's, kept
+  HashSlot vars;             // vars_filter's, kept
 };
 
 /**
@@ -86,6 +87,14 @@ uint64_t reads_filter(const Expr &e);
 inline uint64_t buffer_bit(const void *buffer) {
   return 1ULL << ((reinterpret_cast<uintptr_t>(buffer) >> 4) * 0x9E3779B97F4A7C15ULL >> 32) % 63;
 }
+
+/**
+ * The variables at and below `e`, as a 63-bit Bloom filter (var_bit of each name), kept in the
+ * node like reads_filter. A substitution skips a subtree whose filter lacks its variables' bits:
+ * the weights' indices, constants and whatever else does not use the loop being rewritten.
+ */
+uint64_t vars_filter(const Expr &e);
+uint64_t var_bit(const std::string &name);
 
 Expr int_imm(int64_t v);
 Expr float_imm(double v);

@@ -84,6 +84,24 @@ TEST(LoopIR, SubstituteRefolds) {
   EXPECT_EQ(to_string(substitute(var("x") * 4 + var("y"), "x", int_imm(2))), "(8 + y)");
 }
 
+TEST(LoopIR, SubstitutionLeavesSubtreesWithoutItsVariablesAsTheyAre) {
+  // vars_filter holds the bit of every variable below a node; a substitution does not enter a
+  // subtree without its variable's bit, and hands back that very node.
+  Buffer in = make_buffer("in", Type::kF32, 4096, BufferScope::kParam), w = make_buffer("w", Type::kF32, 64, BufferScope::kParam);
+  Expr weight = load(w, var("k") * 8 + var("c"));
+  Expr e = load(in, var("y") * 64 + var("x")) * weight + float_imm(0.5);
+  for (const char *v : {"k", "c", "y", "x"}) EXPECT_TRUE(vars_filter(e) & var_bit(v)) << v;
+  EXPECT_EQ(vars_filter(weight) & var_bit("y"), 0u) << "a Bloom filter may share a bit, but not these";
+  Expr out = substitute(e, "y", var("t") + int_imm(1));
+  EXPECT_EQ(to_string(out), to_string(load(in, (var("t") + int_imm(1)) * 64 + var("x")) * weight + float_imm(0.5)));
+  EXPECT_EQ(out->args[0]->args[1].get(), weight.get());  // not rebuilt
+  EXPECT_TRUE(vars_filter(out) & var_bit("t"));
+  ExprMemo memo;
+  Expr fused = substitute_and_fold(e, {{"k", var("f") / int_imm(8)}, {"c", var("f") % int_imm(8)}}, memo);
+  EXPECT_EQ(to_string(fused->args[0]->args[1]), to_string(load(w, var("f"))));  // k * 8 + c folded back to f
+  EXPECT_EQ(fused->args[0]->args[0].get(), e->args[0]->args[0].get());  // the input's load has neither
+}
+
 TEST(LoopIR, FusingSubstitutesBothLoopsAndFoldsDivisionAndModuloPairsBackIntoTheirDividend) {
   // Fusing y (extent 4) and x (extent 56) into f: y = f / 56, x = f % 56.
   Expr f = var("f"), k = var("k"), y = var("y"), x = var("x");
