@@ -8,8 +8,9 @@
 The second form runs the searches itself: for each seed, `autotune --search evolutionary` and
 `--search random` with the same budget, one after the other, each into DIR/<search>-<seed>.db
 with a kernel cache of its own (so neither finds the other's compiled kernels), and records each
-run's wall time (its output in DIR/<search>-<seed>.log); then it compares each seed's pair as below and, with --bench-rounds, measures the
-model end to end with each database, alternating `autotune bench --db` runs.
+run's wall time (its output in DIR/<search>-<seed>.log); then it compares each seed's pair as below and, with --bench-rounds, times the
+model end to end with each database's plan in one process, alternating (`autotune bench --db random --against
+evolutionary --rounds N`): each round's ratio evolutionary / random, and their median.
 
 For every workload (task) that all the databases measured on the same target, each database's
 trial records are taken in the order they were measured (record id); the best ratio so far is
@@ -122,11 +123,10 @@ def open_medians(rows):
     return len(open_rows), [statistics.median(r["trials"][i]["needed"] for r in open_rows) for i in range(len(open_rows[0]["trials"]))]
 
 
-def bench_ms(autotune, model, db):
-    """The median end-to-end time and the larger thread hand-off around its runs (0 if the bench does not say)."""
-    out = json.loads(subprocess.run([autotune, "bench", "--model", model, "--runs", "20", "--json", "--db", db],
-                                    check=True, capture_output=True, text=True).stdout)
-    return out["median_ms"], max(out.get("handoff_ns", [0]))
+def bench_against(autotune, model, db_a, db_b, rounds, env):
+    """`autotune bench --db A --against B`: the two plans timed alternately in one process, their order swapped every round."""
+    return json.loads(subprocess.run([autotune, "bench", "--model", model, "--runs", "20", "--rounds", str(rounds), "--json",
+                                      "--db", db_a, "--against", db_b], env=env, check=True, capture_output=True, text=True).stdout)
 
 
 def copy_db(src, dst):
@@ -165,22 +165,18 @@ def run_seeds(a):
         row["open_tasks"] = n_open
         row["median_trials_open"] = {"evolutionary": open_m[0], "random": open_m[1]} if open_m else None
         if a.bench_rounds:
-            times = {"evolutionary": [], "random": []}
-            # The order alternates round by round (ABBA): on a shared host the first run of a pair
-            # was seen to be slower, which a fixed order would charge to one search.
-            for r in range(a.bench_rounds):
-                for search in (list(times) if r % 2 == 0 else list(reversed(times))):
-                    times[search].append(bench_ms(a.autotune, a.model, row[search]["db"]))
-            near = near_handoff([trials_by_task(row[s]["db"]) for s in times])
-            # The rounds in which both benches ran with the cores near (all of them when the host never moved them).
-            alike = [r for r in range(a.bench_rounds) if near is None or all(times[s][r][1] <= APART * near for s in times)]
-            row["bench_rounds_near"] = len(alike)
-            for search in times:
-                row[search]["end_to_end_ms"] = statistics.median(t for t, _ in times[search])
-                row[search]["end_to_end_ms_rounds"] = [t for t, _ in times[search]]
-                row[search]["bench_handoff_ns"] = [h for _, h in times[search]]
-                if alike and len(alike) < a.bench_rounds:
-                    row[search]["end_to_end_ms_near"] = statistics.median(times[search][r][0] for r in alike)
+            # Both plans in one process, alternating run by run (`bench --against`), which goes
+            # first swapped every round: two plans timed by separate commands differ by the host's
+            # moods (seed 6 of ResNet-50: 1.029 so, the groups' times summed 0.982 near).
+            b = bench_against(a.autotune, a.model, row["random"]["db"], row["evolutionary"]["db"], a.bench_rounds,
+                              dict(os.environ, XDG_CACHE_HOME=os.path.join(a.out, f"cache-evolutionary-{seed}")))
+            row["bench_rounds_near"] = b["rounds_near"]
+            row["end_to_end_ratio"] = b["median_ratio"]
+            row["end_to_end_ratio_near"] = b["median_ratio_near"]
+            for search, key in (("random", "a_ms"), ("evolutionary", "b_ms")):
+                row[search]["end_to_end_ms"] = statistics.median(r[key] for r in b["rounds"])
+                row[search]["end_to_end_ms_rounds"] = [r[key] for r in b["rounds"]]
+            row["bench_handoff_ns"] = [r["handoff_ns"] for r in b["rounds"]]
         summary.append(row)
         ev, rn = row["evolutionary"], row["random"]
         line = (f"seed {seed}: median trials to within {a.tolerance:.0%} over {len(rows)} tasks: evolutionary {medians[0]}, random {medians[1]}"
@@ -190,12 +186,11 @@ def run_seeds(a):
                      f" ({(open_m[1] / open_m[0]) if open_m[0] else float('nan'):.2f}x)")
         line += f"; wall {ev['wall_s']:.0f} s vs {rn['wall_s']:.0f} s"
         if a.bench_rounds:
-            line += f"; end to end {ev['end_to_end_ms']:.3f} vs {rn['end_to_end_ms']:.3f} ms ({ev['end_to_end_ms'] / rn['end_to_end_ms']:.3f})"
-            if "end_to_end_ms_near" in ev:
-                line += (f", over the {row['bench_rounds_near']} of {a.bench_rounds} rounds with the cores near for both: "
-                         f"{ev['end_to_end_ms_near']:.3f} vs {rn['end_to_end_ms_near']:.3f} ms ({ev['end_to_end_ms_near'] / rn['end_to_end_ms_near']:.3f})")
-            elif row["bench_rounds_near"] == 0:
-                line += " (the cores were apart in every round)"
+            line += (f"; end to end {ev['end_to_end_ms']:.3f} vs {rn['end_to_end_ms']:.3f} ms, per round evolutionary / random"
+                     f" median {row['end_to_end_ratio']:.3f} over {a.bench_rounds} rounds")
+            if row["bench_rounds_near"] < a.bench_rounds:
+                line += (f", {row['end_to_end_ratio_near']:.3f} over the {row['bench_rounds_near']} with the cores near"
+                         if row["end_to_end_ratio_near"] is not None else " (the cores were apart in every round)")
         print(line, flush=True)
     if a.json:
         print(json.dumps({"model": a.model, "trials": a.trials, "tolerance": a.tolerance, "warm_db": a.warm_db, "seeds": summary}, indent=2))
@@ -209,7 +204,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--autotune", default="build/tools/autotune")
     ap.add_argument("--out", default="search-efficiency")
-    ap.add_argument("--bench-rounds", type=int, default=0, help="alternating end-to-end bench rounds per seed (0: none)")
+    ap.add_argument("--bench-rounds", type=int, default=0, help="end-to-end rounds per seed: `autotune bench --against`, the two plans alternating in one process (0: none)")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--warm-db", help="start both searches from a copy of this database; its tasks are left out of the comparison")
     ap.add_argument("--json", action="store_true")

@@ -282,7 +282,8 @@ Expected<Target> target_from_flags(const Args &args) {
 }
 
 /** Compiles the model (import, passes, fusion, kernels) under the flags. */
-Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
+/** The model as --model and the flags say, with the plan of the tuning database `db` ("": the default schedules). */
+Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const std::string &db) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
   if (threads < 0 || threads > 4096) return make_error("--threads: must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
   AT_ASSIGN(fused, load_graph(args, "fused"));
@@ -290,7 +291,7 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   AT_ASSIGN(target, target_from_flags(args));
   options.target = target;
   options.threads = static_cast<int>(threads);
-  options.db_path = args.get("db");
+  options.db_path = db;
   std::string partition = args.get("partition", "db");
   if (partition != "db" && partition != "fuseops") return make_error("--partition: db or fuseops, got '" + partition + "'");
   options.fuseops_partition = partition == "fuseops";
@@ -303,6 +304,8 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
   if (!m) return make_error(args.get("model") + ": " + m.error().message);
   return m;
 }
+
+Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) { return compile_model(args, args.get("db")); }
 
 std::string fallback_note(const CompiledModel &m) {
   int n = 0;
@@ -440,16 +443,96 @@ Options:
                  thread wrote; group: as each group's default alone (for comparison)
   --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
                  a GPU (sm_80, sm_90): the median device time on the machine's NVIDIA GPU
+  --against B    time the model with tuning database B's plan (or 'untuned': the default
+                 schedules) beside the one --db gives, in this process, runs alternating: --rounds
+                 timings of --runs runs of each, which goes first swapped every round; prints each
+                 round's medians, B's time over A's, and their median over the rounds the thread
+                 hand-off puts near (two plans from separate commands differ by the host's moods)
+  --rounds R     timings with --against (default 6)
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
+  autotune bench --model resnet18.onnx --db tuned.db --against untuned   # the plan against the defaults
+  autotune bench --model resnet18.onnx --db a.db --against b.db --rounds 8
   autotune bench --model effnet.onnx --db t.db --partition fuseops   # the tuned plan without the searched partition
   autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
   autotune bench --model mobilenet_v2.onnx --thread-split group  # each group's thread split alone
 )";
 
+/**
+ * bench --against: two plans of one model compiled in this process and timed alternately
+ * (search/PlanCheck's side_by_side), round after round with the order swapped, so neither the
+ * host's drift nor going first favours one of them.
+ */
+int bench_against(const Args &args, int64_t runs) {
+  auto rounds = args.get_int("rounds", 6);
+  if (!rounds) return fail(rounds.error());
+  if (*rounds < 1 || *rounds > 1000) return fail(make_error("bench: --rounds must be between 1 and 1000, got " + std::to_string(*rounds)));
+  std::string against = args.get("against");
+  std::string b_db = against == "untuned" ? "" : against;
+  if (!b_db.empty() && !std::filesystem::exists(b_db))
+    return fail(make_error(against + ": no such tuning database (--against takes one, or 'untuned' for the default schedules)"));
+  auto a = compile_model(args);
+  if (!a) return fail(a.error());
+  auto b = compile_model(args, b_db);
+  if (!b) return fail(b.error());
+  std::string a_name = args.has("db") ? args.get("db") : "untuned";
+  if (a_name == against) return fail(make_error("bench: --against names the plan --db already gives (" + against + ")"));
+  auto inputs = read_inputs(args, (*a)->graph());
+  if (!inputs) return fail(inputs.error());
+  bool json = args.has("json");
+  auto describe = [&](const char *label, const std::string &name, const CompiledModel &m) {
+    if (!json)
+      std::printf("%s: %s, %d of %zu groups tuned, partition %s\n", label, name.c_str(), m.tuned_groups(), m.groups().size(),
+                  m.partition().c_str());
+  };
+  describe("A", a_name, **a);
+  describe("B", against, **b);
+  struct Round {
+    double a_ms, b_ms, handoff_ns;
+    bool a_first;
+  };
+  std::vector<Round> done;
+  for (int64_t r = 0; r < *rounds; ++r) {
+    bool a_first = r % 2 == 0;
+    auto s = a_first ? side_by_side(**a, **b, *inputs, static_cast<int>(runs)) : side_by_side(**b, **a, *inputs, static_cast<int>(runs));
+    if (!s) return fail(make_error(args.get("model") + ": " + s.error().message));
+    done.push_back({a_first ? s->a_ms : s->b_ms, a_first ? s->b_ms : s->a_ms, s->handoff_ns, a_first});
+  }
+  std::vector<double> handoffs;
+  for (const Round &r : done) handoffs.push_back(r.handoff_ns);
+  double near_ns = near_handoff_ns(handoffs);
+  std::vector<double> ratios, near_ratios;
+  for (const Round &r : done) {
+    ratios.push_back(r.b_ms / r.a_ms);
+    if (!cores_apart(r.handoff_ns, near_ns)) near_ratios.push_back(r.b_ms / r.a_ms);
+  }
+  if (json) {
+    nlohmann::json j{{"model", args.get("model")}, {"a", a_name}, {"b", against}, {"runs", runs}, {"threads", (*a)->threads()},
+                     {"median_ratio", median(ratios)}, {"rounds_near", near_ratios.size()},
+                     {"median_ratio_near", near_ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(near_ratios))}};
+    for (const Round &r : done)
+      j["rounds"].push_back({{"a_ms", r.a_ms}, {"b_ms", r.b_ms}, {"ratio", r.b_ms / r.a_ms}, {"handoff_ns", r.handoff_ns},
+                             {"first", r.a_first ? "a" : "b"}, {"near", !cores_apart(r.handoff_ns, near_ns)}});
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Round &r = done[i];
+    std::printf("round %zu (%s first): A %.3f ms, B %.3f ms, B / A %.3f, hand-off %.0f ns%s\n", i + 1, r.a_first ? "A" : "B", r.a_ms, r.b_ms,
+                r.b_ms / r.a_ms, r.handoff_ns, cores_apart(r.handoff_ns, near_ns) ? " (cores apart)" : "");
+  }
+  std::printf("B / A: median %.3f over %zu rounds (%.3f-%.3f)", median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),
+              *std::max_element(ratios.begin(), ratios.end()));
+  if (near_ratios.size() < ratios.size())
+    std::printf(near_ratios.empty() ? "; the cores were apart in every round" : "; %.3f over the %zu rounds with the cores near",
+                near_ratios.empty() ? 0.0 : median(near_ratios), near_ratios.size());
+  std::printf(" (%lld runs of each per round, %d threads)\n", static_cast<long long>(runs), (*a)->threads());
+  return 0;
+}
+
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split", "against", "rounds"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -458,6 +541,8 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!runs) return fail(runs.error());
   if (!warmup) return fail(warmup.error());
   if (*runs < 1) return fail(make_error("bench: --runs must be at least 1"));
+  if (args->has("against")) return bench_against(*args, *runs);
+  if (args->has("rounds")) return fail(make_error("bench: --rounds applies with --against"));
   auto m = compile_model(*args);
   if (!m) return fail(m.error());
   CompiledModel &model = **m;

@@ -199,6 +199,7 @@ TEST_F(CliRobustness, DeployTimeUseOfADatabaseWritesNothing) {
   sqlite3_close(raw);
   std::string before = slurp(db);
   for (const std::string &cmd : {"run --model " + model_path("tiny_cnn") + " --db " + db, "bench --runs 2 --model " + model_path("tiny_cnn") + " --db " + db,
+                                 "bench --runs 2 --rounds 2 --model " + model_path("tiny_cnn") + " --db " + db + " --against untuned",
                                  "db ls --db " + db, "db best --db " + db, "db export --db " + db + " --output " + path("e.jsonl"),
                                  "db merge --db " + path("other.db") + " --from " + db}) {
     Outcome o = cli(cmd);
@@ -206,6 +207,38 @@ TEST_F(CliRobustness, DeployTimeUseOfADatabaseWritesNothing) {
   }
   EXPECT_EQ(slurp(db), before);
   EXPECT_FALSE(fs::exists(db + "-wal"));
+}
+
+TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirst) {
+  std::string db = path("t.db"), model = model_path("tiny_cnn");
+  Outcome t = cli("--model " + model + " --trials 14 --min-time 0.002 --db " + db);
+  ASSERT_EQ(t.code, 0) << t.err;
+  Outcome o = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 3 --runs 4 --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j["a"], db);
+  EXPECT_EQ(j["b"], "untuned");
+  EXPECT_EQ(j["runs"], 4);
+  ASSERT_EQ(j["rounds"].size(), 3u) << o.out;
+  std::vector<double> ratios;
+  for (size_t r = 0; r < 3; ++r) {
+    const auto &x = j["rounds"][r];
+    EXPECT_EQ(x["first"], r % 2 ? "b" : "a");
+    ASSERT_GT(x["a_ms"].get<double>(), 0);
+    EXPECT_NEAR(x["ratio"].get<double>(), x["b_ms"].get<double>() / x["a_ms"].get<double>(), 1e-9);
+    ratios.push_back(x["ratio"].get<double>());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(j["median_ratio"].get<double>(), ratios[1]);
+  Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 2 --runs 2");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("round 2 (B first): A "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("B / A: median "), std::string::npos) << text.out;
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + path("none.db")), path("none.db"), "no such tuning database");
+  expect_one_line_error(cli("bench --model " + model + " --against untuned"), "bench", "--against names the plan --db already gives");
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --rounds 2"), "bench", "--rounds applies with --against");
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --rounds 0"), "bench", "--rounds must be between 1 and 1000");
 }
 
 TEST_F(CliRobustness, ImportingAnUntrustworthyRecordIsOneLine) {
