@@ -281,8 +281,7 @@ Expected<Target> target_from_flags(const Args &args) {
   return target;
 }
 
-/** Compiles the model (import, passes, fusion, kernels) under the flags. */
-/** The model as --model and the flags say, with the plan of the tuning database `db` ("": the default schedules). */
+/** Compiles the model (import, passes, fusion, kernels) under the flags, with the plan of the tuning database `db` ("": the default schedules). */
 Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const std::string &db) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
   if (threads < 0 || threads > 4096) return make_error("--threads: must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
@@ -305,6 +304,7 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const s
   return m;
 }
 
+/** The same with --db's plan. */
 Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) { return compile_model(args, args.get("db")); }
 
 std::string fallback_note(const CompiledModel &m) {
@@ -448,7 +448,7 @@ Options:
                  timings of --runs runs of each, which goes first swapped every round; prints each
                  round's medians, B's time over A's, and their median over the rounds the thread
                  hand-off puts near (two plans from separate commands differ by the host's moods)
-  --rounds R     timings with --against (default 6)
+  --rounds R     timings with --against (default 6; each after 3 untimed runs of both)
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
@@ -472,12 +472,12 @@ int bench_against(const Args &args, int64_t runs) {
   std::string b_db = against == "untuned" ? "" : against;
   if (!b_db.empty() && !std::filesystem::exists(b_db))
     return fail(make_error(against + ": no such tuning database (--against takes one, or 'untuned' for the default schedules)"));
+  std::string a_name = args.has("db") ? args.get("db") : "untuned";
+  if (a_name == against) return fail(make_error("bench: --against names the plan --db already gives (" + against + ")"));
   auto a = compile_model(args);
   if (!a) return fail(a.error());
   auto b = compile_model(args, b_db);
   if (!b) return fail(b.error());
-  std::string a_name = args.has("db") ? args.get("db") : "untuned";
-  if (a_name == against) return fail(make_error("bench: --against names the plan --db already gives (" + against + ")"));
   auto inputs = read_inputs(args, (*a)->graph());
   if (!inputs) return fail(inputs.error());
   bool json = args.has("json");
@@ -536,7 +536,10 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
-  if (is_gpu_target(args->get("target"))) return gpu_command(*args, true);
+  if (is_gpu_target(args->get("target"))) {
+    if (args->has("against")) return fail(make_error("bench: --against times CPU plans; a GPU --target has one plan per database"));
+    return gpu_command(*args, true);
+  }
   auto runs = args->get_int("runs", 20), warmup = args->get_int("warmup", 3);
   if (!runs) return fail(runs.error());
   if (!warmup) return fail(warmup.error());
