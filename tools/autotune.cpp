@@ -509,6 +509,7 @@ int bench_against(const Args &args, int64_t runs) {
   }
   if (json) {
     nlohmann::json j{{"model", args.get("model")}, {"a", a_name}, {"b", against}, {"runs", runs}, {"threads", (*a)->threads()},
+                     {"a_tuned_groups", (*a)->tuned_groups()}, {"b_tuned_groups", (*b)->tuned_groups()}, {"groups", (*a)->groups().size()},
                      {"median_ratio", median(ratios)}, {"rounds_near", near_ratios.size()},
                      {"median_ratio_near", near_ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(near_ratios))}};
     for (const Round &r : done)

@@ -220,6 +220,9 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   EXPECT_EQ(j["a"], db);
   EXPECT_EQ(j["b"], "untuned");
   EXPECT_EQ(j["runs"], 4);
+  EXPECT_EQ(j["b_tuned_groups"], 0);  // untuned: the default schedules
+  EXPECT_GT(j["a_tuned_groups"].get<int>(), 0);
+  EXPECT_LE(j["a_tuned_groups"].get<int>(), j["groups"].get<int>());
   ASSERT_EQ(j["rounds"].size(), 3u) << o.out;
   std::vector<double> ratios;
   for (size_t r = 0; r < 3; ++r) {
