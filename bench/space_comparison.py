@@ -4,8 +4,9 @@
 Tunes one model twice at the same budget, `--space knobs` and `--space all`, each from an empty
 database and its own kernel cache and on FuseOps's partition (`--partition fuseops`: the partition
 search measures its moves on a noisy host and may choose differently in the two runs, which would
-mix a partition's difference into the spaces'; `--partition searched` keeps it), records their wall times, then times both plans end to end with
-alternating `autotune bench --db` runs (medians, and the median of each round's ratio), and says what the winning schedules of the
+mix a partition's difference into the spaces'; `--partition searched` keeps it), records their wall times, then times both plans end to end
+in one process, alternating (`autotune bench --db knobs --against all --rounds N`: each round's ratio
+and their median), and says what the winning schedules of the
 `all` run use: how many tasks chose a step list, which sketch (register tile, Winograd or loop),
 where the tile lists put the padded input (root, inline, or computed at a loop) and the Winograd
 lists' GEMM tiles.
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from search_efficiency import bench_against
+
 
 def tune(autotune, model, trials, seed, space, out, search, partition):
     db = os.path.join(out, f"{space}.db")
@@ -34,12 +37,6 @@ def tune(autotune, model, trials, seed, space, out, search, partition):
     subprocess.run([autotune, "--model", model, "--trials", str(trials), "--seed", str(seed), "--db", db,
                     "--space", space, "--search", search] + (["--partition", "fuseops"] if partition == "fuseops" else []), env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     return db, time.time() - t0
-
-
-def bench_ms(autotune, model, db):
-    out = subprocess.run([autotune, "bench", "--model", model, "--runs", "20", "--json", "--db", db],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["median_ms"]
 
 
 def winners(autotune, model, db):
@@ -84,7 +81,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--search", default="evolutionary")
     p.add_argument("--out", required=True, help="directory for the databases, logs and kernel caches")
-    p.add_argument("--bench-rounds", type=int, default=5)
+    p.add_argument("--bench-rounds", type=int, default=6, help="rounds of `autotune bench --against`, the two plans alternating in one process")
     p.add_argument("--partition", choices=["fuseops", "searched"], default="fuseops",
                    help="tune both on FuseOps's partition (default) or let each run search its own")
     p.add_argument("--autotune", default="build/tools/autotune")
@@ -95,25 +92,21 @@ def main():
         db, wall = tune(a.autotune, a.model, a.trials, a.seed, space, a.out, a.search, a.partition)
         result[space] = {"db": db, "wall_s": wall}
         print(f"{space}: tuned in {wall:.0f} s", file=sys.stderr)
-    times = {"knobs": [], "all": []}
-    for r in range(a.bench_rounds):
-        for space in (("knobs", "all") if r % 2 == 0 else ("all", "knobs")):
-            times[space].append(bench_ms(a.autotune, a.model, result[space]["db"]))
-    for space in times:
-        result[space]["end_to_end_ms"] = statistics.median(times[space])
-        result[space]["rounds_ms"] = times[space]
-    result["ratio_all_over_knobs"] = result["all"]["end_to_end_ms"] / result["knobs"]["end_to_end_ms"]
-    # Each round's two runs are neighbours in time: their ratio is what a shift in the host's load
-    # between rounds leaves alone (a load that switches state mid-way moves both medians apart).
-    paired = [b / k for k, b in zip(times["knobs"], times["all"])]
-    result["paired_ratios"] = paired
-    result["paired_ratio_median"] = statistics.median(paired)
+    # Both plans in one process, alternating run by run, which goes first swapped every round.
+    b = bench_against(a.autotune, a.model, result["knobs"]["db"], result["all"]["db"], a.bench_rounds,
+                      dict(os.environ, XDG_CACHE_HOME=os.path.join(a.out, "cache-all")))
+    for space, key in (("knobs", "a_ms"), ("all", "b_ms")):
+        result[space]["end_to_end_ms"] = statistics.median(r[key] for r in b["rounds"])
+        result[space]["rounds_ms"] = [r[key] for r in b["rounds"]]
+    result["paired_ratios"] = [r["ratio"] for r in b["rounds"]]
+    result["paired_ratio_median"] = b["median_ratio"]
+    result["paired_ratio_median_near"] = b["median_ratio_near"]
+    result["tuned_groups"] = {"knobs": b["a_tuned_groups"], "all": b["b_tuned_groups"], "of": b["groups"]}
     result["all"]["winners"] = dict(winners(a.autotune, a.model, result["all"]["db"]))
     json.dump(result, open(os.path.join(a.out, "result.json"), "w"), indent=2)
-    print(f"end to end, median of {a.bench_rounds} alternating rounds: knobs {result['knobs']['end_to_end_ms']:.3f} ms, "
-          f"knobs + step lists {result['all']['end_to_end_ms']:.3f} ms ({result['ratio_all_over_knobs']:.3f}); "
-          f"wall {result['knobs']['wall_s']:.0f} s vs {result['all']['wall_s']:.0f} s")
-    print(f"round by round (step lists / knobs): {', '.join(f'{x:.3f}' for x in paired)}; median {result['paired_ratio_median']:.3f}")
+    print(f"end to end in one process, {a.bench_rounds} rounds: knobs {result['knobs']['end_to_end_ms']:.3f} ms, "
+          f"knobs + step lists {result['all']['end_to_end_ms']:.3f} ms; wall {result['knobs']['wall_s']:.0f} s vs {result['all']['wall_s']:.0f} s")
+    print(f"round by round (step lists / knobs): {', '.join(f'{x:.3f}' for x in result['paired_ratios'])}; median {result['paired_ratio_median']:.3f}")
     for k, v in sorted(result["all"]["winners"].items()):
         print(f"  {k}: {v}")
 
