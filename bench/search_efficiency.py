@@ -167,7 +167,7 @@ def run_seeds(a):
         if a.bench_rounds:
             # Both plans in one process, alternating run by run (`bench --against`), which goes
             # first swapped every round: two plans timed by separate commands differ by the host's
-            # moods (seed 6 of ResNet-50: 1.029 so, the groups' times summed 0.982 near).
+            # moods (ResNet-50 seed 6: 1.029 so, 0.977 in one process).
             b = bench_against(a.autotune, a.model, row["random"]["db"], row["evolutionary"]["db"], a.bench_rounds,
                               dict(os.environ, XDG_CACHE_HOME=os.path.join(a.out, f"cache-evolutionary-{seed}")))
             row["bench_rounds_near"] = b["rounds_near"]
