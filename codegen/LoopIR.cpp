@@ -756,26 +756,32 @@ std::string to_string(const Expr &e) {
   return "?";
 }
 
-uint64_t reads_filter(const Expr &e) {
-  constexpr uint64_t kKept = 1ULL << 63;  // buffer_bit's are below it: a kept filter is never 0
-  if (!e || e->args.empty()) return 0;
-  if (uint64_t f = e->reads.value.load(std::memory_order_relaxed)) return f & ~kKept;
-  uint64_t f = e->kind == ExprKind::kLoad ? buffer_bit(e->buffer.get()) : 0;
-  for (const Expr &a : e->args) f |= reads_filter(a);
-  e->reads.value.store(f | kKept, std::memory_order_relaxed);
+namespace {
+/**
+ * A Bloom filter of what `own` marks at and below `e`, kept in the node's `slot` once computed
+ * (reads_filter, vars_filter). Leaves are not kept: their own bits are the whole filter.
+ */
+template <class Own>
+uint64_t kept_filter(const Expr &e, HashSlot ExprNode::*slot, Own own) {
+  constexpr uint64_t kKept = 1ULL << 63;  // own bits are below it: a kept filter is never 0
+  if (!e) return 0;
+  if (e->args.empty()) return own(*e);
+  if (uint64_t f = ((*e).*slot).value.load(std::memory_order_relaxed)) return f & ~kKept;
+  uint64_t f = own(*e);
+  for (const Expr &a : e->args) f |= kept_filter(a, slot, own);
+  ((*e).*slot).value.store(f | kKept, std::memory_order_relaxed);
   return f;
+}
+}  // namespace
+
+uint64_t reads_filter(const Expr &e) {
+  return kept_filter(e, &ExprNode::reads, [](const ExprNode &n) { return n.kind == ExprKind::kLoad ? buffer_bit(n.buffer.get()) : 0; });
 }
 
 uint64_t var_bit(const std::string &name) { return 1ULL << fnv1a(name) % 63; }
 
 uint64_t vars_filter(const Expr &e) {
-  constexpr uint64_t kKept = 1ULL << 63;  // var_bit's are below it: a kept filter is never 0
-  if (!e) return 0;
-  if (uint64_t f = e->vars.value.load(std::memory_order_relaxed)) return f & ~kKept;
-  uint64_t f = e->kind == ExprKind::kVar ? var_bit(e->name) : 0;
-  for (const Expr &a : e->args) f |= vars_filter(a);
-  e->vars.value.store(f | kKept, std::memory_order_relaxed);
-  return f;
+  return kept_filter(e, &ExprNode::vars, [](const ExprNode &n) { return n.kind == ExprKind::kVar ? var_bit(n.name) : 0; });
 }
 
 namespace {
