@@ -282,7 +282,7 @@ Expected<Target> target_from_flags(const Args &args) {
 }
 
 /** Compiles the model (import, passes, fusion, kernels) under the flags, with the plan of the tuning database `db` ("": the default schedules). */
-Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const std::string &db) {
+Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const std::string &db, const std::string &partition) {
   AT_ASSIGN(threads, args.get_int("threads", 0));
   if (threads < 0 || threads > 4096) return make_error("--threads: must be between 0 (one per hardware thread) and 4096, got " + std::to_string(threads));
   AT_ASSIGN(fused, load_graph(args, "fused"));
@@ -291,7 +291,6 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const s
   options.target = target;
   options.threads = static_cast<int>(threads);
   options.db_path = db;
-  std::string partition = args.get("partition", "db");
   if (partition != "db" && partition != "fuseops") return make_error("--partition: db or fuseops, got '" + partition + "'");
   options.fuseops_partition = partition == "fuseops";
   std::string split = args.get("thread-split", "model");
@@ -304,8 +303,10 @@ Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args, const s
   return m;
 }
 
-/** The same with --db's plan. */
-Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) { return compile_model(args, args.get("db")); }
+/** The same with --db's plan and --partition's partition. */
+Expected<std::unique_ptr<CompiledModel>> compile_model(const Args &args) {
+  return compile_model(args, args.get("db"), args.get("partition", "db"));
+}
 
 std::string fallback_note(const CompiledModel &m) {
   int n = 0;
@@ -449,11 +450,14 @@ Options:
                  round's medians, B's time over A's, and their median over the rounds the thread
                  hand-off puts near (two plans from separate commands differ by the host's moods)
   --rounds R     timings with --against (default 6; each after 3 untimed runs of both)
+  --against-partition P  B's partition, db or fuseops (default: --partition's); with --against
+                 naming --db's database, the searched partition against FuseOps's in one process
 
 Example:
   autotune bench --model resnet50.onnx --runs 50 --json
   autotune bench --model resnet18.onnx --db tuned.db --against untuned   # the plan against the defaults
   autotune bench --model resnet18.onnx --db a.db --against b.db --rounds 8
+  autotune bench --model effnet.onnx --db t.db --against t.db --against-partition fuseops  # partitions
   autotune bench --model effnet.onnx --db t.db --partition fuseops   # the tuned plan without the searched partition
   autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
   autotune bench --model mobilenet_v2.onnx --thread-split group  # each group's thread split alone
@@ -472,11 +476,13 @@ int bench_against(const Args &args, int64_t runs) {
   std::string b_db = against == "untuned" ? "" : against;
   if (!b_db.empty() && !std::filesystem::exists(b_db))
     return fail(make_error(against + ": no such tuning database (--against takes one, or 'untuned' for the default schedules)"));
+  std::string a_partition = args.get("partition", "db"), b_partition = args.get("against-partition", a_partition);
   std::string a_name = args.has("db") ? args.get("db") : "untuned";
-  if (a_name == against) return fail(make_error("bench: --against names the plan --db already gives (" + against + ")"));
+  if (a_name == against && a_partition == b_partition)
+    return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
   auto a = compile_model(args);
   if (!a) return fail(a.error());
-  auto b = compile_model(args, b_db);
+  auto b = compile_model(args, b_db, b_partition);
   if (!b) return fail(b.error());
   auto inputs = read_inputs(args, (*a)->graph());
   if (!inputs) return fail(inputs.error());
@@ -510,6 +516,7 @@ int bench_against(const Args &args, int64_t runs) {
   if (json) {
     nlohmann::json j{{"model", args.get("model")}, {"a", a_name}, {"b", against}, {"runs", runs}, {"threads", (*a)->threads()},
                      {"a_tuned_groups", (*a)->tuned_groups()}, {"b_tuned_groups", (*b)->tuned_groups()}, {"groups", (*a)->groups().size()},
+                     {"b_groups", (*b)->groups().size()}, {"a_partition", (*a)->partition()}, {"b_partition", (*b)->partition()},
                      {"median_ratio", median(ratios)}, {"rounds_near", near_ratios.size()},
                      {"median_ratio_near", near_ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(near_ratios))}};
     for (const Round &r : done)
@@ -533,7 +540,7 @@ int bench_against(const Args &args, int64_t runs) {
 }
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split", "against", "rounds"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split", "against", "against-partition", "rounds"}, {"help", "json"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -546,7 +553,8 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!warmup) return fail(warmup.error());
   if (*runs < 1) return fail(make_error("bench: --runs must be at least 1"));
   if (args->has("against")) return bench_against(*args, *runs);
-  if (args->has("rounds")) return fail(make_error("bench: --rounds applies with --against"));
+  for (const char *flag : {"rounds", "against-partition"})
+    if (args->has(flag)) return fail(make_error(std::string("bench: --") + flag + " applies with --against"));
   auto m = compile_model(*args);
   if (!m) return fail(m.error());
   CompiledModel &model = **m;

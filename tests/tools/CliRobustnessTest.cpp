@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "db/TuningDb.h"
+#include "db/Workload.h"
 #include "ir/Hash.h"
 #include "ir/Npy.h"
+#include "ir/OnnxImport.h"
+#include "ir/Partition.h"
+#include "ir/Pass.h"
 #include "codegen/Gpu.h"
 #include "runtime/Cuda.h"
 #include "ir/Reference.h"
@@ -242,6 +247,44 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   expect_one_line_error(cli("bench --model " + model + " --against untuned"), "bench", "--against names the plan --db already gives");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --rounds 2"), "bench", "--rounds applies with --against");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --rounds 0"), "bench", "--rounds must be between 1 and 1000");
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against-partition fuseops"), "bench", "--against-partition applies with --against");
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + db + " --against-partition none"), "--partition", "db or fuseops, got 'none'");
+}
+
+// Issue 11's comparison in one process: one database's searched partition (here EfficientNet-B0's
+// squeeze-excitation prologues, saved as the tuner saves them) against FuseOps's.
+TEST_F(CliRobustness, BenchAgainstTimesTheSearchedPartitionBesideFuseOpss) {
+  std::string db = path("p.db"), model = model_path("efficientnet_b0");
+  Outcome target = cli("target --no-peak");
+  ASSERT_EQ(target.code, 0) << target.err;
+  size_t at = target.out.find("database key: ");
+  ASSERT_NE(at, std::string::npos) << target.out;
+  std::string key = target.out.substr(at + 14);
+  key = key.substr(0, key.find('\n'));
+  auto imported = import_onnx_file(model);
+  ASSERT_TRUE(static_cast<bool>(imported)) << imported.error().message;
+  auto fused = lower_to_stage(*imported, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
+  std::vector<int> prologues;
+  for (const PartitionMove &m : partition_moves(*fused))
+    if (m.why_not.empty() && m.kind == PartitionMove::kPrologue) prologues.push_back(m.producer);
+  ASSERT_GE(prologues.size(), 2u);
+  std::sort(prologues.rbegin(), prologues.rend());
+  {
+    auto d = TuningDb::open(db);
+    ASSERT_TRUE(static_cast<bool>(d)) << d.error().message;
+    ASSERT_TRUE(static_cast<bool>((*d)->save_partition(model_hash(*fused), key, partition_json(prologues), "")));
+  }
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + db), "bench", "--against names the plan --db already gives");
+  Outcome o = cli("bench --model " + model + " --db " + db + " --against " + db + " --against-partition fuseops --rounds 2 --runs 2 --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j["a_partition"].get<std::string>().rfind("searched", 0), 0u) << o.out;
+  EXPECT_EQ(j["b_partition"], "FuseOps's (asked for)");
+  EXPECT_EQ(j["b_groups"].get<size_t>(), fused->nodes.size());
+  EXPECT_EQ(j["groups"].get<size_t>(), fused->nodes.size() - prologues.size());  // each prologue merged into its consumers
+  ASSERT_EQ(j["rounds"].size(), 2u) << o.out;
 }
 
 TEST_F(CliRobustness, ImportingAnUntrustworthyRecordIsOneLine) {
