@@ -15,7 +15,9 @@ evolutionary --rounds N`): each round's ratio evolutionary / random, and their m
 For every workload (task) that all the databases measured on the same target, each database's
 trial records are taken in the order they were measured (record id); the best ratio so far is
 min(median_s / baseline_s) over its successful trials (a candidate against the default schedule
-timed alongside it, so the databases compare even when the machine drifted). The target is the
+timed alongside it, so the databases compare even when the machine drifted), where a trial's
+schedule that the tuner measured again in its confirmation phase counts at the median of those
+ratios, as the tuner itself judges it (--trial-ratios: at the trial's own ratio). The target is the
 best ratio any database reached, times (1 + tolerance); a database's count is the number of that
 task's trials it measured up to and including the first one at or below the target. A database
 that never reached it is counted as its trials + 1 and marked '>'. Prints one row per task and
@@ -56,19 +58,33 @@ import time
 APART = 2.5
 
 
-def trials_by_task(path):
-    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown, schedule JSON)."""
+def trials_by_task(path, confirmed=True):
+    """Per task, each trial record in order: (ratio to its baseline or None for a failure, hand-off ns or 0 if unknown, schedule JSON).
+
+    With `confirmed`, a schedule the tuner measured again in its confirmation phase takes the median
+    of those ratios in place of its trial's: the tuner's own judgement of it. A trial taken in a load
+    spike can read far off (ResNet-18 on a Sapphire Rapids VM: a 7x7 Winograd F(4x4) trial at 0.709
+    of its default, the baseline at 3.9 ms against 1.0 ms in the confirmations, which said 1.58-1.66),
+    and one such ratio would otherwise set the target no other search can reach. Leaders are what the
+    confirmation phase measures, so an outlier that leads is always corrected."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     cols = {r[1] for r in con.execute("PRAGMA table_info(records)")}
     handoff = "r.handoff_ns" if "handoff_ns" in cols else "0"
     rows = con.execute(
-        f"SELECT w.hash, w.target, r.status, r.median_s, r.baseline_s, {handoff}, r.schedule FROM records r "
-        "JOIN workloads w ON r.workload_id = w.id WHERE r.phase = 'trial' ORDER BY r.id").fetchall()
+        f"SELECT w.hash, w.target, r.status, r.median_s, r.baseline_s, {handoff}, r.schedule, r.phase FROM records r "
+        "JOIN workloads w ON r.workload_id = w.id WHERE r.phase IN ('trial', 'confirmation') ORDER BY r.id").fetchall()
     con.close()
-    tasks = {}
-    for h, target, status, median_s, baseline_s, handoff_ns, schedule in rows:
+    tasks, confirmations = {}, {}
+    for h, target, status, median_s, baseline_s, handoff_ns, schedule, phase in rows:
         ratio = median_s / baseline_s if status == "ok" and baseline_s and baseline_s > 0 and median_s > 0 else None
-        tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0, schedule))
+        if phase == "trial":
+            tasks.setdefault((h, target), []).append((ratio, handoff_ns or 0, schedule))
+        elif ratio is not None:
+            confirmations.setdefault((h, target, schedule), []).append(ratio)
+    if confirmed:
+        for key, series in tasks.items():
+            series[:] = [(statistics.median(confirmations[key + (sched,)]) if r is not None and key + (sched,) in confirmations else r, h, sched)
+                         for r, h, sched in series]
     return tasks
 
 
@@ -78,9 +94,9 @@ def near_handoff(dbs):
     return h[len(h) // 10] if h else None
 
 
-def compare(paths, tolerance, exclude=()):
+def compare(paths, tolerance, exclude=(), confirmed=True):
     """Per task, the trials each database needed to come within tolerance of the best any found (tasks in `exclude` left out)."""
-    dbs = [trials_by_task(p) for p in paths]
+    dbs = [trials_by_task(p, confirmed) for p in paths]
     near = near_handoff(dbs)
     apart = lambda h: near is not None and h > APART * near  # noqa: E731
     common = sorted(set.intersection(*(set(d) for d in dbs)) - set(exclude))
@@ -158,7 +174,7 @@ def run_seeds(a):
                 subprocess.run([a.autotune, "--model", a.model, "--trials", str(a.trials), "--search", search, "--seed", str(seed),
                                 "--db", db], env=env, check=True, stdout=f, stderr=subprocess.STDOUT)
             row[search] = {"db": db, "log": log, "wall_s": time.monotonic() - t0}
-        rows, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance, warm_tasks)
+        rows, medians = compare([row["evolutionary"]["db"], row["random"]["db"]], a.tolerance, warm_tasks, not a.trial_ratios)
         row["tasks_compared"] = len(rows)
         row["median_trials"] = {"evolutionary": medians[0], "random": medians[1]}
         n_open, open_m = open_medians(rows)
@@ -207,13 +223,14 @@ def main():
     ap.add_argument("--bench-rounds", type=int, default=0, help="end-to-end rounds per seed: `autotune bench --against`, the two plans alternating in one process (0: none)")
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--warm-db", help="start both searches from a copy of this database; its tasks are left out of the comparison")
+    ap.add_argument("--trial-ratios", action="store_true", help="judge each trial by its own ratio even where the tuner confirmed the schedule later")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.model:
         return run_seeds(a)
     if not a.db or len(a.db) < 2:
         sys.exit("search_efficiency.py: give at least two --db, or --model")
-    rows, medians = compare(a.db, a.tolerance)
+    rows, medians = compare(a.db, a.tolerance, confirmed=not a.trial_ratios)
     if a.json:
         n_open, open_m = open_medians(rows)
         print(json.dumps({"tolerance": a.tolerance, "tasks": rows, "median_trials": dict(zip(a.db, medians)),
