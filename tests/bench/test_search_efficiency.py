@@ -14,9 +14,10 @@ spec.loader.exec_module(se)
 NEAR, APART = 250.0, 1000.0  # hand-offs as the 2-vCPU host measured them, cores on one core complex and on two
 
 
-def make_db(path, trials, handoff_column=True):
+def make_db(path, trials, handoff_column=True, confirmations=None):
     """trials: per workload hash, a list of (ratio or None for a failure, hand-off ns) in the order measured; the
-    first is the task's default, each other a schedule of its own."""
+    first is the task's default, each other a schedule of its own (s0, s1, ...). confirmations: per workload hash,
+    (trial index, ratio) pairs: the tuner's confirmation-phase records of that trial's schedule."""
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE workloads(id INTEGER PRIMARY KEY, hash TEXT, target TEXT)")
     con.execute("CREATE TABLE records(id INTEGER PRIMARY KEY, workload_id INTEGER, schedule TEXT, status TEXT, median_s REAL, baseline_s REAL, "
@@ -32,6 +33,9 @@ def make_db(path, trials, handoff_column=True):
                             row + (handoff,))
             else:
                 con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase) VALUES(?, ?, ?, ?, ?, ?)", row)
+        for n, ratio in (confirmations or {}).get(h, []):
+            con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase) VALUES(?, ?, 'ok', ?, 1e-3, 'confirmation')",
+                        (wid, f"s{n}", ratio * 1e-3))
     con.commit()
     con.close()
 
@@ -80,6 +84,18 @@ class Compare(unittest.TestCase):
         # A looser tolerance takes the default itself, measured apart, as within reach.
         rows, _ = se.compare([self.a, self.b], 0.06)
         self.assertEqual(self.needed(rows, "w"), [(1, True), (1, True)])
+
+    def test_a_confirmed_schedule_counts_at_its_confirmations_median(self):
+        # a's 0.70 was a trial in a load spike: confirmed three times at about 1.6, it is no better than the default.
+        make_db(self.a, {"w": [(1.0, 0), (0.70, 0), (0.93, 0)]}, handoff_column=False, confirmations={"w": [(1, 1.58), (1, 1.66), (1, 1.62)]})
+        make_db(self.b, {"w": [(1.0, 0), (0.99, 0), (0.95, 0)]}, handoff_column=False)
+        rows, _ = se.compare([self.a, self.b], 0.05)
+        self.assertEqual(self.needed(rows, "w"), [(3, True), (3, True)])  # target 0.93 * 1.05: each reaches it at its third trial
+        row = next(r for r in rows if r["workload"] == "w")
+        self.assertEqual([t["best"] for t in row["trials"]], [0.93, 0.95])
+        # Read by the trials' own ratios, the spike sets the target, which only a reaches.
+        rows, _ = se.compare([self.a, self.b], 0.05, confirmed=False)
+        self.assertEqual(self.needed(rows, "w"), [(2, True), (4, False)])
 
 
 if __name__ == "__main__":
