@@ -33,20 +33,42 @@ def ort_times(path, threads, runs, x):
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
     for _ in range(5):
-        sess.run(None, {name: x})
+        sess.run(None, x)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        sess.run(None, {name: x})
+        sess.run(None, x)
         times.append((time.perf_counter() - t0) * 1e3)
-    return times, sess.run(None, {name: x})[0]
+    return times, sess.run(None, x)[0]
 
 
-def autotune_times(exe, path, threads, runs, input_npy, db, target="host"):
-    cmd = [exe, "bench", "--model", path, "--runs", str(runs), "--threads", str(threads), "--json", "--input", input_npy,
-           "--target", target]
+def model_inputs(m):
+    """Seeded inputs for every graph input that is not an initializer: floats uniform in [-1, 1], integers
+    0 or 1 (valid indices for any embedding table, as autotune's own random inputs are); a dimension
+    without a fixed size is 1."""
+    rng = np.random.default_rng(0)
+    initializers = {i.name for i in m.graph.initializer}
+    inputs = {}
+    for vi in m.graph.input:
+        if vi.name in initializers:
+            continue
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.dim_value > 0 else 1 for d in t.shape.dim]
+        if t.elem_type == 1:  # FLOAT
+            inputs[vi.name] = rng.uniform(-1, 1, size=dims).astype(np.float32)
+        elif t.elem_type in (6, 7):  # INT32, INT64
+            inputs[vi.name] = rng.integers(0, 2, size=dims).astype(np.int32 if t.elem_type == 6 else np.int64)
+        else:
+            raise SystemExit(f"compare_onnxruntime.py: input '{vi.name}' of {m.graph.name or 'the model'} has element type {t.elem_type}: "
+                             "only float32, int32 and int64 inputs are generated")
+    return inputs
+
+
+def autotune_times(exe, path, threads, runs, input_npys, db, target="host"):
+    cmd = [exe, "bench", "--model", path, "--runs", str(runs), "--threads", str(threads), "--json", "--target", target]
+    for npy in input_npys:
+        cmd += ["--input", npy]
     if db:
         cmd += ["--db", db]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -73,10 +95,11 @@ def main():
     for path in args.models:
         import onnx
         m = onnx.load(path, load_external_data=False)
-        dims = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
-        x = np.random.default_rng(0).uniform(-1, 1, size=dims).astype(np.float32)
-        input_npy = f"/tmp/compare_ort_input_{abs(hash(path))}.npy"
-        np.save(input_npy, x)
+        x = model_inputs(m)
+        input_npys = []
+        for k, value in enumerate(x.values()):
+            input_npys.append(f"/tmp/compare_ort_input_{abs(hash(path))}_{k}.npy")
+            np.save(input_npys[-1], value)
         ort_all, tuned_all = [], []
         per_target = {t: [] for t in args.targets}
         ort_out = None
@@ -87,9 +110,9 @@ def main():
 
         def run_autotune():
             for target in args.targets:
-                per_target[target].append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, "", target)["median_ms"])
+                per_target[target].append(autotune_times(args.autotune, path, args.threads, args.runs, input_npys, "", target)["median_ms"])
             if args.db:
-                tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npy, args.db,
+                tuned_all.append(autotune_times(args.autotune, path, args.threads, args.runs, input_npys, args.db,
                                                 args.targets[0])["median_ms"])
 
         # The order alternates round by round: on a shared host the first of a pair was seen to run slower.
@@ -98,9 +121,9 @@ def main():
                 run()
         at_all = per_target[args.targets[0]]
         # Check that the two compute the same thing on this input.
-        out_npy = input_npy.replace("input", "output")
-        subprocess.run([args.autotune, "run", "--model", path, "--input", input_npy, "--output", out_npy, "--threads",
-                        str(args.threads), "--target", args.targets[0]] + (["--db", args.db] if args.db else []),
+        out_npy = input_npys[0].replace("input", "output")
+        subprocess.run([args.autotune, "run", "--model", path, "--output", out_npy, "--threads", str(args.threads), "--target", args.targets[0]]
+                       + [a for npy in input_npys for a in ("--input", npy)] + (["--db", args.db] if args.db else []),
                        check=True, capture_output=True)
         diff = float(np.abs(np.load(out_npy) - ort_out).max())
         ort_med, at_med = statistics.median(ort_all), statistics.median(at_all)
