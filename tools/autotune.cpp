@@ -913,14 +913,21 @@ int cmd_tune(const std::vector<std::string> &argv) {
                                                 : "; the plan's choice keeps the two modes apart");
   }
   std::printf("%-5s %-30s %-20s %5s %7s %11s %11s %8s\n", "task", "ops", "output", "uses", "trials", "untuned ms", "tuned ms", "speedup");
+  size_t timed = 0;  // tasks whose default ran correctly: the sums below are over these
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];
     double best = t.best_s();
-    std::printf("%-5zu %-30s %-20s %5zu %7lld %11.3f %11.3f %7.2fx\n", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(),
-                t.task.groups.size(), static_cast<long long>(t.trials), t.default_s * 1e3, best * 1e3,
-                best > 0 ? t.default_s / best : 0.0);
+    std::printf("%-5zu %-30s %-20s %5zu %7lld ", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(), t.task.groups.size(),
+                static_cast<long long>(t.trials));
+    if (t.default_s > 0 && best > 0) {
+      ++timed;
+      std::printf("%11.3f %11.3f %7.2fx\n", t.default_s * 1e3, best * 1e3, t.default_s / best);
+    } else {
+      std::printf("%11s %11s %8s\n", "-", "-", "-");  // not measured (the budget ended first) or never ran correctly
+    }
   }
-  std::printf("kernel time of the whole model (sum over groups): untuned %.3f ms, tuned %.3f ms (%.2fx)\n",
+  std::string over = timed == rep->tasks.size() ? "" : ", over the " + std::to_string(timed) + " of " + std::to_string(rep->tasks.size()) + " tasks measured";
+  std::printf("kernel time of the whole model (sum over groups%s): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", over.c_str(),
               rep->estimated_untuned_s() * 1e3, rep->estimated_tuned_s() * 1e3,
               rep->estimated_tuned_s() > 0 ? rep->estimated_untuned_s() / rep->estimated_tuned_s() : 0.0);
   if (rep->interrupted) {

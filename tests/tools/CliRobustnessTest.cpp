@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -249,6 +250,27 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --rounds 0"), "bench", "--rounds must be between 1 and 1000");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against-partition fuseops"), "bench", "--against-partition applies with --against");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + db + " --against-partition none"), "--partition", "db or fuseops, got 'none'");
+}
+
+// A budget that ends before every task's default ran: those tasks say so ('-'), and the sums say
+// which tasks they cover, instead of zeros that read as measurements.
+TEST_F(CliRobustness, TuneTableMarksTasksTheBudgetDidNotReach) {
+  Outcome t = cli("--model " + model_path("tiny_cnn") + " --trials 1 --min-time 0.002 --db " + path("t.db"));
+  ASSERT_EQ(t.code, 0) << t.err;
+  size_t tasks = 0, unmeasured = 0;
+  std::istringstream lines(t.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cols(line);
+    std::string first;
+    cols >> first;
+    if (first.empty() || !std::all_of(first.begin(), first.end(), ::isdigit)) continue;  // a task row starts with its number
+    ++tasks;
+    unmeasured += line.size() >= 2 && line.compare(line.size() - 2, 2, " -") == 0;
+    EXPECT_EQ(line.find("0.00x"), std::string::npos) << line;
+  }
+  ASSERT_GT(tasks, 1u) << t.out;
+  EXPECT_EQ(unmeasured, tasks - 1) << t.out;  // one trial: the first task's default
+  EXPECT_NE(t.out.find("(sum over groups, over the 1 of " + std::to_string(tasks) + " tasks measured)"), std::string::npos) << t.out;
 }
 
 // Issue 11's comparison in one process: one database's searched partition (here EfficientNet-B0's
