@@ -478,7 +478,7 @@ int bench_against(const Args &args, int64_t runs) {
     return fail(make_error(against + ": no such tuning database (--against takes one, or 'untuned' for the default schedules)"));
   std::string a_partition = args.get("partition", "db"), b_partition = args.get("against-partition", a_partition);
   std::string a_name = args.has("db") ? args.get("db") : "untuned";
-  if (a_name == against && a_partition == b_partition)
+  if (a_name == against && (a_partition == b_partition || b_db.empty()))  // without a database, both are FuseOps's
     return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
   auto a = compile_model(args);
   if (!a) return fail(a.error());

@@ -246,6 +246,7 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   EXPECT_NE(text.out.find("B / A: median "), std::string::npos) << text.out;
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + path("none.db")), path("none.db"), "no such tuning database");
   expect_one_line_error(cli("bench --model " + model + " --against untuned"), "bench", "--against names the plan --db already gives");
+  expect_one_line_error(cli("bench --model " + model + " --against untuned --against-partition fuseops"), "bench", "--against names the plan --db already gives");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --rounds 2"), "bench", "--rounds applies with --against");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --rounds 0"), "bench", "--rounds must be between 1 and 1000");
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against-partition fuseops"), "bench", "--against-partition applies with --against");
