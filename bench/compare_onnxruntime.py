@@ -43,7 +43,7 @@ def ort_times(path, threads, runs, x):
     return times, sess.run(None, x)[0]
 
 
-def model_inputs(m):
+def model_inputs(m, path):
     """Seeded inputs for every graph input that is not an initializer: floats uniform in [-1, 1], integers
     0 or 1 (valid indices for any embedding table, as autotune's own random inputs are); a dimension
     without a fixed size is 1."""
@@ -60,7 +60,7 @@ def model_inputs(m):
         elif t.elem_type in (6, 7):  # INT32, INT64
             inputs[vi.name] = rng.integers(0, 2, size=dims).astype(np.int32 if t.elem_type == 6 else np.int64)
         else:
-            raise SystemExit(f"compare_onnxruntime.py: input '{vi.name}' of {m.graph.name or 'the model'} has element type {t.elem_type}: "
+            raise SystemExit(f"compare_onnxruntime.py: {path}: input '{vi.name}' has element type {t.elem_type}: "
                              "only float32, int32 and int64 inputs are generated")
     return inputs
 
@@ -95,7 +95,7 @@ def main():
     for path in args.models:
         import onnx
         m = onnx.load(path, load_external_data=False)
-        x = model_inputs(m)
+        x = model_inputs(m, path)
         input_npys = []
         for k, value in enumerate(x.values()):
             input_npys.append(f"/tmp/compare_ort_input_{abs(hash(path))}_{k}.npy")
