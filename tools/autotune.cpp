@@ -917,14 +917,12 @@ int cmd_tune(const std::vector<std::string> &argv) {
   for (size_t i = 0; i < rep->tasks.size(); ++i) {
     const TaskReport &t = rep->tasks[i];
     double best = t.best_s();
-    std::printf("%-5zu %-30s %-20s %5zu %7lld ", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(), t.task.groups.size(),
+    std::printf("%-5zu %-30s %-20s %5zu %7lld", i + 1, t.task.ops.substr(0, 30).c_str(), t.task.shape.c_str(), t.task.groups.size(),
                 static_cast<long long>(t.trials));
-    if (t.default_s > 0 && best > 0) {
-      ++timed;
-      std::printf("%11.3f %11.3f %7.2fx\n", t.default_s * 1e3, best * 1e3, t.default_s / best);
-    } else {
-      std::printf("%11s %11s %8s\n", "-", "-", "-");  // not measured (the budget ended first) or never ran correctly
-    }
+    // A time not measured (the budget ended first, or nothing of it ran correctly) is '-', not 0.
+    for (double s : {t.default_s, best}) s > 0 ? std::printf(" %11.3f", s * 1e3) : std::printf(" %11s", "-");
+    t.default_s > 0 && best > 0 ? std::printf(" %7.2fx\n", t.default_s / best) : std::printf(" %8s\n", "-");
+    timed += t.default_s > 0;
   }
   std::string over = timed == rep->tasks.size() ? "" : ", over the " + std::to_string(timed) + " of " + std::to_string(rep->tasks.size()) + " tasks measured";
   std::printf("kernel time of the whole model (sum over groups%s): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", over.c_str(),
