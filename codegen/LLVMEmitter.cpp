@@ -1,6 +1,7 @@
 #include "codegen/LLVMEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Metadata.h>
@@ -33,7 +34,7 @@ class StageEmitter {
   StageEmitter(llvm::Module &m, const LoweredKernel &k) : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k) {}
 
   Status emit(size_t stage_index, const Target &target) {
-    scatter_ = target.isa == "avx512";
+    avx512_ = target.isa == "avx512";
     block_lanes_ = target.lanes;
     const KernelStage &stage = k_.stages[stage_index];
     auto *ptr = llvm::PointerType::get(ctx_, 0);
@@ -457,6 +458,28 @@ class StageEmitter {
     return {fma(y, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0))), n};
   }
 
+  /** Whether `t` is a vector of 16 floats on an AVX-512 target: what vscalefps (AVX-512F) takes. */
+  bool zmm_float(llvm::Type *t) const {
+    auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(t);
+    return avx512_ && vt && vt->getNumElements() == 16 && vt->getElementType()->isFloatTy();
+  }
+
+  /**
+   * exp(x) of 16 floats on AVX-512: exp_reduced's polynomial scaled by 2^n with vscalefps, which
+   * rounds once to +inf past the largest float and to a denormal or 0 below the smallest, and
+   * keeps NaN, so none of emit_exp's splitting of 2^n, integer conversions or selects are needed
+   * (15 operations against 27). x is clamped to [-120, 120] first (NaN stays NaN), so an infinite
+   * x reduces without inf - inf. Where the result is a normal float it is emit_exp's, bit for bit:
+   * both scale the same polynomial value by an exact power of 2. A 1x1 conv with a SiLU epilogue
+   * (EfficientNet-B0's 16 -> 96 at 112x112) ran 0.56 against 0.70 ms with it in emit_sigmoid.
+   */
+  llvm::Value *exp_scalef(llvm::Value *x) {
+    llvm::Type *t = x->getType();
+    auto [y, n] = exp_reduced(clamped(x, -120.0, 120.0));
+    return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+                              {y, n, llvm::PoisonValue::get(t), b_.getInt16(-1), b_.getInt32(4 /* the current rounding */)});
+  }
+
   /**
    * exp(x) of float32 scalars and vectors without a library call, which LLVM makes once per lane
    * (a 1x1 conv with a SiLU epilogue ran at 6 GFLOP/s on them). Cephes' expf: x = n ln2 + r with
@@ -467,6 +490,7 @@ class StageEmitter {
    */
   llvm::Value *emit_exp(llvm::Value *x) {
     llvm::Type *t = x->getType();
+    if (zmm_float(t)) return exp_scalef(x);
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
     const double hi = 88.72283935546875, lo = -87.33654022216797;
     auto [y, n] = exp_reduced(clamped(x, lo, hi));
@@ -492,6 +516,7 @@ class StageEmitter {
   llvm::Value *emit_sigmoid(llvm::Value *x) {
     llvm::Type *t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    if (zmm_float(t)) return b_.CreateFDiv(c(1.0), b_.CreateFAdd(exp_scalef(b_.CreateFNeg(x)), c(1.0)));  // 1 / (1 + inf) = 0, NaN stays
     auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
     auto [y, n] = exp_reduced(clamped(b_.CreateFNeg(x), -87.0, 88.0));
     llvm::Value *s = b_.CreateFDiv(c(1.0), fma(y, pow2(b_.CreateFPToSI(n, int32_like(t)), t), c(1.0)));
@@ -651,7 +676,7 @@ class StageEmitter {
         // most of its compile time: 0.05 s against 0.18 s. Stack buffers keep per-lane stores,
         // which SROA turns into register moves. Without AVX-512 the backend would scalarize a
         // scatter into the same per-lane code.
-        if (scatter_ && s->buffer->scope != BufferScope::kLocal) {
+        if (avx512_ && s->buffer->scope != BufferScope::kLocal) {
           b_.CreateMaskedScatter(value, element_ptr(s->buffer, idx), llvm::Align(4), llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), lanes_)));
           return Status::ok();
         }
@@ -734,7 +759,7 @@ class StageEmitter {
   std::string vec_var_;
   int64_t vec_min_multiple_ = 1;  // what the vector loop's first value is a multiple of (known_multiple)
   int lanes_ = 1;
-  bool scatter_ = false;
+  bool avx512_ = false;  // the CPU target has AVX-512: scatters, vscalefps
   bool gpu_ = false;  // emitting a PTX kernel entry (emit_gpu)
   bool vector_mode_ = false;
   int block_lanes_ = 8;  // the target's float lanes: the width of a transposed block
