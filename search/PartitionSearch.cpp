@@ -32,7 +32,7 @@ std::string PartitionReport::json() const {
     if (m.model_apart_ms > 0) moves_j.back()["model_apart_ms"] = m.model_apart_ms, moves_j.back()["model_merged_ms"] = m.model_merged_ms;
   }
   nlohmann::json j{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}};
-  if (checked) j["model_check"] = {{"fuseops_ms", fuseops_ms}, {"searched_ms", searched_ms}, {"handoff_ns", check_handoff_ns}};
+  if (checked) j["model_check"] = {{"fuseops_ms", fuseops_ms}, {"searched_ms", searched_ms}, {"ratio", check_ratio}, {"handoff_ns", check_handoff_ns}};
   return j.dump();
 }
 
@@ -57,8 +57,15 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
   for (int pass = 0; pass < 2 && !rep.chosen.empty(); ++pass) {
     AT_ASSIGN(g, apply_partition(fused, partition_json(rep.chosen)));
     AT_ASSIGN(m, CompiledModel::compile(g, co));
-    AT_ASSIGN(s, side_by_side(*base, *m, inputs, o.model_rounds));
-    rep.fuseops_ms = s.a_ms, rep.searched_ms = s.b_ms, rep.check_handoff_ns = std::max(rep.check_handoff_ns, s.handoff_ns);
+    // Both orders, several timings (Alternated): one timing with FuseOps's partition first in every
+    // round refused MobileNetV2's 56x56 chain, whose groups took 0.303 against 0.369 ms in that
+    // same timing, by 5.616 against 5.575 ms end to end (Sapphire Rapids, 2026-11-29).
+    AT_ASSIGN(t, alternate(*base, *m, inputs, o.model_rounds, std::max(2, o.model_timings)));
+    std::vector<double> a_ms, b_ms;
+    for (const Alternated::Round &r : t.rounds)
+      a_ms.push_back(r.a_ms), b_ms.push_back(r.b_ms), rep.check_handoff_ns = std::max(rep.check_handoff_ns, r.handoff_ns);
+    rep.fuseops_ms = median(a_ms), rep.searched_ms = median(b_ms), rep.check_ratio = median(t.ratios());
+    std::vector<double> fuseops_group_ms = t.group_ms(false), searched_group_ms = t.group_ms(true);
     // A FuseOps group's index in the searched model: the producers removed before it shift it.
     auto moved_index = [&](int i) { return i - static_cast<int>(std::count_if(rep.chosen.begin(), rep.chosen.end(), [&](int p) { return p < i; })); };
     std::set<int> producers(rep.chosen.begin(), rep.chosen.end());
@@ -69,9 +76,9 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
       // A consumer that is itself a producer taken went into a group of another move: the two are
       // judged together end to end only.
       bool alone = std::none_of(mv.consumers.begin(), mv.consumers.end(), [&](int c) { return producers.count(c) > 0; });
-      double apart = s.a_group_ms[p];
+      double apart = fuseops_group_ms[p];
       double merged = 0;
-      for (int c : mv.consumers) apart += s.a_group_ms[c], merged += s.b_group_ms[moved_index(c)];
+      for (int c : mv.consumers) apart += fuseops_group_ms[c], merged += searched_group_ms[moved_index(c)];
       if (!alone) {
         keep.push_back(p);
         continue;
@@ -89,10 +96,10 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
     if (keep.size() == rep.chosen.size()) break;
     rep.chosen = keep;
   }
-  if (!rep.chosen.empty() && rep.searched_ms >= rep.fuseops_ms) {
-    char why[160];
-    std::snprintf(why, sizeof why, "left out: the searched partition was not faster end to end (%.4f ms against FuseOps's %.4f)", rep.searched_ms,
-                  rep.fuseops_ms);
+  if (!rep.chosen.empty() && rep.check_ratio >= 1) {
+    char why[200];
+    std::snprintf(why, sizeof why, "left out: the searched partition was not faster end to end (%.4f ms against FuseOps's %.4f, median ratio %.3f)",
+                  rep.searched_ms, rep.fuseops_ms, rep.check_ratio);
     for (int p : rep.chosen) {
       MoveReport &r = report_of(p);
       r.chosen = false, r.why_not = why;

@@ -23,7 +23,8 @@ struct PartitionSearchOptions {
   int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
   int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
   bool chains = false;                  // measure every chain move, also those no chain tile fits (their segments run one after another)
-  int model_rounds = 20;                // the check in the model: FuseOps's and the searched partition run alternately this often (0: no check)
+  int model_rounds = 10;                // the check in the model: FuseOps's and the searched partition run alternately this often a timing (0: no check)
+  int model_timings = 6;                // and timed so this often, the order swapped each time (Alternated); the medians decide
   const std::atomic<bool> *stop = nullptr;
   std::function<void(const std::string &)> progress;
 };
@@ -59,10 +60,11 @@ struct PartitionReport {
   std::vector<MoveReport> moves;
   std::vector<int> chosen;   // producers of the moves taken (each legal after the ones before)
   // The check in the model, where a move was taken: both partitions compiled with their default
-  // schedules and run alternately (`model_rounds` times each), end-to-end medians of the last
-  // timing (after any move slower in the model was left out) and its largest thread hand-off.
+  // schedules and run alternately (`model_rounds` times each, `model_timings` timings with the
+  // order swapped), end-to-end medians of the last check (after any move slower in the model was
+  // left out), the median of its timings' ratios searched / FuseOps's, and its largest hand-off.
   bool checked = false;
-  double fuseops_ms = 0, searched_ms = 0, check_handoff_ns = 0;
+  double fuseops_ms = 0, searched_ms = 0, check_ratio = 0, check_handoff_ns = 0;
   std::string json() const;  // the report saved beside the partition
 };
 

@@ -14,11 +14,12 @@
 namespace autotune {
 
 Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds) {
-  size_t n = a.groups().size();
+  // Each model's own groups: two partitions of one model (the check in the model) differ in count.
+  size_t na = a.groups().size(), nb = b.groups().size();
   std::shared_ptr<ThreadPool> pool = ThreadPool::shared(a.threads());
   double handoff = pool->handoff_ns();
   std::vector<double> ta, tb;
-  std::vector<std::vector<double>> ga(n), gb(n);
+  std::vector<std::vector<double>> ga(na), gb(nb);
   for (int r = 0; r < rounds + 3; ++r)
     for (CompiledModel *m : {&a, &b}) {
       // Each timed run right after an untimed one of the same model: its first groups then find
@@ -33,12 +34,47 @@ Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std:
       if (r < 3) continue;
       (m == &a ? ta : tb).push_back(ms);
       auto &per = m == &a ? ga : gb;
-      for (size_t i = 0; i < n && i < groups.size(); ++i) per[i].push_back(groups[i]);
+      for (size_t i = 0; i < per.size() && i < groups.size(); ++i) per[i].push_back(groups[i]);
     }
   SideBySide out;
   out.handoff_ns = std::max(handoff, pool->handoff_ns());
   out.a_ms = median(ta), out.b_ms = median(tb);
-  for (size_t i = 0; i < n; ++i) out.a_group_ms.push_back(median(ga[i])), out.b_group_ms.push_back(median(gb[i]));
+  for (const std::vector<double> &g : ga) out.a_group_ms.push_back(median(g));
+  for (const std::vector<double> &g : gb) out.b_group_ms.push_back(median(g));
+  return out;
+}
+
+Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds) {
+  Alternated out;
+  std::vector<double> handoffs;
+  for (int r = 0; r < rounds; ++r) {
+    bool a_first = r % 2 == 0;
+    AT_ASSIGN(s, a_first ? side_by_side(a, b, inputs, runs) : side_by_side(b, a, inputs, runs));
+    Alternated::Round round;
+    round.a_first = a_first, round.handoff_ns = s.handoff_ns;
+    round.a_ms = a_first ? s.a_ms : s.b_ms, round.b_ms = a_first ? s.b_ms : s.a_ms;
+    round.a_group_ms = a_first ? s.a_group_ms : s.b_group_ms, round.b_group_ms = a_first ? s.b_group_ms : s.a_group_ms;
+    handoffs.push_back(s.handoff_ns);
+    out.rounds.push_back(std::move(round));
+  }
+  out.near_ns = near_handoff_ns(handoffs);
+  return out;
+}
+
+std::vector<double> Alternated::ratios(bool near_only) const {
+  std::vector<double> out;
+  for (const Round &r : rounds)
+    if (!near_only || !cores_apart(r.handoff_ns, near_ns)) out.push_back(r.b_ms / r.a_ms);
+  return out;
+}
+
+std::vector<double> Alternated::group_ms(bool of_b) const {
+  std::vector<double> out;
+  for (size_t i = 0; !rounds.empty() && i < (of_b ? rounds[0].b_group_ms : rounds[0].a_group_ms).size(); ++i) {
+    std::vector<double> per;
+    for (const Round &r : rounds) per.push_back((of_b ? r.b_group_ms : r.a_group_ms)[i]);
+    out.push_back(median(per));
+  }
   return out;
 }
 

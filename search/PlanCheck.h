@@ -38,6 +38,27 @@ struct SideBySide {
  */
 Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int rounds);
 
+/**
+ * side_by_side `rounds` times with the order swapped every time (a first in even rounds, b first
+ * in odd ones): within one side_by_side the model that runs first was about 1% faster (MobileNetV2,
+ * 2026-11-28), so one timing favours a and a decision on a difference that small needs both
+ * orders. Each round's end-to-end medians and hand-off, in a's and b's terms whatever went first.
+ */
+struct Alternated {
+  struct Round {
+    double a_ms = 0, b_ms = 0, handoff_ns = 0;
+    bool a_first = true;
+    std::vector<double> a_group_ms, b_group_ms;
+  };
+  std::vector<Round> rounds;
+  double near_ns = 0;  // near_handoff_ns over the rounds
+  /** b / a of each round (with near_only, of the rounds whose hand-off was near: cores_apart). */
+  std::vector<double> ratios(bool near_only = false) const;
+  /** The median of each group's round medians, a's (or b's). */
+  std::vector<double> group_ms(bool of_b) const;
+};
+Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds);
+
 struct PlanCheckOptions {
   std::string db_path;  // the tuning database holding the model's plan (written)
   int threads = 0;      // 0: one per hardware thread
