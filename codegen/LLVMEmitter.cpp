@@ -1,9 +1,9 @@
 #include "codegen/LLVMEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
