@@ -517,13 +517,29 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // vector of channels by 28 pixels beats two by 14 (measured: 64->256 at 56x56 with a residual,
     // 0.50 vs 0.84 ms); with 16 registers two vectors by 6 pixels stay best.
     // In NCHW16c a pixel's channels are contiguous, so four channel vectors by 6 pixels (MLAS's
-    // NCHWc pointwise shape) take fewer loads per FMA, where there are pixels enough (below, the
-    // 7x7 convs stream their weights once per pixel block and keep 1 x 28). Measured alone, AVX-512,
-    // 2 threads (ms, 1 x 28 / 4 x 6 / NCHW pixel vectors): 64->256 at 56x56 with a residual
-    // 0.51/0.31/0.39, 128->512 at 28x28 with a residual 0.41/0.27/0.32.
+    // NCHWc pointwise shape) take fewer loads per FMA, where there are pixels enough. Measured
+    // alone, AVX-512, 2 threads (ms, 1 x 28 / 4 x 6 / NCHW pixel vectors): 64->256 at 56x56 with a
+    // residual 0.51/0.31/0.39, 128->512 at 28x28 with a residual 0.41/0.27/0.32. Where four do not
+    // divide the channels, three by 9 or two by 14 (as MLAS takes fewer filter blocks); on planes
+    // of fewer pixels (7x7: four by 6 streams the weight once per 6 pixels) two by 14 where the core
+    // issues two 512-bit FMAs a cycle (Target::wide_fma_pipes): there 1 x 28 (29 loads for 28 FMAs)
+    // waits on its loads, while a Zen 4 core (one 512-bit FMA a cycle) keeps up with them and ran
+    // MobileNetV2's 7x7 convs to 960 channels 0.220 ms with 1 x 28 against 0.242 with 2 x 14.
+    // One by 28, the rule before, lost on every such conv on Sapphire Rapids: in one process
+    // (`bench --against`, the default schedules with each rule, 2 threads, 8 rounds of 20 runs),
+    // MobileNetV2's 1x1 convs to 96, 32 and 160-1280 channels 1.16-1.29 of the new time and the
+    // model 1.057 (1.098 in a second run), EfficientNet-B0 1.082, ResNet-50's 7x7 ones (2048 and 512
+    // channels) 1.22-1.28, ResNet-18's 7x7 downsample 1.17-1.22; 2000-trial tunings there had
+    // picked 3 x 8-9 and 2 x 11-14.
     int64_t pixels = conv ? n.type.shape[2] * n.type.shape[3] : 0;
-    bool nchwc_pointwise = pointwise && regs >= 32 && conv_block(n) > 0 && conv_out_channels(n) % (4 * v) == 0 && pixels >= 4 * 3 * v;
-    if (nchwc_pointwise) ob = 4 * v;
+    bool blocked_pointwise = pointwise && regs >= 32 && conv_block(n) > 0 && ob > 0;
+    bool big_plane = pixels >= 4 * 3 * v;
+    int64_t out_channels = conv ? conv_out_channels(n) : 0;
+    int nchwc_vecs = 0;  // channel vectors of a blocked 1x1 conv's register tile (0: the rules for the rest)
+    for (int k : {4, 3, 2})
+      if (blocked_pointwise && !nchwc_vecs && (big_plane || (k == 2 && target.wide_fma_pipes >= 2)) && out_channels % (k * v) == 0)
+        nchwc_vecs = k;
+    if (nchwc_vecs) ob = nchwc_vecs * v;
     else if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
     // A 1x1 conv over enough pixels takes pixel vectors (why: below, where it applies).
     auto pixel_lanes = [&] {
@@ -559,7 +575,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // before (alone, input rewritten and weights evicted before each run, ms, channel blocks /
     // pixel blocks): 256->128 at 56x56 0.78/0.56, 512->128 at 28x28 0.35/0.28. In ResNet-50 at
     // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
-    if (nchwc_pointwise && body.type_of(n.inputs[1]).shape[1] > conv_out_channels(n)) s.parallel = KernelSchedule::Parallel::kPx;
+    // Not on 7x7 planes: four pixel blocks of 14, 14, 14 and 7 split unevenly (ResNet-50's 2048 -> 512
+    // at 7x7: 0.89 ms over the pixels against 0.67 over the channels, in the model).
+    if (nchwc_vecs && big_plane && body.type_of(n.inputs[1]).shape[1] > out_channels) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;

@@ -3,6 +3,7 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,10 @@
 
 #include "ir/Files.h"
 #include "ir/Hash.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace autotune {
 
@@ -51,6 +56,53 @@ std::string read_line(const std::string &path) {
   return line;
 }
 
+#if defined(__x86_64__)
+// Twelve independent chains of FMAs: enough to keep two pipes of 4-cycle latency busy.
+__attribute__((target("avx512f"))) float fma_chains_512(int64_t iters) {
+  __m512 b = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f), a[12];
+  for (int k = 0; k < 12; ++k) a[k] = _mm512_set1_ps(1.0f + static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < 12; ++k) a[k] = _mm512_fmadd_ps(a[k], b, c);
+  for (int k = 1; k < 12; ++k) a[0] = _mm512_add_ps(a[0], a[k]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, a[0]);
+  return out[0] + out[15];
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_256(int64_t iters) {
+  __m256 b = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f), a[12];
+  for (int k = 0; k < 12; ++k) a[k] = _mm256_set1_ps(1.0f + static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < 12; ++k) a[k] = _mm256_fmadd_ps(a[k], b, c);
+  for (int k = 1; k < 12; ++k) a[0] = _mm256_add_ps(a[0], a[k]);
+  alignas(32) float out[8];
+  _mm256_store_ps(out, a[0]);
+  return out[0] + out[7];
+}
+
+/**
+ * 512-bit FMAs per cycle on this core, from the time of the same number of 512-bit and 256-bit
+ * FMAs (every AVX-512 core issues two 256-bit FMAs a cycle): equal times mean two 512-bit pipes,
+ * twice the time one. The fastest of seven alternating timings each (about 2 ms in all), after a
+ * warm-up (a core may start its upper halves slowly); the ratio is 1 or 2 far beyond a loaded
+ * host's noise, which only lengthens timings.
+ */
+int measure_wide_fma_pipes() {
+  constexpr int64_t kIters = 40000;
+  volatile float sink = fma_chains_512(kIters) + fma_chains_256(kIters);
+  double t512 = 1e30, t256 = 1e30;
+  for (int rep = 0; rep < 7; ++rep)
+    for (bool wide : {true, false}) {
+      auto t0 = std::chrono::steady_clock::now();
+      sink = sink + (wide ? fma_chains_512(kIters) : fma_chains_256(kIters));
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (wide ? t512 : t256) = std::min(wide ? t512 : t256, s);
+    }
+  (void)sink;
+  return t512 < 1.5 * t256 ? 2 : 1;
+}
+#endif
+
 /** Fills the ISA, lanes and register count from the enabled features (x86; "generic" elsewhere). */
 void classify_isa(Target &t) {
   std::set<std::string> on = enabled_features(t.features);
@@ -72,6 +124,9 @@ Target detect_host() {
     llvm::consumeError(jtmb.takeError());
   }
   classify_isa(t);
+#if defined(__x86_64__)
+  if (t.isa == "avx512") t.wide_fma_pipes = measure_wide_fma_pipes();
+#endif
   // Caches of cpu0 from sysfs: the L1 data cache, the unified L2 and L3.
   for (int i = 0; i < 8; ++i) {
     std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
@@ -117,6 +172,7 @@ Status apply_description(Target &t, const std::string &json, const std::string &
       else if (k == "lanes") t.lanes = v.get<int>();
       else if (k == "vector_registers") t.vector_registers = v.get<int>();
       else if (k == "fma_units") t.fma_units = v.get<int>();
+      else if (k == "wide_fma_pipes") t.wide_fma_pipes = v.get<int>();
       else if (k == "l1_bytes") t.l1_bytes = v.get<int64_t>();
       else if (k == "l2_bytes") t.l2_bytes = v.get<int64_t>();
       else if (k == "l3_bytes") t.l3_bytes = v.get<int64_t>();
@@ -131,6 +187,7 @@ Status apply_description(Target &t, const std::string &json, const std::string &
   if (t.lanes != 4 && t.lanes != 8 && t.lanes != 16) return make_error(label + ": lanes must be 4, 8 or 16");
   if (t.vector_registers < 8 || t.vector_registers > 64) return make_error(label + ": vector_registers must be between 8 and 64");
   if (t.fma_units < 1 || t.fma_units > 4) return make_error(label + ": fma_units must be between 1 and 4");
+  if (t.wide_fma_pipes < 0 || t.wide_fma_pipes > 4) return make_error(label + ": wide_fma_pipes must be between 0 (unknown) and 4");
   if (t.cores < 1 || t.threads < 1) return make_error(label + ": cores and threads must be at least 1");
   for (int64_t c : {t.l1_bytes, t.l2_bytes, t.l3_bytes})
     if (c < 1024) return make_error(label + ": cache sizes must be at least 1 KiB");
@@ -142,7 +199,7 @@ Status apply_description(Target &t, const std::string &json, const std::string &
 std::string Target::to_json() const {
   nlohmann::json j{{"name", name},       {"isa", isa},     {"triple", triple}, {"cpu", cpu},
                    {"features", features}, {"lanes", lanes}, {"vector_registers", vector_registers},
-                   {"fma_units", fma_units}, {"l1_bytes", l1_bytes}, {"l2_bytes", l2_bytes},
+                   {"fma_units", fma_units}, {"wide_fma_pipes", wide_fma_pipes}, {"l1_bytes", l1_bytes}, {"l2_bytes", l2_bytes},
                    {"l3_bytes", l3_bytes}, {"cores", cores}, {"threads", threads}};
   return j.dump(2);
 }

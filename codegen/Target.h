@@ -20,6 +20,11 @@ struct Target {
   int lanes = 4;              // float32 lanes of one vector register
   int vector_registers = 16;  // architectural vector registers
   int fma_units = 2;          // FMA pipes per core (from the description; the measured peak is the truth)
+  // 512-bit FMAs a core issues per cycle, measured when the host is detected (AVX-512 only; 0:
+  // not known): 2 where it has two full-width pipes (Sapphire Rapids), 1 where a 512-bit FMA
+  // takes both 256-bit pipes (Zen 4) or there is one 512-bit pipe. Where it is 1, a register tile
+  // is bound by its FMAs before its loads; where 2, by its loads (codegen/Schedule's 1x1 tiles).
+  int wide_fma_pipes = 0;
   int64_t l1_bytes = 32 << 10, l2_bytes = 1 << 20, l3_bytes = 8 << 20;  // data cache per core (L3: shared)
   int cores = 1, threads = 1;
 

@@ -448,7 +448,9 @@ Options:
                  schedules) beside the one --db gives, in this process, runs alternating: --rounds
                  timings of --runs runs of each, which goes first swapped every round; prints each
                  round's medians, B's time over A's, and their median over the rounds the thread
-                 hand-off puts near (two plans from separate commands differ by the host's moods)
+                 hand-off puts near (two plans from separate commands differ by the host's moods),
+                 then the groups whose times differ most (JSON: a_groups_ms and b_groups_ms, every
+                 group's median over the rounds)
   --rounds R     timings with --against (default 6; each after 3 untimed runs of both)
   --against-partition P  B's partition, db or fuseops (default: --partition's); with --against
                  naming --db's database, the searched partition against FuseOps's in one process
@@ -508,6 +510,14 @@ int bench_against(const Args &args, int64_t runs) {
     for (const Alternated::Round &r : done)
       j["rounds"].push_back({{"a_ms", r.a_ms}, {"b_ms", r.b_ms}, {"ratio", r.b_ms / r.a_ms}, {"handoff_ns", r.handoff_ns},
                              {"first", r.a_first ? "a" : "b"}, {"near", !cores_apart(r.handoff_ns, near_ns)}});
+    // Each plan's groups, the median of their round medians: which kernels make the difference.
+    for (bool of_b : {false, true}) {
+      const CompiledModel &m = of_b ? **b : **a;
+      std::vector<double> ms = alternated->group_ms(of_b);
+      nlohmann::json &list = j[of_b ? "b_groups_ms" : "a_groups_ms"] = nlohmann::json::array();
+      for (size_t k = 0; k < ms.size() && k < m.groups().size(); ++k)
+        list.push_back({{"id", m.groups()[k].name}, {"ops", m.groups()[k].ops}, {"shape", m.groups()[k].shape}, {"median_ms", ms[k]}});
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -522,6 +532,22 @@ int bench_against(const Args &args, int64_t runs) {
     std::printf(near_ratios.empty() ? "; the cores were apart in every round" : "; %.3f over the %zu rounds with the cores near",
                 near_ratios.empty() ? 0.0 : median(near_ratios), near_ratios.size());
   std::printf(" (%lld runs of each per round, %d threads)\n", static_cast<long long>(runs), (*a)->threads());
+  // Where both plans have the same groups, the ones that differ most, by the median of their round medians.
+  const std::vector<GroupInfo> &ga = (*a)->groups(), &gb = (*b)->groups();
+  bool same = ga.size() == gb.size();
+  for (size_t k = 0; same && k < ga.size(); ++k) same = ga[k].ops == gb[k].ops && ga[k].shape == gb[k].shape;
+  if (same) {
+    std::vector<double> ms_a = alternated->group_ms(false), ms_b = alternated->group_ms(true);
+    std::vector<size_t> order;
+    for (size_t k = 0; k < ms_a.size() && k < ms_b.size(); ++k) order.push_back(k);
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return std::abs(ms_b[x] - ms_a[x]) > std::abs(ms_b[y] - ms_a[y]); });
+    std::printf("groups that differ most (medians over the rounds, ms):\n");
+    for (size_t i = 0; i < order.size() && i < 8; ++i) {
+      size_t k = order[i];
+      std::printf("  %-6s %-34s %-20s A %.4f  B %.4f  B / A %.3f\n", ga[k].name.c_str(), ga[k].ops.substr(0, 34).c_str(), ga[k].shape.c_str(),
+                  ms_a[k], ms_b[k], ms_a[k] > 0 ? ms_b[k] / ms_a[k] : 0.0);
+    }
+  }
   return 0;
 }
 
@@ -1294,9 +1320,10 @@ int cmd_target(const std::vector<std::string> &argv) {
     return 0;
   }
   const Target &t = *target;
-  std::printf("target %s: %s, %s\n  isa %s, %d float lanes, %d vector registers, %d FMA units per core\n"
+  std::string wide = t.wide_fma_pipes ? "; 512-bit FMAs per cycle: " + std::to_string(t.wide_fma_pipes) : "";
+  std::printf("target %s: %s, %s\n  isa %s, %d float lanes, %d vector registers, %d FMA units per core%s\n"
               "  L1d %s, L2 %s, L3 %s; %d cores, %d threads\n",
-              t.name.c_str(), t.triple.c_str(), t.cpu.c_str(), t.isa.c_str(), t.lanes, t.vector_registers, t.fma_units,
+              t.name.c_str(), t.triple.c_str(), t.cpu.c_str(), t.isa.c_str(), t.lanes, t.vector_registers, t.fma_units, wide.c_str(),
               format_bytes(static_cast<double>(t.l1_bytes)).c_str(), format_bytes(static_cast<double>(t.l2_bytes)).c_str(),
               format_bytes(static_cast<double>(t.l3_bytes)).c_str(), t.cores, t.threads);
   if (!args->has("no-peak"))

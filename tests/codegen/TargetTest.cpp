@@ -40,6 +40,12 @@ TEST(Target, HostDetectionFillsEveryField) {
   EXPECT_GE(h.threads, 1);
   EXPECT_GE(h.threads, h.cores);
   EXPECT_TRUE(static_cast<bool>(h.runnable_here()));
+  // 512-bit FMAs a cycle: measured on an AVX-512 host (1 or 2), unknown elsewhere.
+  if (h.isa == "avx512") {
+    EXPECT_TRUE(h.wide_fma_pipes == 1 || h.wide_fma_pipes == 2) << h.wide_fma_pipes;
+  } else {
+    EXPECT_EQ(h.wide_fma_pipes, 0);
+  }
 }
 
 TEST(Target, NamedIsasResolveOnTopOfTheHost) {
@@ -62,12 +68,13 @@ TEST(Target, NamedIsasResolveOnTopOfTheHost) {
 }
 
 TEST(Target, ADescriptionFileOverridesTheFieldsItNames) {
-  std::string path = write_temp("small.json", R"({"l2_bytes": 1048576, "threads": 1, "fma_units": 1})");
+  std::string path = write_temp("small.json", R"({"l2_bytes": 1048576, "threads": 1, "fma_units": 1, "wide_fma_pipes": 1})");
   auto t = resolve_target(path);
   ASSERT_TRUE(static_cast<bool>(t)) << t.error().message;
   EXPECT_EQ(t->l2_bytes, 1 << 20);
   EXPECT_EQ(t->threads, 1);
   EXPECT_EQ(t->fma_units, 1);
+  EXPECT_EQ(t->wide_fma_pipes, 1);
   EXPECT_EQ(t->lanes, host_target().lanes);
   EXPECT_EQ(t->name, "autotune_target_" + std::to_string(::getpid()) + "_small");
   // What `autotune target --json` prints reads back as the same target.
@@ -79,6 +86,7 @@ TEST(Target, ADescriptionFileOverridesTheFieldsItNames) {
 TEST(Target, BadDescriptionsAreErrorsNamingTheFile) {
   for (const auto &[text, why] : std::vector<std::pair<std::string, std::string>>{
            {R"({"lanes": 3})", "lanes must be 4, 8 or 16"},
+           {R"({"wide_fma_pipes": 9})", "wide_fma_pipes must be between 0 (unknown) and 4"},
            {R"({"vector_width": 8})", "unknown field 'vector_width'"},
            {R"({"l1_bytes": "big"})", "type must be number"},
            {"not json", "not a JSON object"}}) {

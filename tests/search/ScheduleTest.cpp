@@ -1037,6 +1037,46 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   EXPECT_GE(checked, 3 * 22);
 }
 
+TEST(Schedule, DefaultNchwcPointwiseTileTakesTheChannelVectorsThatDivide) {
+  // A 1x1 conv2d_nchwc on 32 registers: four channel vectors x 6 pixels, else three x 9, else two
+  // x 14, on planes of 192 pixels or more; on smaller ones (7x7) two x 14 only where the core issues
+  // two 512-bit FMAs a cycle, else one vector x 28 (Target::wide_fma_pipes), as where no two
+  // vectors divide the channels (80: five blocks, split over the pixels on 2 threads). Each default
+  // is then run against the reference executor where this host runs AVX-512.
+  struct Case {
+    int64_t in, out, hw;
+    int wide;                // Target::wide_fma_pipes
+    int oc_block, px_block;  // the default's register tile
+    bool pixels_parallel;
+  };
+  Target avx512 = *resolve_target("avx512"), avx2 = *resolve_target("avx2");
+  int ran = 0;
+  for (const Case &c : {Case{64, 256, 56, 1, 64, 6, false}, Case{16, 96, 28, 1, 48, 9, false}, Case{96, 32, 28, 1, 32, 14, true},
+                        Case{96, 32, 28, 2, 32, 14, true}, Case{16, 80, 28, 2, 16, 28, true}, Case{2048, 512, 7, 2, 32, 14, false},
+                        Case{512, 2048, 7, 2, 32, 14, false}, Case{512, 2048, 7, 1, 16, 28, false}}) {
+    auto blocked = [](int64_t ch, int64_t hw) {
+      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+    };
+    std::string w = "Tensor[(" + std::to_string(c.out) + ", " + std::to_string(c.in) + ", 1, 1), float32]";
+    std::string bias = "Tensor[(" + std::to_string(c.out) + "), float32]";
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(c.in, c.hw), w, bias, blocked(c.out, c.hw), 1, 0);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    std::string what = std::to_string(c.in) + " -> " + std::to_string(c.out) + " at " + std::to_string(c.hw) + "x" + std::to_string(c.hw) +
+                       ", 512-bit FMAs a cycle " + std::to_string(c.wide);
+    Target t = avx512;
+    t.wide_fma_pipes = c.wide;
+    KernelSchedule d = default_schedule(body, t);
+    EXPECT_EQ(d.oc_block, c.oc_block) << what;
+    EXPECT_EQ(d.px_block, c.px_block) << what;
+    EXPECT_EQ(d.parallel == KernelSchedule::Parallel::kPx, c.pixels_parallel) << what;
+    // With 16 registers (AVX2) a tile stays within one channel block, as before.
+    EXPECT_LE(default_schedule(body, avx2).oc_block, 16) << what << ", avx2";
+    if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t, 2), ++ran;
+  }
+  if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX-512, which this host lacks";
+}
+
 TEST(ScheduleSpace, DepthwiseConv2dNchwcKernelsMatchTheReference) {
   // A depthwise conv in NCHW[b]c (groups = channels): 3x3 and 5x5 windows, stride 1 and 2, padded
   // and not, rows of 7, 14 and 28 columns and rows no tile of 7 divides (11: tiles of 1), two

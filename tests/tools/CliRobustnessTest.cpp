@@ -240,10 +240,19 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   }
   std::sort(ratios.begin(), ratios.end());
   EXPECT_DOUBLE_EQ(j["median_ratio"].get<double>(), ratios[1]);
+  // Each plan's groups with their medians over the rounds.
+  for (const char *side : {"a_groups_ms", "b_groups_ms"}) {
+    ASSERT_EQ(j[side].size(), j[side[0] == 'a' ? "groups" : "b_groups"].get<size_t>()) << side;
+    for (const auto &g : j[side]) {
+      EXPECT_GT(g["median_ms"].get<double>(), 0) << side << " " << g.dump();
+      EXPECT_FALSE(g["ops"].get<std::string>().empty());
+    }
+  }
   Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 2 --runs 2");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("round 2 (B first): A "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("B / A: median "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("groups that differ most (medians over the rounds, ms):\n  %"), std::string::npos) << text.out;
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + path("none.db")), path("none.db"), "no such tuning database");
   expect_one_line_error(cli("bench --model " + model + " --against untuned"), "bench", "--against names the plan --db already gives");
   expect_one_line_error(cli("bench --model " + model + " --against untuned --against-partition fuseops"), "bench", "--against names the plan --db already gives");
