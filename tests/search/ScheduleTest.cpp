@@ -1037,7 +1037,7 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
   EXPECT_GE(checked, 3 * 22);
 }
 
-TEST(Schedule, DefaultNchwcPointwiseTileTakesTheChannelVectorsThatDivide) {
+TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   // A 1x1 conv2d_nchwc on 32 registers: four channel vectors x 6 pixels, else three x 9, else two
   // x 14, on planes of 192 pixels or more; on smaller ones (7x7) two x 14 only where the core issues
   // two 512-bit FMAs a cycle, else one vector x 28 (Target::wide_fma_pipes), as where no two
@@ -1073,6 +1073,21 @@ TEST(Schedule, DefaultNchwcPointwiseTileTakesTheChannelVectorsThatDivide) {
     // With 16 registers (AVX2) a tile stays within one channel block, as before.
     EXPECT_LE(default_schedule(body, avx2).oc_block, 16) << what << ", avx2";
     if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t, 2), ++ran;
+  }
+  // A 3x3 stride-2 conv2d_nchwc: four vectors x 6 to a plane of 192 pixels or more, two x 14 to 7x7.
+  for (auto [in_hw, oc, px] : std::vector<std::tuple<int64_t, int, int>>{{56, 64, 6}, {14, 32, 14}}) {
+    auto blocked = [](int64_t ch, int64_t hw) {
+      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+    };
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(64, in_hw), "Tensor[(128, 64, 3, 3), float32]", "Tensor[(128), float32]",
+                                 blocked(128, in_hw / 2), 2, 1);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    std::string what = "3x3 stride 2 to " + std::to_string(in_hw / 2) + "x" + std::to_string(in_hw / 2);
+    KernelSchedule d = default_schedule(body, avx512);
+    EXPECT_EQ(d.oc_block, oc) << what;
+    EXPECT_EQ(d.px_block, px) << what;
+    if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, avx512, 2), ++ran;
   }
   if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX-512, which this host lacks";
 }
