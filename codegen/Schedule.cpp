@@ -524,7 +524,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // of fewer pixels (7x7: four by 6 streams the weight once per 6 pixels) two by 14 where the core
     // issues two 512-bit FMAs a cycle (Target::wide_fma_pipes): there 1 x 28 (29 loads for 28 FMAs)
     // waits on its loads, while a Zen 4 core (one 512-bit FMA a cycle) keeps up with them and ran
-    // MobileNetV2's 7x7 convs to 960 channels 0.220 ms with 1 x 28 against 0.242 with 2 x 14.
+    // MobileNetV2's 7x7 convs to 960 channels 0.220 ms with 1 x 28 against 0.243 with 2 x 14.
     // One by 28, the rule before, lost on every such conv on Sapphire Rapids: in one process
     // (`bench --against`, the default schedules with each rule, 2 threads, 8 rounds of 20 runs),
     // MobileNetV2's 1x1 convs to 96, 32 and 160-1280 channels 1.16-1.29 of the new time and the

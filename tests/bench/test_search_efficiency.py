@@ -14,10 +14,17 @@ spec.loader.exec_module(se)
 NEAR, APART = 250.0, 1000.0  # hand-offs as the 2-vCPU host measured them, cores on one core complex and on two
 
 
-def make_db(path, trials, handoff_column=True, confirmations=None):
+def make_db(path, trials, handoff_column=True, confirmations=None, names=None):
     """trials: per workload hash, a list of (ratio or None for a failure, hand-off ns) in the order measured; the
-    first is the task's default, each other a schedule of its own (s0, s1, ...). confirmations: per workload hash,
+    first is the task's default ("default" in every database), each other a schedule of this database's own
+    ("<file>:s1", "<file>:s2", ...) unless names (per workload hash, a list of schedule names by trial index) says
+    otherwise: a name two databases share is one schedule measured by both. confirmations: per workload hash,
     (trial index, ratio) pairs: the tuner's confirmation-phase records of that trial's schedule."""
+    own = os.path.basename(path)
+
+    def name(h, n):
+        given = (names or {}).get(h)
+        return given[n] if given else "default" if n == 0 else f"{own}:s{n}"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE workloads(id INTEGER PRIMARY KEY, hash TEXT, target TEXT)")
     con.execute("CREATE TABLE records(id INTEGER PRIMARY KEY, workload_id INTEGER, schedule TEXT, status TEXT, median_s REAL, baseline_s REAL, "
@@ -27,7 +34,7 @@ def make_db(path, trials, handoff_column=True, confirmations=None):
         con.execute("INSERT INTO workloads VALUES(?, ?, 'cpu')", (wid, h))
         for n, (ratio, handoff) in enumerate(series):
             status = "ok" if ratio is not None else "crash"
-            row = (wid, f"s{n}", status, (ratio or 0) * 1e-3, 1e-3, "trial")
+            row = (wid, name(h, n), status, (ratio or 0) * 1e-3, 1e-3, "trial")
             if handoff_column:
                 con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase, handoff_ns) VALUES(?, ?, ?, ?, ?, ?, ?)",
                             row + (handoff,))
@@ -35,7 +42,7 @@ def make_db(path, trials, handoff_column=True, confirmations=None):
                 con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase) VALUES(?, ?, ?, ?, ?, ?)", row)
         for n, ratio in (confirmations or {}).get(h, []):
             con.execute("INSERT INTO records(workload_id, schedule, status, median_s, baseline_s, phase) VALUES(?, ?, 'ok', ?, 1e-3, 'confirmation')",
-                        (wid, f"s{n}", ratio * 1e-3))
+                        (wid, name(h, n), ratio * 1e-3))
     con.commit()
     con.close()
 
@@ -99,6 +106,19 @@ class Compare(unittest.TestCase):
         row = next(r for r in rows if r["workload"] == "v")
         self.assertAlmostEqual(row["target_ratio"], 0.95 * 1.05)
         self.assertEqual(self.needed(rows, "v"), [(2, True), (3, True)])
+
+    def test_a_schedule_both_measured_counts_at_the_median_of_their_readings(self):
+        # "x" is one schedule read 0.82 in a and 0.89 in b (the noise of two processes minutes apart): it counts
+        # 0.855 in both, so each reached the target 0.855 * 1.05 when it first measured it. Read apart, a's 0.82
+        # set a target of 0.861 that b's reading of the very same schedule missed.
+        make_db(self.a, {"w": [(1.0, 0), (1.2, 0), (0.82, 0)]}, handoff_column=False, names={"w": ["default", "a1", "x"]})
+        make_db(self.b, {"w": [(1.0, 0), (0.89, 0), (0.95, 0)]}, handoff_column=False, names={"w": ["default", "x", "b2"]})
+        rows, _ = se.compare([self.a, self.b], 0.05)
+        self.assertEqual(self.needed(rows, "w"), [(3, True), (2, True)])
+        row = next(r for r in rows if r["workload"] == "w")
+        self.assertAlmostEqual(row["target_ratio"], 0.855 * 1.05)
+        rows, _ = se.compare([self.a, self.b], 0.05, pooled=False)
+        self.assertEqual(self.needed(rows, "w"), [(3, True), (4, False)])
 
     def test_a_confirmed_schedule_counts_at_its_confirmations_median(self):
         # a's 0.70 was a trial in a load spike: confirmed three times at about 1.6, it is no better than the default.
