@@ -1089,6 +1089,22 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(d.px_block, px) << what;
     if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, avx512, 2), ++ran;
   }
+  // An NCHW 1x1 conv on pixel vectors: four vectors by 6 channels where four divide the plane's
+  // vectors and three do not (56x56: 196), else three by 8 (28x28: 49).
+  for (auto [hw, px, oc] : std::vector<std::tuple<int64_t, int, int>>{{56, 4, 6}, {28, 3, 8}}) {
+    auto plane = [&](int64_t ch) {
+      return "Tensor[(1, " + std::to_string(ch) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + "), float32]";
+    };
+    auto g = conv_add_relu_group("nn.conv2d", plane(144), "Tensor[(24, 144, 1, 1), float32]", "Tensor[(24), float32]", plane(24), 1, 0);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    std::string what = "NCHW 144 -> 24 at " + std::to_string(hw) + "x" + std::to_string(hw);
+    KernelSchedule d = default_schedule(body, avx512);
+    EXPECT_TRUE(d.pixel_vectors) << what;
+    EXPECT_EQ(d.px_block, px) << what;
+    EXPECT_EQ(d.oc_block, oc) << what;
+    if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, avx512, 2), ++ran;
+  }
   if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX-512, which this host lacks";
 }
 
