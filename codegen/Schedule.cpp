@@ -532,7 +532,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // channels) 1.22-1.28, ResNet-18's 7x7 downsample 1.17-1.22; 2000-trial tunings there had
     // picked 3 x 8-9 and 2 x 11-14.
     int64_t pixels = conv ? n.type.shape[2] * n.type.shape[3] : 0;
-    bool blocked_pointwise = pointwise && regs >= 32 && conv_block(n) > 0 && ob > 0;
+    bool blocked = regs >= 32 && conv_block(n) > 0 && ob > 0;  // a conv2d_nchwc with a packed weight, 32 registers
+    bool blocked_pointwise = blocked && pointwise;
     bool big_plane = pixels >= 4 * 3 * v;
     int64_t out_channels = conv ? conv_out_channels(n) : 0;
     int nchwc_vecs = 0;  // channel vectors of a blocked 1x1 conv's register tile (0: the rules for the rest)
@@ -548,8 +549,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // new time, to 14x14 1.03-1.04, to 7x7 0.89-0.90 (the weight, streamed once per pixel block,
     // dominates there: left at two by 14). Unrolling the window's columns too was within the
     // host's noise (0.97-1.10 by group).
-    if (conv && !pointwise && regs >= 32 && conv_block(n) > 0 && ob > 0 && n.attrs.i("groups") == 1 && big_plane &&
-        n.attrs.ints("strides")[0] >= 2 && out_channels % (4 * v) == 0)
+    if (blocked && !pointwise && n.attrs.i("groups") == 1 && big_plane && n.attrs.ints("strides")[0] >= 2 && out_channels % (4 * v) == 0)
       ob = 4 * v;
     // A 1x1 conv over enough pixels takes pixel vectors (why: below, where it applies).
     auto pixel_lanes = [&] {

@@ -95,8 +95,8 @@ int measure_wide_fma_pipes() {
     for (bool wide : {true, false}) {
       auto t0 = std::chrono::steady_clock::now();
       sink = sink + (wide ? fma_chains_512(kIters) : fma_chains_256(kIters));
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      (wide ? t512 : t256) = std::min(wide ? t512 : t256, s);
+      double &best = wide ? t512 : t256;
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   (void)sink;
   return t512 < 1.5 * t256 ? 2 : 1;
