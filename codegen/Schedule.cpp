@@ -689,7 +689,16 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       if (conv_out_channels(n) % ob) ob = b;
       // As many tiles as the registers hold next to the channel vectors and a broadcast (32 x 14 on
       // AVX-512, 16 x 6 on AVX2), at most the tiles there are, rounded down to a width the sketch has.
-      int64_t vecs = ob / target.lanes, m = s.winograd, tiles = ((n.type.shape[2] + m - 1) / m) * ((n.type.shape[3] + m - 1) / m);
+      int64_t m = s.winograd, tiles = ((n.type.shape[2] + m - 1) / m) * ((n.type.shape[3] + m - 1) / m);
+      // Four channel vectors by 6 tiles where the plane has 192 tiles or more (ResNet's 56x56 convs
+      // on F(4x4): 196) and four vectors divide the channels, with 32 registers: the GEMM's 24
+      // accumulators take 4 loads and 6 broadcasts a step, not 2 and 14. In the model (Sapphire
+      // Rapids, AVX-512, 2 threads, both defaults compiled in one process by `bench --against`,
+      // 8 rounds alternating): the 56x56 convs 0.93-0.96 of the old time on ResNet-18, 0.86-0.93 on
+      // ResNet-50 (end to end 0.986 and 0.991); at 28x28 (49 tiles) 1.06, at 14x14 and 7x7 (16)
+      // 1.12-1.15, so smaller planes keep two vectors.
+      if (regs >= 32 && tiles >= 192 && conv_out_channels(n) % (4 * target.lanes) == 0) ob = 4 * target.lanes;
+      int64_t vecs = ob / target.lanes;
       // Rows over the threads (rows_by_thread): each stage's runs of whole tile rows.
       int parts = rows && conv_block(n) ? row_parts : 0;
       int64_t fit = std::min<int64_t>(vecs > 1 ? (regs - 1 - vecs) / vecs : regs - 4, parts ? tiles / parts : tiles), px = 1;

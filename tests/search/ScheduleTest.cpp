@@ -1105,6 +1105,36 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(d.oc_block, oc) << what;
     if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, avx512, 2), ++ran;
   }
+  // A 3x3 stride-1 conv2d_nchwc on Winograd F(4x4): its GEMM takes four channel vectors by 6 tiles
+  // on a plane of 192 tiles or more (56x56: 196) where four vectors divide the channels, else two
+  // by 14 (28x28: 49 tiles); with 16 registers one vector.
+  for (auto [hw, ch, vecs, tiles] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{{56, 64, 4, 6}, {56, 96, 2, 14}, {28, 128, 2, 14}}) {
+    auto blocked = [&](int64_t c) {
+      return "Tensor[(1, " + std::to_string(c / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+    };
+    std::string w = "Tensor[(" + std::to_string(ch) + ", " + std::to_string(ch) + ", 3, 3), float32]";
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(ch), w, "Tensor[(" + std::to_string(ch) + "), float32]", blocked(ch), 1, 1);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    std::string what = "3x3 " + std::to_string(ch) + " channels at " + std::to_string(hw) + "x" + std::to_string(hw);
+    // The GEMM's splits: the channel vectors (the first) and the tiles (the second), before their tails.
+    auto gemm_splits = [](const KernelSchedule &k) {
+      std::vector<int64_t> f;
+      for (const Step &st : k.steps)
+        if (st.op == "split" && st.stage == "wino_gemm") f.push_back(st.factor);
+      return f;
+    };
+    KernelSchedule d = default_schedule(body, avx512);
+    ASSERT_EQ(d.winograd, 4) << what;
+    std::vector<int64_t> f = gemm_splits(d);
+    ASSERT_GE(f.size(), 2u) << what;
+    EXPECT_EQ(f[0], vecs) << what;
+    EXPECT_EQ(f[1], tiles) << what;
+    std::vector<int64_t> f2 = gemm_splits(default_schedule(body, avx2));
+    ASSERT_GE(f2.size(), 1u) << what << ", avx2";
+    EXPECT_EQ(f2[0], 1) << what << ", avx2";
+    if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-4, avx512, 2), ++ran;
+  }
   if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX-512, which this host lacks";
 }
 
