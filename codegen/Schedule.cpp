@@ -670,7 +670,19 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       // 1.56 against 0.97, GoogLeNet's 1.60/0.96, EfficientNet-B0's 3x3 0.279/0.233, MobileNetV2's
       // 0.112/0.110; not unrolled they match the NCHW rows template that unrolled them.
       if (!conv_block(n)) rows.unroll_kx = false;
-      if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) s = rows;
+      // A stem with a long window (ResNet's 7x7 on 3 channels: 147 values; the short ones take
+      // patches above) on 32 registers: two channel vectors by 6 pixels, the window's columns
+      // unrolled, threads over channel and pixel blocks, the padding recomputed at its reads (no
+      // row tiles). Both of ResNet-18's 2000-trial searches chose it (0.82-0.89 of the row tiles
+      // alone); in one process against them (`bench --against`, Sapphire Rapids, 2 threads, 8
+      // rounds, a scratch switch) ResNet-18's stem 0.870, ResNet-50's 0.864 (end to end 0.993 and
+      // 0.983); 7, 8 and 9 pixels 0.83-0.91, 14 and 16 1.18-1.20, 4 0.96. On AVX2's 16 registers the
+      // same point ran 1.23x the row tiles, which stay there.
+      if (padded_stem && !conv_block(n) && !s.pixel_vectors && regs >= 32 && s.oc_block == 2 * v) {
+        s.px_block = 6, s.unroll_kx = true, s.parallel = KernelSchedule::Parallel::kOcPx, s.pad_at_root = false;
+      } else if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) {
+        s = rows;
+      }
     }
     // Winograd in NCHW16c as steps on its naive nests (the template's algorithm and F(m) rule; its
     // GEMM a register tile of two channel vectors by 14 tiles, 16 channels by 6 with 16 registers;
