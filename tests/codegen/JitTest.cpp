@@ -359,21 +359,29 @@ TEST(Jit, LogErfTanhAndPowerMatchDoublePrecisionWithinTheirStatedError) {
 }
 
 TEST(Jit, SmallConstantStridesLoadEveryLanesElement) {
-  // Strides 2 to 4 are one wide load and a shuffle; the buffer ends at the last lane's element.
+  // Strides 2 to 4 are whole vectors of the loop's width, the last masked, and shuffles; loops of 7
+  // and 14 lanes too (a 56-column pool's). The buffer ends at the last lane's element, on the last
+  // page before a guard page, so a load one element past it faults.
+  long page = sysconf(_SC_PAGESIZE);
+  char *map = static_cast<char *>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(mprotect(map + page, page, PROT_NONE), 0);
   auto jit = make_jit();
   for (int stride : {2, 3, 4})
-    for (int lanes : {4, 8, 16}) {
+    for (int lanes : {4, 7, 8, 14, 16}) {
       int64_t n = static_cast<int64_t>(stride) * (lanes - 1) + 1;
       Buffer a = make_buffer("a", Type::kF32, n, BufferScope::kParam), out = make_buffer("out", Type::kF32, lanes, BufferScope::kParam);
       auto ck = jit->compile(kernel("strided" + std::to_string(stride) + "_" + std::to_string(lanes), {a, out}, 1, 1,
                                     for_loop("v", int_imm(0), int_imm(lanes), ForKind::kVectorized, store(out, var("v"), load(a, var("v") * stride)))));
       ASSERT_TRUE(static_cast<bool>(ck)) << ck.error().message;
-      std::vector<float> av(n), ov(lanes);
-      std::iota(av.begin(), av.end(), 0.0f);
-      void *bufs[] = {av.data(), ov.data()};
+      float *av = reinterpret_cast<float *>(map + page) - n;  // ends where the guard page starts
+      for (int64_t i = 0; i < n; ++i) av[i] = static_cast<float>(i);
+      std::vector<float> ov(lanes);
+      void *bufs[] = {av, ov.data()};
       ck->stages[0](bufs, 0, 1);
       for (int l = 0; l < lanes; ++l) EXPECT_EQ(ov[l], static_cast<float>(l * stride)) << stride << " " << lanes;
     }
+  munmap(map, 2 * page);
 }
 
 TEST(Jit, IllegalLoopIRIsAnErrorNotACrash) {
