@@ -537,8 +537,19 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     bool big_plane = pixels >= 4 * 3 * v;
     int64_t out_channels = conv ? conv_out_channels(n) : 0;
     int nchwc_vecs = 0;  // channel vectors of a blocked 1x1 conv's register tile (0: the rules for the rest)
+    // But where the weight a thread streams (all of it where threads split the pixels, below: more
+    // input than output channels; its share where they split the channels) is half the L2 or more,
+    // it comes from the L3 once per pixel tile: two vectors by 14 stream it 14 / 6 times less often.
+    // In one process (`bench --against`, Sapphire Rapids, L2 2 MiB, 2 threads, 8 rounds, a scratch
+    // switch) ResNet-50's 1024 -> 512 at 14x14 (2 MiB, split by pixels) 0.85-0.86 of the time with
+    // four by 6, its 1024 -> 256 0.95-0.97, the stride-2 512 -> 1024 0.97 (split by channels); its
+    // 256 -> 1024 (1 MiB split by channels, 512 KiB a thread) was 1.04 with two by 14, and keeps four.
+    // 2000-trial tunings had chosen two by 14 for the 1024 -> 512 (0.76 of four by 6 alone).
+    int64_t in_channels = conv ? body.type_of(n.inputs[1]).shape[1] : 0;
+    bool streamed = pointwise && body.type_of(n.inputs[1]).numel() * 4 / (in_channels > out_channels ? 1 : target.threads) >= target.l2_bytes / 2;
     for (int k : {4, 3, 2})
-      if (blocked_pointwise && !nchwc_vecs && (big_plane || (k == 2 && target.wide_fma_pipes >= 2)) && out_channels % (k * v) == 0)
+      if (blocked_pointwise && !nchwc_vecs && (big_plane || (k == 2 && target.wide_fma_pipes >= 2)) && out_channels % (k * v) == 0 &&
+          (k == 2 || !streamed))
         nchwc_vecs = k;
     if (nchwc_vecs) ob = nchwc_vecs * v;
     else if (pointwise && regs >= 32 && ob == 2 * v) ob = v;
@@ -594,7 +605,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
     // Not on 7x7 planes: four pixel blocks of 14, 14, 14 and 7 split unevenly (ResNet-50's 2048 -> 512
     // at 7x7: 0.89 ms over the pixels against 0.67 over the channels, in the model).
-    if (nchwc_vecs && big_plane && body.type_of(n.inputs[1]).shape[1] > out_channels) s.parallel = KernelSchedule::Parallel::kPx;
+    if (nchwc_vecs && big_plane && in_channels > out_channels) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;

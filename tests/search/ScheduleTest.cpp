@@ -1039,7 +1039,8 @@ TEST(ScheduleSpace, Conv2dNchwcKernelsMatchTheReference) {
 
 TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   // A 1x1 conv2d_nchwc on 32 registers: four channel vectors x 6 pixels, else three x 9, else two
-  // x 14, on planes of 192 pixels or more; on smaller ones (7x7) two x 14 only where the core issues
+  // x 14, on planes of 192 pixels or more (two x 14 where the weight a thread streams is half the L2
+  // or more); on smaller ones (7x7) two x 14 only where the core issues
   // two 512-bit FMAs a cycle, else one vector x 28 (Target::wide_fma_pipes), as where no two
   // vectors divide the channels (80: five blocks, split over the pixels on 2 threads). Each default
   // is then run against the reference executor where this host runs AVX-512.
@@ -1053,7 +1054,8 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   int ran = 0;
   for (const Case &c : {Case{64, 256, 56, 1, 64, 6, false}, Case{16, 96, 28, 1, 48, 9, false}, Case{96, 32, 28, 1, 32, 14, true},
                         Case{96, 32, 28, 2, 32, 14, true}, Case{16, 80, 28, 2, 16, 28, true}, Case{2048, 512, 7, 2, 32, 14, false},
-                        Case{512, 2048, 7, 2, 32, 14, false}, Case{512, 2048, 7, 1, 16, 28, false}}) {
+                        Case{512, 2048, 7, 2, 32, 14, false}, Case{512, 2048, 7, 1, 16, 28, false}, Case{1024, 512, 14, 2, 32, 14, true},
+                        Case{1024, 256, 14, 2, 32, 14, true}, Case{256, 1024, 14, 2, 64, 6, false}}) {
     auto blocked = [](int64_t ch, int64_t hw) {
       return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
     };
@@ -1066,6 +1068,7 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
                        ", 512-bit FMAs a cycle " + std::to_string(c.wide);
     Target t = avx512;
     t.wide_fma_pipes = c.wide;
+    t.l2_bytes = 2 << 20;  // a weight a thread streams from 1 MiB up takes two vectors by 14 (1024 -> 512, 1024 -> 256 split by pixels)
     KernelSchedule d = default_schedule(body, t);
     EXPECT_EQ(d.oc_block, c.oc_block) << what;
     EXPECT_EQ(d.px_block, c.px_block) << what;
