@@ -545,6 +545,24 @@ TEST(Schedule, DefaultLayoutChangesTransposeTilesOfChannelsByColumns) {
     });
 }
 
+TEST(Schedule, DefaultReductionsBeforeTheVectorUnrollTheirShortLoops) {
+  // A mean (max) over the plane of an NCHW16c tensor (a squeeze-excitation pool, the head's): each
+  // pixel a vector of 16 channels, the plane's loops unrolled where they are short (7 x 7 = 49
+  // together), the rows only where the two would be too many (14 x 14 = 196: the columns); a
+  // plane of 112 columns is not unrolled. Run against the reference.
+  for (auto [hw, unrolled] : std::vector<std::pair<int64_t, int>>{{7, 2}, {14, 1}, {112, 0}})
+    for (const char *op : {"mean", "max"}) {
+      std::string in = "Tensor[(1, 3, " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]", out = "Tensor[(1, 3, 1, 1, 16), float32]";
+      std::string ops = std::string("    %0 = ") + op + "(%p0, axis=[2, 3], keepdims=1);\n    return %0;\n";
+      for_each_isa_default(one_group({in}, out, ops), std::string(op) + " " + in, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
+        int unrolls = 0;
+        for (const Step &st : d.steps) unrolls += st.op == "unroll" && st.loop.rfind("k", 0) == 0;
+        EXPECT_EQ(unrolls, unrolled) << what << ": " << steps_to_json(d.steps);
+        if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
+      });
+    }
+}
+
 TEST(Schedule, DefaultSplitsRowsOverTheThreadsWhenAsked) {
   // With row_parts (the runtime's choice for the model, codegen/ThreadRows) each thread takes a
   // run of output rows, every channel of them, where can_split_rows holds: a depthwise
