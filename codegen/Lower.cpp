@@ -507,7 +507,13 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
         }
       }
     }
-    auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = conversion || blocked ? 2 : -1}}, replayed);
+    // An output of 4096 floats or fewer (a squeeze-excitation scale's layout change: 32-1152
+    // channels of one pixel) is less work than handing it to another thread: only the image loop
+    // is parallel (one image: the calling thread alone). In one process (`bench --against`, Sapphire
+    // Rapids, AVX-512, 2 threads, 8 rounds, a scratch switch) EfficientNet-B0's 13 such changes
+    // took 0.43-0.72 of their time split (1.5 -> 0.9 us each; hand-off 0.5-0.8 us).
+    bool tiny = body.type_of(body.outputs[0]).numel() <= 4096;
+    auto steps = first_loop_sketch(naive, {{.lanes = lanes, .parallel_loops = tiny ? 1 : conversion || blocked ? 2 : -1}}, replayed);
     return steps ? steps : std::vector<Step>{};
   }
   const std::string &op = anchor->op;

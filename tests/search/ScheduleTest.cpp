@@ -516,8 +516,11 @@ TEST(Schedule, DefaultLayoutChangesTransposeTilesOfChannelsByColumns) {
     int64_t parallel;
     bool tiles;
   };
-  auto plain = [](int64_t w) { return "Tensor[(2, 48, 3, " + std::to_string(w) + "), float32]"; };
-  auto blocked = [](int64_t w) { return "Tensor[(2, 3, 3, " + std::to_string(w) + ", 16), float32]"; };
+  // Rows of 4 columns come 12 to a plane, so those outputs (4608 floats) are more than a tiny
+  // one; a tiny output (4096 floats or fewer: a squeeze-excitation scale's) runs on the image loop
+  // alone, one image a thread.
+  auto plain = [](int64_t w) { return "Tensor[(2, 48, " + std::string(w == 4 ? "12" : "3") + ", " + std::to_string(w) + "), float32]"; };
+  auto blocked = [](int64_t w) { return "Tensor[(2, 3, " + std::string(w == 4 ? "12" : "3") + ", " + std::to_string(w) + ", 16), float32]"; };
   std::string scale = "Tensor[(1, 48, 1, 1), float32]";
   std::vector<Case> cases;
   for (int64_t w : {7, 56, 16}) {
@@ -530,6 +533,7 @@ TEST(Schedule, DefaultLayoutChangesTransposeTilesOfChannelsByColumns) {
   cases.push_back({{blocked(14), scale}, plain(14),
                    "    %0 = nn.to_nchwc(%p1, block=16);\n    %1 = multiply(%p0, %0);\n    %2 = nn.from_nchwc(%1);\n    return %2;\n", 2 * 3 * 3, true});
   cases.push_back({{scale, blocked(14)}, blocked(14), "    %0 = nn.to_nchwc(%p0, block=16);\n    %1 = multiply(%p1, %0);\n    return %1;\n", 0, false});
+  cases.push_back({{"Tensor[(1, 72, 1, 1, 16), float32]"}, "Tensor[(1, 1152, 1, 1), float32]", "    %0 = nn.from_nchwc(%p0);\n    return %0;\n", 1, false});
   for (const Case &c : cases)
     for_each_isa_default(one_group(c.params, c.out, c.ops), c.out, [&](const std::string &what, const Target &t, const Graph &body, const KernelSchedule &d) {
       ASSERT_FALSE(d.steps.empty()) << what;
