@@ -605,7 +605,14 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 14x14, 1024->256 gains too (0.36 -> 0.27 ms), 1024->512 loses (0.60 -> 0.74); the sum gains.
     // Not on 7x7 planes: four pixel blocks of 14, 14, 14 and 7 split unevenly (ResNet-50's 2048 -> 512
     // at 7x7: 0.89 ms over the pixels against 0.67 over the channels, in the model).
-    if (nchwc_vecs && big_plane && in_channels > out_channels) s.parallel = KernelSchedule::Parallel::kPx;
+    // So does a strided 1x1 conv (ResNet's downsample shortcuts), which reads every other pixel of
+    // every other row: split by channels, each thread reads all of them. In one process (`bench
+    // --against`, Sapphire Rapids, 2 threads, 8 rounds, a scratch switch, two runs, against the
+    // median of every group's ratio in the same run: 0.985-0.996) ResNet-18's 128 -> 256 to 14x14
+    // 0.82-0.87, its 64 -> 128 to 28x28 0.98, ResNet-50's 256 -> 512 0.93-0.95 and 512 -> 1024
+    // 0.90-0.94 (2000-trial searches chose the pixel split for it: 0.83 of the default alone).
+    bool strided = conv && n.attrs.ints("strides")[0] >= 2;
+    if (nchwc_vecs && big_plane && (in_channels > out_channels || strided)) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;

@@ -1099,6 +1099,25 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_LE(default_schedule(body, avx2).oc_block, 16) << what << ", avx2";
     if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t, 2), ++ran;
   }
+  // A 1x1 stride-2 conv2d_nchwc (a downsample shortcut) splits its pixel blocks over the threads
+  // though it has fewer input than output channels: split by channels, each thread would read every
+  // other pixel of the whole input.
+  for (auto [in_hw, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{56, 256, 512}, {28, 64, 128}}) {
+    auto blocked = [](int64_t ch, int64_t hw) {
+      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+    };
+    std::string w = "Tensor[(" + std::to_string(out) + ", " + std::to_string(in) + ", 1, 1), float32]";
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(in, in_hw), w, "Tensor[(" + std::to_string(out) + "), float32]", blocked(out, in_hw / 2), 2, 0);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    std::string what = "1x1 stride 2 " + std::to_string(in) + " -> " + std::to_string(out) + " to " + std::to_string(in_hw / 2) + "x" + std::to_string(in_hw / 2);
+    Target t = avx512;
+    t.l2_bytes = 2 << 20;
+    KernelSchedule d = default_schedule(body, t);
+    EXPECT_EQ(d.oc_block, 64) << what;
+    EXPECT_EQ(d.parallel, KernelSchedule::Parallel::kPx) << what;
+    if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t, 2), ++ran;
+  }
   // A 3x3 stride-2 conv2d_nchwc: four vectors x 6 to a plane of 192 pixels or more, two x 14 to 7x7.
   for (auto [in_hw, oc, px] : std::vector<std::tuple<int64_t, int, int>>{{56, 64, 6}, {14, 32, 14}}) {
     auto blocked = [](int64_t ch, int64_t hw) {
