@@ -182,12 +182,14 @@ class StageEmitter {
     while (w < lanes_) w *= 2;
     return w;
   }
-  /** The first `lanes_` of wide_lanes() lanes set. */
-  llvm::Value *lane_mask() {
+  /** The first `set` of wide_lanes() lanes set. */
+  llvm::Value *first_lanes_mask(int set) {
     std::vector<llvm::Constant *> bits;
-    for (int l = 0; l < wide_lanes(); ++l) bits.push_back(b_.getInt1(l < lanes_));
+    for (int l = 0; l < wide_lanes(); ++l) bits.push_back(b_.getInt1(l < set));
     return llvm::ConstantVector::get(bits);
   }
+  /** The first `lanes_` of wide_lanes() lanes set. */
+  llvm::Value *lane_mask() { return first_lanes_mask(lanes_); }
   /** Shuffle indices 0..n-1: keeps the first n lanes (or widens, the new lanes poison). */
   std::vector<int> first_lanes(int n) const {
     std::vector<int> pick;
@@ -240,9 +242,7 @@ class StageEmitter {
         if (valid == w) {
           parts.push_back(b_.CreateAlignedLoad(vt, ptr, llvm::Align(4)));
         } else {
-          std::vector<llvm::Constant *> bits;
-          for (int l = 0; l < w; ++l) bits.push_back(b_.getInt1(l < valid));
-          parts.push_back(b_.CreateMaskedLoad(vt, ptr, llvm::Align(4), llvm::ConstantVector::get(bits), llvm::Constant::getNullValue(vt)));
+          parts.push_back(b_.CreateMaskedLoad(vt, ptr, llvm::Align(4), first_lanes_mask(valid), llvm::Constant::getNullValue(vt)));
         }
       }
       // Joined pairwise into one vector (a power of two of them, poison filling in), then picked.

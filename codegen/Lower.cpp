@@ -547,7 +547,8 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
   if (((op == "nn.softmax" && *normalize_axis(anchor->attrs.i("axis"), anchor->type.rank()) == anchor->type.rank() - 1) || op == "nn.layer_norm") &&
       lanes > 1)
     if (auto steps = row_sketch(naive, lanes); steps && replay(naive, *steps)) return steps;
-  if ((op == "mean" || op == "sum" || op == "max" || op == "min") && lanes > 1) {
+  bool reduce = op == "mean" || op == "sum" || op == "max" || op == "min";
+  if (reduce && lanes > 1) {
     // A mean (sum, max, min) over the innermost axes (LayerNorm's statistics): the reduction as vectors of
     // partial sums (rfactor), as a global pool's plane, where it spans two vectors or more.
     const Shape &in = body.type_of(anchor->inputs[0]).shape;
@@ -586,7 +587,6 @@ Expected<std::vector<Step>> knob_steps(const Graph &body, const KernelSchedule &
   // one process (`bench --against`, Sapphire Rapids, AVX-512, 2 threads, 8 rounds, a scratch switch)
   // EfficientNet-B0's 14 squeeze-excitation means 0.955 (median), ResNet-50's and MobileNetV2's final
   // ones 0.895 and 0.888.
-  bool reduce = op == "mean" || op == "sum" || op == "max" || op == "min";
   auto steps = first_loop_sketch(naive, {{.lanes = lanes, .unroll_reduction = reduce}}, replayed);
   return steps ? steps : std::vector<Step>{};
 }

@@ -535,6 +535,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     bool blocked = regs >= 32 && conv_block(n) > 0 && ob > 0;  // a conv2d_nchwc with a packed weight, 32 registers
     bool blocked_pointwise = blocked && pointwise;
     bool big_plane = pixels >= 4 * 3 * v;
+    bool strided = conv && n.attrs.ints("strides")[0] >= 2;
     int64_t out_channels = conv ? conv_out_channels(n) : 0;
     int nchwc_vecs = 0;  // channel vectors of a blocked 1x1 conv's register tile (0: the rules for the rest)
     // But where the weight a thread streams (all of it where threads split the pixels, below: more
@@ -560,7 +561,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // new time, to 14x14 1.03-1.04, to 7x7 0.89-0.90 (the weight, streamed once per pixel block,
     // dominates there: left at two by 14). Unrolling the window's columns too was within the
     // host's noise (0.97-1.10 by group).
-    if (blocked && !pointwise && n.attrs.i("groups") == 1 && big_plane && n.attrs.ints("strides")[0] >= 2 && out_channels % (4 * v) == 0)
+    if (blocked && !pointwise && n.attrs.i("groups") == 1 && big_plane && strided && out_channels % (4 * v) == 0)
       ob = 4 * v;
     // A 1x1 conv over enough pixels takes pixel vectors (why: below, where it applies).
     auto pixel_lanes = [&] {
@@ -611,7 +612,6 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // median of every group's ratio in the same run: 0.985-0.996) ResNet-18's 128 -> 256 to 14x14
     // 0.82-0.87, its 64 -> 128 to 28x28 0.98, ResNet-50's 256 -> 512 0.93-0.95 and 512 -> 1024
     // 0.90-0.94 (2000-trial searches chose the pixel split for it: 0.83 of the default alone).
-    bool strided = conv && n.attrs.ints("strides")[0] >= 2;
     if (nchwc_vecs && big_plane && (in_channels > out_channels || strided)) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).

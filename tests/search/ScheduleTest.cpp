@@ -1073,14 +1073,15 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     bool pixels_parallel;
   };
   Target avx512 = *resolve_target("avx512"), avx2 = *resolve_target("avx2");
+  // An NCHW16c tensor of one image: ch channels on an hw x hw plane.
+  auto blocked = [](int64_t ch, int64_t hw) {
+    return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
+  };
   int ran = 0;
   for (const Case &c : {Case{64, 256, 56, 1, 64, 6, false}, Case{16, 96, 28, 1, 48, 9, false}, Case{96, 32, 28, 1, 32, 14, true},
                         Case{96, 32, 28, 2, 32, 14, true}, Case{16, 80, 28, 2, 16, 28, true}, Case{2048, 512, 7, 2, 32, 14, false},
                         Case{512, 2048, 7, 2, 32, 14, false}, Case{512, 2048, 7, 1, 16, 28, false}, Case{1024, 512, 14, 2, 32, 14, true},
                         Case{1024, 256, 14, 2, 32, 14, true}, Case{256, 1024, 14, 2, 64, 6, false}}) {
-    auto blocked = [](int64_t ch, int64_t hw) {
-      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
-    };
     std::string w = "Tensor[(" + std::to_string(c.out) + ", " + std::to_string(c.in) + ", 1, 1), float32]";
     std::string bias = "Tensor[(" + std::to_string(c.out) + "), float32]";
     auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(c.in, c.hw), w, bias, blocked(c.out, c.hw), 1, 0);
@@ -1103,9 +1104,6 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   // though it has fewer input than output channels: split by channels, each thread would read every
   // other pixel of the whole input.
   for (auto [in_hw, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{56, 256, 512}, {28, 64, 128}}) {
-    auto blocked = [](int64_t ch, int64_t hw) {
-      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
-    };
     std::string w = "Tensor[(" + std::to_string(out) + ", " + std::to_string(in) + ", 1, 1), float32]";
     auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(in, in_hw), w, "Tensor[(" + std::to_string(out) + "), float32]", blocked(out, in_hw / 2), 2, 0);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
@@ -1120,9 +1118,6 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   }
   // A 3x3 stride-2 conv2d_nchwc: four vectors x 6 to a plane of 192 pixels or more, two x 14 to 7x7.
   for (auto [in_hw, oc, px] : std::vector<std::tuple<int64_t, int, int>>{{56, 64, 6}, {14, 32, 14}}) {
-    auto blocked = [](int64_t ch, int64_t hw) {
-      return "Tensor[(1, " + std::to_string(ch / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
-    };
     auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(64, in_hw), "Tensor[(128, 64, 3, 3), float32]", "Tensor[(128), float32]",
                                  blocked(128, in_hw / 2), 2, 1);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
@@ -1153,11 +1148,8 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
   // on a plane of 192 tiles or more (56x56: 196) where four vectors divide the channels, else two
   // by 14 (28x28: 49 tiles); with 16 registers one vector.
   for (auto [hw, ch, vecs, tiles] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{{56, 64, 4, 6}, {56, 96, 2, 14}, {28, 128, 2, 14}}) {
-    auto blocked = [&](int64_t c) {
-      return "Tensor[(1, " + std::to_string(c / 16) + ", " + std::to_string(hw) + ", " + std::to_string(hw) + ", 16), float32]";
-    };
     std::string w = "Tensor[(" + std::to_string(ch) + ", " + std::to_string(ch) + ", 3, 3), float32]";
-    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(ch), w, "Tensor[(" + std::to_string(ch) + "), float32]", blocked(ch), 1, 1);
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(ch, hw), w, "Tensor[(" + std::to_string(ch) + "), float32]", blocked(ch, hw), 1, 1);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
     const Graph &body = *g->nodes[0].body;
     std::string what = "3x3 " + std::to_string(ch) + " channels at " + std::to_string(hw) + "x" + std::to_string(hw);
