@@ -92,6 +92,7 @@ std::string type_str(const TensorType &t) {
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
 
 /**
  * A zero-filled, 64-byte aligned buffer of at least `bytes` (64 for none), or null.
@@ -125,7 +126,6 @@ std::shared_ptr<uint8_t> zeroed_buffer(size_t bytes) {
   std::memset(p, 0, alloc);
   return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
 }
-}  // namespace
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)), data_(zeroed_buffer(type_.nbytes())) {
   AT_CHECK(data_ != nullptr, "out of memory allocating " + format_bytes(static_cast<double>(type_.nbytes())));

@@ -44,6 +44,11 @@ Expected<TensorType> make_type(DType dtype, Shape shape);
 size_t memory_limit_bytes();
 /** An error saying `what` needs `bytes`, more than memory_limit_bytes() (minus `in_use`) allows. */
 Status check_allocation(size_t bytes, const std::string &what, size_t in_use = 0);
+/**
+ * A zero-filled, 64-byte aligned buffer of at least `bytes` (64 for none), or null; one of 2 MiB or
+ * more starts on a 2 MiB boundary in transparent huge pages where the kernel grants them.
+ */
+std::shared_ptr<uint8_t> zeroed_buffer(size_t bytes);
 /** "1.5 GiB", "64 MiB", "512 bytes". */
 std::string format_bytes(double bytes);
 

@@ -258,9 +258,10 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
   MemoryPlan plan = plan_memory(bytes, lifetimes);
   m->arena_bytes_ = plan.total;
   AT_TRY(check_allocation(plan.total, "the activations"));
-  void *arena = std::aligned_alloc(64, std::max<size_t>(64, (plan.total + 63) / 64 * 64));
-  if (!arena) return make_error("cannot allocate " + format_bytes(static_cast<double>(plan.total)) + " of activations");
-  impl.arena = std::shared_ptr<uint8_t>(static_cast<uint8_t *>(arena), [](uint8_t *p) { std::free(p); });
+  // In huge pages where the kernel grants them (ir/Tensor's zeroed_buffer): fewer TLB misses
+  // (docs/architecture.md, "Runtime").
+  impl.arena = zeroed_buffer(plan.total);
+  if (!impl.arena) return make_error("cannot allocate " + format_bytes(static_cast<double>(plan.total)) + " of activations");
 
   impl.execs.resize(n);
   for (size_t j = 0; j < owner.size(); ++j)
