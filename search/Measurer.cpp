@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "db/Workload.h"
 #include "ir/Reference.h"
 #include "ir/Stats.h"
 #include "runtime/BoundKernel.h"
@@ -205,11 +206,13 @@ struct ChildReport {
   int status;
   double median_s, min_s, stddev_s, baseline_s, handoff_ns;
   int64_t runs;
+  int producers;
   char error[240];
 };
 
 ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, const TaskData &data, const MeasureOptions &o,
-                          const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline, PackCache &packed, ThreadPool &pool) {
+                          const std::pair<const LoweredKernel *, const CompiledKernel *> &baseline,
+                          const std::vector<Measurer::Writer> &producers, PackCache &packed, ThreadPool &pool) {
   ChildReport rep{};
   rep.status = static_cast<int>(MeasureStatus::kOk);
   // One output for both: their buffers differ only where the schedules make them differ.
@@ -234,10 +237,18 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   // looks fast; in the model they come from memory (ResNet-50's 1x1 conv 1024->256 at 14x14: 0.285 ms
   // alone against 0.42-0.53 ms inside the model), and a search that exploits the difference picks
   // schedules that lose end to end. So the weights are flushed from cache before each run.
+  // The producers write their outputs into the task's inputs (after the check above: the values
+  // change, not the time); the inputs are copied back after the timed runs.
+  std::vector<std::unique_ptr<BoundKernel>> writers;
+  for (const Measurer::Writer &w : producers) {
+    const TaskProducer &p = data.producers[w.producer];
+    writers.push_back(std::make_unique<BoundKernel>(*w.kernel.first, *w.kernel.second, p.args, data.args[p.writes], &packed));
+  }
   auto timed = [&](BoundKernel &b) {
     if (!flush.empty())
       for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
     if (o.cold_weights) b.evict(data.cold);
+    for (auto &w : writers) w->run(pool);
     auto t0 = std::chrono::steady_clock::now();
     b.run(pool);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -279,6 +290,12 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   for (double t : times) var += (t - mean) * (t - mean);
   rep.stddev_s = std::sqrt(var / static_cast<double>(n));
   rep.runs = static_cast<int64_t>(n);
+  rep.producers = static_cast<int>(writers.size());
+  // The inputs as they were, for the next candidate's check in this child.
+  for (const Measurer::Writer &w : producers) {
+    Tensor in = data.args[data.producers[w.producer].writes];
+    std::memcpy(in.raw(), w.pristine.raw(), in.nbytes());
+  }
   return rep;
 }
 
@@ -327,7 +344,7 @@ std::string Measurer::start_child(Child &child, const std::vector<Candidate> &ca
     ThreadPool pool(options_.threads);
     for (uint64_t i = 0; read_full(fds[1], &i, sizeof i);) {
       if (i >= candidates.size()) _exit(1);
-      ChildReport rep = child_measure(*candidates[i].first, *candidates[i].second, data, options_, baseline, packed_, pool);
+      ChildReport rep = child_measure(*candidates[i].first, *candidates[i].second, data, options_, baseline, writers_, packed_, pool);
       if (send(fds[1], &rep, sizeof rep, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof rep)) _exit(1);
     }
     _exit(0);
@@ -397,6 +414,7 @@ MeasureResult Measurer::measure_in(Child &child, const std::vector<Candidate> &c
   r.runs = rep.runs;
   r.baseline_s = rep.baseline_s;
   r.handoff_ns = rep.handoff_ns;
+  r.producers = rep.producers;
   return r;
 }
 
@@ -521,6 +539,26 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   for (size_t i = 0; i < n; ++i)
     if (lowered[i])
       for (const WeightPacking &p : lowered[i]->packings) packed_.get(data.args[p.param], p);
+  // The producers' default kernels, run before each timed run (MeasureOptions::producers), each
+  // with a copy of the input it overwrites; one that does not lower or compile is left out. Each
+  // is lowered and compiled once per Measurer (a task is measured in many batches).
+  size_t np = options_.producers ? data.producers.size() : 0;
+  writers_.clear();
+  for (size_t i = 0; i < np; ++i) {
+    const TaskProducer &p = data.producers[i];
+    if (p.writes < 0 || static_cast<size_t>(p.writes) >= data.args.size()) continue;
+    std::string key = workload_hash(p.body);
+    auto it = producer_kernels_.find(key);
+    if (it == producer_kernels_.end()) {
+      std::optional<std::pair<LoweredKernel, CompiledKernel>> made;
+      if (auto pk = lower_group(p.body, kernel_name(p.body), default_schedule(p.body, jit_.target())))
+        if (auto pc = jit_.compile(*pk)) made.emplace(pk.take(), pc.take());
+      it = producer_kernels_.emplace(key, std::move(made)).first;
+    }
+    if (!it->second) continue;
+    writers_.push_back({{&it->second->first, &it->second->second}, i, data.args[p.writes].clone()});
+    for (const WeightPacking &w : it->second->first.packings) packed_.get(p.args[w.param], w);
+  }
   end_phase(times_.prepare_s);
   std::vector<Candidate> candidates(n, Candidate{nullptr, nullptr});
   for (size_t i = 0; i < n; ++i)
@@ -536,6 +574,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
     phase_start = Clock::now();
     return go_on;
   }, stop);
+  writers_.clear();
   results.resize(done);
   end_phase(times_.run_s);
   return results;

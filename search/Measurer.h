@@ -14,6 +14,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,7 @@ struct MeasureResult {
   // The thread pool's hand-off time around the timed runs (ThreadPool::handoff_ns; 0: one thread):
   // where the cores were. Two ratios compare only if it was alike for both.
   double handoff_ns = 0;
+  int producers = 0;  // producer kernels run before each timed run (TaskData::producers; 0: timed alone)
 };
 
 struct MeasureOptions {
@@ -52,6 +55,8 @@ struct MeasureOptions {
   // Evict the arguments TaskData::cold names (the model's weights, packed as the kernel reads them)
   // from every cache level before each timed run, as a whole inference does between two uses.
   bool cold_weights = true;
+  // Run the producers TaskData::producers names (their default kernels) before each timed run.
+  bool producers = true;
   int threads = 0;           // 0: one per hardware thread
   double tolerance = 1e-4;   // max error relative to the expected output's largest magnitude
   int host_retries = 5;      // a failed pipe/fork is retried this often (with growing pauses) before giving up
@@ -65,11 +70,24 @@ struct MeasureOptions {
   Status validate() const;
 };
 
+/**
+ * A group that writes one of a task's inputs in the model (its producer), with seeded inputs of
+ * its own. The measurer runs its default kernel into that input before each timed run, so the
+ * candidate finds the input where the model leaves it: just written, each part in the cache of the
+ * core that wrote it (MeasureOptions::producers).
+ */
+struct TaskProducer {
+  Graph body;
+  std::vector<Tensor> args;
+  int writes = 0;  // the task's argument it writes
+};
+
 /** A task's inputs (seeded random values for every argument) and the reference output. */
 struct TaskData {
   std::vector<Tensor> args;
   Tensor expected;
   std::vector<bool> cold;  // cold[i]: argument i is a weight (Task::constant), evicted before each timed run
+  std::vector<TaskProducer> producers;  // in the model's order: the last one ran just before the task
   static Expected<TaskData> make(const Graph &body, uint64_t seed);
 };
 
@@ -98,6 +116,12 @@ class Measurer {
   std::vector<std::string> compile_guarded(const std::vector<const LoweredKernel *> &kernels, std::vector<double> &seconds);
 
   using Candidate = std::pair<const LoweredKernel *, const CompiledKernel *>;
+  /** A producer's default kernel (TaskData::producers[producer]) and the input it writes as it was. */
+  struct Writer {
+    Candidate kernel;
+    size_t producer;
+    Tensor pristine;
+  };
   /**
    * Runs one compiled kernel in a child process of its own (tests call it with hand-made kernels),
    * timing `baseline` in alternation with it when given. The child dies with the thread that
@@ -142,6 +166,9 @@ class Measurer {
   };
   /** Forks `child` over `candidates`; "" or why it could not (a host error: no socket or process to spare). */
   std::string start_child(Child &child, const std::vector<Candidate> &candidates, const TaskData &data, const Candidate &baseline);
+  std::vector<Writer> writers_;  // during measure(): the producers that lowered and compiled
+  // Producers' default kernels by workload hash (nullopt: it did not lower or compile).
+  std::map<std::string, std::optional<std::pair<LoweredKernel, CompiledKernel>>> producer_kernels_;
   /**
    * Measures candidates[i] in `child`, started first if it has no process; a crash or a timeout
    * ends the child (child.pid < 0 afterwards).

@@ -1,5 +1,6 @@
 #include "search/Task.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "codegen/Schedule.h"
@@ -39,6 +40,17 @@ std::vector<Task> extract_tasks(const Graph &fused) {
       t.ops = group_ops(*n.body);
       t.shape = shape_str(n.type.shape);
       for (const ValueId &v : n.inputs) t.constant.push_back(v.kind == ValueId::Kind::kConstant);
+      for (size_t j = 0; j < n.inputs.size(); ++j) {
+        const ValueId &v = n.inputs[j];
+        if (v.kind != ValueId::Kind::kNode) continue;
+        const Node &p = fused.nodes[static_cast<size_t>(v.index)];
+        // A group of one output whose type is the parameter's (never a tuple's element).
+        if (p.is_function() && p.body->outputs.size() == 1 && p.type == n.body->inputs[j].type)
+          t.producers.push_back({*p.body, static_cast<int>(j)});
+      }
+      std::sort(t.producers.begin(), t.producers.end(), [&](const Task::Producer &a, const Task::Producer &b) {
+        return n.inputs[static_cast<size_t>(a.writes)].index < n.inputs[static_cast<size_t>(b.writes)].index;
+      });
       it = index.emplace(h, tasks.size()).first;
       tasks.push_back(std::move(t));
     }

@@ -21,6 +21,13 @@ struct Task {
   // group. A whole inference runs between two uses of a weight, so the measurer evicts them from
   // cache before each timed run (MeasureOptions::cold_weights).
   std::vector<bool> constant;
+  // The groups that write its inputs in the model (of its first group): each body and the
+  // parameter it writes, in the model's order. The measurer runs them before each timed run.
+  struct Producer {
+    Graph body;
+    int writes = 0;
+  };
+  std::vector<Producer> producers;
 };
 
 /** A group's anchor: its (last) conv or dense, the op the templates and tile sketches are made for; null if none. */

@@ -643,8 +643,8 @@ const char *kTuneHelp = R"(autotune --model M.onnx --trials N: tune a model and 
 Usage:
   autotune --model M.onnx --trials N [--db tuning.db] [--target T] [--timeout S] [--seed K]
            [--config configs/search-default.json] [--threads T] [--min-time S] [--confirm-min-time S]
-           [--flush-cache] [--warm-weights] [--search evolutionary|random] [--space all|knobs]
-           [--partition searched|fuseops]
+           [--flush-cache] [--warm-weights] [--alone] [--search evolutionary|random]
+           [--space all|knobs] [--partition searched|fuseops]
   autotune tune ...    (the same)
 
 Every fused group of the model is a task (identical groups are one task). Candidate schedules
@@ -678,6 +678,9 @@ Options:
   --flush-cache     overwrite 64 MiB between timed runs
   --warm-weights    leave the kernel's weights in cache between timed runs (by default they
                     are flushed before each run, as a whole inference evicts them in the model)
+  --alone           time each candidate alone; by default the groups that write its inputs in
+                    the model run (their default kernels) before each timed run, so it finds its
+                    inputs where the model leaves them: in the cache of the core that wrote each part
   --search S        evolutionary (default): a cost model trained on the database's records ranks
                     mutations and crossovers of the best schedules, and the best predictions (and
                     one random point in eight) are measured; random: random points of the space
@@ -775,7 +778,7 @@ int gpu_tune(const Args &args) {
 }
 
 int cmd_tune(const std::vector<std::string> &argv) {
-  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "compile-timeout", "seed", "config", "threads", "min-time", "confirm-min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights"}, {}}));
+  auto args = Args::parse("tune", argv, with_pass_flags({{"model", "trials", "db", "target", "timeout", "compile-timeout", "seed", "config", "threads", "min-time", "confirm-min-time", "batch", "search", "space", "partition"}, {"help", "flush-cache", "warm-weights", "alone"}, {}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kTuneHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("tune: --model is required (see 'autotune tune --help')"));
@@ -804,6 +807,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "max_runs") o.measure.max_runs = v.get<int64_t>();
         else if (k == "flush_cache") o.measure.flush_cache = v.get<bool>();
         else if (k == "cold_weights") o.measure.cold_weights = v.get<bool>();
+        else if (k == "producers") o.measure.producers = v.get<bool>();
         else if (k == "threads") o.measure.threads = v.get<int>();
         else if (k == "db") o.db_path = v.get<std::string>();
         else if (k == "search") o.search = v.get<std::string>();
@@ -841,6 +845,7 @@ int cmd_tune(const std::vector<std::string> &argv) {
   o.confirm_min_time_s = *confirm_min_time;
   if (args->has("flush-cache")) o.measure.flush_cache = true;
   if (args->has("warm-weights")) o.measure.cold_weights = false;
+  if (args->has("alone")) o.measure.producers = false;
   if (args->has("db")) o.db_path = args->get("db");
   if (args->has("search")) o.search = args->get("search");
   if (args->has("space")) o.space = args->get("space");

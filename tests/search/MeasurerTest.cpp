@@ -18,6 +18,8 @@
 
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
+#include "ir/Reference.h"
+#include "db/Workload.h"
 #include "ir/Pass.h"
 #include "codegen/Transform.h"
 #include "search/Measurer.h"
@@ -329,14 +331,20 @@ TEST(Measurer, OnResultReturningFalseStopsTheBatch) {
   EXPECT_EQ(results.size(), 1u);
 }
 
+/** The tasks of the generated ResNet-18 (fused with the default passes); none if it does not load. */
+std::vector<Task> resnet18_tasks() {
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
+  EXPECT_TRUE(static_cast<bool>(g)) << g.error().message;
+  if (!g) return {};
+  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
+  EXPECT_TRUE(static_cast<bool>(fused)) << fused.error().message;
+  return fused ? extract_tasks(*fused) : std::vector<Task>{};
+}
+
 TEST(Measurer, WeightsAreMarkedAndEvictedWithoutChangingTheAnswer) {
   // The model's weights are flushed from cache before each timed run (a whole inference evicts
   // them between two uses); their packed copies are what the kernel reads, so those are flushed.
-  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
-  auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
-  ASSERT_TRUE(static_cast<bool>(fused)) << fused.error().message;
-  std::vector<Task> tasks = extract_tasks(*fused);
+  std::vector<Task> tasks = resnet18_tasks();
   ASSERT_GE(tasks.size(), 2u);
   const Task &conv = tasks[0];  // the stem: conv(input, weight) + bias + relu
   ASSERT_EQ(conv.ops.rfind("nn.conv2d", 0), 0u) << conv.ops;
@@ -356,6 +364,59 @@ TEST(Measurer, WeightsAreMarkedAndEvictedWithoutChangingTheAnswer) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].error;
   EXPECT_GE(results[0].runs, 3);
+}
+
+TEST(Measurer, TheGroupsThatWriteATasksInputsRunBeforeEachTimedRun) {
+  // In the model a kernel's input was just written by the group before it, each part in the cache
+  // of the core that wrote it; timed alone, it finds its input as its own last run left it.
+  std::vector<Task> tasks = resnet18_tasks();
+  ASSERT_GE(tasks.size(), 3u);
+  EXPECT_TRUE(tasks[0].producers.empty());  // the stem reads the model's input
+  const Task *with_add = nullptr;
+  for (const Task &t : tasks) {
+    for (const Task::Producer &p : t.producers) {
+      // Each writes a parameter that is not a weight, of its own output's type.
+      ASSERT_LT(static_cast<size_t>(p.writes), t.body.inputs.size());
+      EXPECT_FALSE(t.constant[static_cast<size_t>(p.writes)]) << t.ops;
+      EXPECT_EQ(p.body.type_of(p.body.outputs[0]), t.body.inputs[static_cast<size_t>(p.writes)].type) << t.ops;
+    }
+    if (!with_add && t.ops.find("add") != std::string::npos && t.producers.size() == 2) with_add = &t;
+  }
+  // The max pool after the stem: one producer, the stem's group.
+  ASSERT_EQ(tasks[1].ops, "nn.max_pool2d");
+  ASSERT_EQ(tasks[1].producers.size(), 1u);
+  EXPECT_EQ(workload_hash(tasks[1].producers[0].body), tasks[0].hash);
+  // A residual block's second conv reads the first conv's result and the block's input: both run.
+  ASSERT_NE(with_add, nullptr);
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit));
+  for (bool producers : {true, false}) {
+    auto d = TaskData::make(with_add->body, 3);
+    ASSERT_TRUE(static_cast<bool>(d)) << d.error().message;
+    d->cold = with_add->constant;
+    for (const Task::Producer &p : with_add->producers) d->producers.push_back({p.body, random_inputs(p.body, 5), p.writes});
+    MeasureOptions o;
+    o.min_time_s = 0.01;
+    o.producers = producers;
+    // Three candidates in one child: the inputs the producers overwrote are put back after each,
+    // so the next one's check passes where it is (a failed check is measured again in a new child).
+    KernelSchedule s = default_schedule(with_add->body, (*jit)->target());
+    std::vector<std::vector<pid_t>> alive;
+    auto results = Measurer(**jit, o).measure(with_add->body, *d, {s, s, s}, [&](size_t, const MeasureResult &) {
+      alive.push_back(children_of(getpid()));
+      return true;
+    });
+    ASSERT_EQ(results.size(), 3u);
+    for (const MeasureResult &r : results) {
+      ASSERT_EQ(r.status, MeasureStatus::kOk) << r.error;
+      EXPECT_EQ(r.producers, producers ? 2 : 0);
+      EXPECT_GE(r.runs, 3);
+    }
+    ASSERT_EQ(alive.size(), 3u);
+    ASSERT_EQ(alive[0].size(), 1u);
+    EXPECT_EQ(alive[1], alive[0]);
+    EXPECT_EQ(alive[2], alive[0]);
+  }
 }
 
 }  // namespace
