@@ -482,6 +482,11 @@ int bench_against(const Args &args, int64_t runs) {
   std::string a_name = args.has("db") ? args.get("db") : "untuned";
   if (a_name == against && (a_partition == b_partition || b_db.empty()))  // without a database, both are FuseOps's
     return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
+  // The first model a process compiles ran about 1% slower than the ones compiled after it (two
+  // copies of one plan: B / A 0.983-0.995 in six runs; docs/architecture.md, "Runtime"), so a model
+  // neither side is compiled first and kept while they run.
+  auto first = compile_model(args);
+  if (!first) return fail(first.error());
   auto a = compile_model(args);
   if (!a) return fail(a.error());
   auto b = compile_model(args, b_db, b_partition);
