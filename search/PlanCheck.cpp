@@ -98,7 +98,7 @@ Expected<PlanCheckReport> check_plan_in_model(const Graph &fused, const PlanChec
   plain.threads = tuned.threads = options.threads;
   tuned.db_path = options.db_path;
   // The first model a process compiles runs about 1% slower than later ones (docs/architecture.md,
-  // "Runtime"): one neither side is goes first and is kept while they run.
+  // "Runtime"): a copy that is neither side goes first and is kept while they run.
   AT_ASSIGN(compiled_first, CompiledModel::compile(fused, plain));
   AT_ASSIGN(m0, CompiledModel::compile(fused, plain));
   AT_ASSIGN(m1, CompiledModel::compile(fused, tuned));

@@ -483,8 +483,8 @@ int bench_against(const Args &args, int64_t runs) {
   if (a_name == against && (a_partition == b_partition || b_db.empty()))  // without a database, both are FuseOps's
     return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
   // The first model a process compiles ran about 1% slower than the ones compiled after it (two
-  // copies of one plan: B / A 0.983-0.995 in six runs; docs/architecture.md, "Runtime"), so a model
-  // neither side is compiled first and kept while they run.
+  // copies of one plan: B / A 0.983-0.995 in six runs; docs/architecture.md, "Runtime"), so a copy
+  // that is neither side is compiled first and kept while they run.
   auto first = compile_model(args);
   if (!first) return fail(first.error());
   auto a = compile_model(args);
