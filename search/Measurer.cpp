@@ -199,6 +199,15 @@ Expected<TaskData> TaskData::make(const Graph &body, uint64_t seed) {
   return d;
 }
 
+void TaskData::add_producers(const std::vector<GroupProducer> &from, uint64_t seed) {
+  for (const GroupProducer &p : from) {
+    std::vector<Tensor> args = random_inputs(p.body, seed);
+    for (size_t i = 0; i < args.size() && i < p.args.size(); ++i)
+      if (p.args[i].raw()) args[i] = p.args[i];  // the model's weight
+    producers.push_back({p.body, p.writes, std::move(args)});
+  }
+}
+
 namespace {
 
 /** What the child sends back: plain data through a pipe. */
@@ -241,7 +250,7 @@ ChildReport child_measure(const LoweredKernel &k, const CompiledKernel &ck, cons
   // change, not the time); the inputs are copied back after the timed runs.
   std::vector<std::unique_ptr<BoundKernel>> writers;
   for (const Measurer::Writer &w : producers) {
-    const TaskProducer &p = data.producers[w.producer];
+    const GroupProducer &p = data.producers[w.producer];
     writers.push_back(std::make_unique<BoundKernel>(*w.kernel.first, *w.kernel.second, p.args, data.args[p.writes], &packed));
   }
   auto timed = [&](BoundKernel &b) {
@@ -545,7 +554,7 @@ std::vector<MeasureResult> Measurer::measure(const Graph &body, const TaskData &
   size_t np = options_.producers ? data.producers.size() : 0;
   writers_.clear();
   for (size_t i = 0; i < np; ++i) {
-    const TaskProducer &p = data.producers[i];
+    const GroupProducer &p = data.producers[i];
     if (p.writes < 0 || static_cast<size_t>(p.writes) >= data.args.size()) continue;
     std::string key = workload_hash(p.body);
     auto it = producer_kernels_.find(key);

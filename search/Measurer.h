@@ -23,6 +23,7 @@
 #include "codegen/Lower.h"
 
 #include "runtime/BoundKernel.h"
+#include "search/Task.h"
 
 namespace autotune {
 
@@ -70,25 +71,15 @@ struct MeasureOptions {
   Status validate() const;
 };
 
-/**
- * A group that writes one of a task's inputs in the model (its producer), with seeded inputs of
- * its own. The measurer runs its default kernel into that input before each timed run, so the
- * candidate finds the input where the model leaves it: just written, each part in the cache of the
- * core that wrote it (MeasureOptions::producers).
- */
-struct TaskProducer {
-  Graph body;
-  std::vector<Tensor> args;
-  int writes = 0;  // the task's argument it writes
-};
-
 /** A task's inputs (seeded random values for every argument) and the reference output. */
 struct TaskData {
   std::vector<Tensor> args;
   Tensor expected;
   std::vector<bool> cold;  // cold[i]: argument i is a weight (Task::constant), evicted before each timed run
-  std::vector<TaskProducer> producers;  // in the model's order: the last one ran just before the task
+  std::vector<GroupProducer> producers;  // in the model's order: the last one ran just before the task
   static Expected<TaskData> make(const Graph &body, uint64_t seed);
+  /** Appends `producers`, each with the inputs it carries (the model's weights) and the rest seeded (random_inputs of its body with `seed`). */
+  void add_producers(const std::vector<GroupProducer> &producers, uint64_t seed);
 };
 
 class Measurer {

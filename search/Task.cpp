@@ -24,6 +24,27 @@ std::string anchor_key(const Graph &body) {
   return key + ")->" + type_str(anchor->type);
 }
 
+std::vector<GroupProducer> group_producers(const Graph &fused, size_t node) {
+  const Node &n = fused.nodes[node];
+  std::vector<GroupProducer> producers;
+  if (!n.is_function()) return producers;
+  for (size_t j = 0; j < n.inputs.size(); ++j) {
+    const ValueId &v = n.inputs[j];
+    if (v.kind != ValueId::Kind::kNode) continue;
+    const Node &p = fused.nodes[static_cast<size_t>(v.index)];
+    // A group of one output whose type is the parameter's (never a tuple's element).
+    if (!p.is_function() || p.body->outputs.size() != 1 || p.type != n.body->inputs[j].type) continue;
+    GroupProducer g{*p.body, static_cast<int>(j), std::vector<Tensor>(p.inputs.size())};
+    for (size_t k = 0; k < p.inputs.size(); ++k)
+      if (p.inputs[k].kind == ValueId::Kind::kConstant) g.args[k] = fused.constants[static_cast<size_t>(p.inputs[k].index)].value;
+    producers.push_back(std::move(g));
+  }
+  std::sort(producers.begin(), producers.end(), [&](const GroupProducer &a, const GroupProducer &b) {
+    return n.inputs[static_cast<size_t>(a.writes)].index < n.inputs[static_cast<size_t>(b.writes)].index;
+  });
+  return producers;
+}
+
 std::vector<Task> extract_tasks(const Graph &fused) {
   std::vector<Task> tasks;
   std::unordered_map<std::string, size_t> index;
@@ -40,17 +61,7 @@ std::vector<Task> extract_tasks(const Graph &fused) {
       t.ops = group_ops(*n.body);
       t.shape = shape_str(n.type.shape);
       for (const ValueId &v : n.inputs) t.constant.push_back(v.kind == ValueId::Kind::kConstant);
-      for (size_t j = 0; j < n.inputs.size(); ++j) {
-        const ValueId &v = n.inputs[j];
-        if (v.kind != ValueId::Kind::kNode) continue;
-        const Node &p = fused.nodes[static_cast<size_t>(v.index)];
-        // A group of one output whose type is the parameter's (never a tuple's element).
-        if (p.is_function() && p.body->outputs.size() == 1 && p.type == n.body->inputs[j].type)
-          t.producers.push_back({*p.body, static_cast<int>(j)});
-      }
-      std::sort(t.producers.begin(), t.producers.end(), [&](const Task::Producer &a, const Task::Producer &b) {
-        return n.inputs[static_cast<size_t>(a.writes)].index < n.inputs[static_cast<size_t>(b.writes)].index;
-      });
+      t.producers = group_producers(fused, i);
       it = index.emplace(h, tasks.size()).first;
       tasks.push_back(std::move(t));
     }

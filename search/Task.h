@@ -7,8 +7,29 @@
 
 #include "db/Workload.h"
 #include "ir/Graph.h"
+#include "ir/Tensor.h"
 
 namespace autotune {
+
+/**
+ * A group that writes one of another group's inputs in the model (its producer). The measurer
+ * runs its default kernel into that input before each timed run, so the kernel measured finds the
+ * input where the model leaves it: just written, each part in the cache of the core that wrote it
+ * (MeasureOptions::producers). `args` are its inputs: from group_producers the model's own
+ * weights (the others without data), from TaskData::add_producers every one, the rest seeded.
+ * The weights matter: on random weights in [-1, 1] a producer's output grows with its fan-in,
+ * and a consumer's SiLU of it underflows to denormals, on which Intel cores take microcode
+ * assists (EfficientNet-B0's expansion chains timed 1.6-2.2x slower merged than apart that way,
+ * 0.61-0.97 with denormals flushed, 0.83-0.86 in the model).
+ */
+struct GroupProducer {
+  Graph body;
+  int writes = 0;  // the parameter of the consumer's body it writes
+  std::vector<Tensor> args;
+};
+
+/** The producers of the fused graph's node `node` (groups of one output whose type is the parameter's), in the model's order: the last ran just before it. */
+std::vector<GroupProducer> group_producers(const Graph &fused, size_t node);
 
 struct Task {
   std::string hash;         // 16 hex digits
@@ -21,13 +42,8 @@ struct Task {
   // group. A whole inference runs between two uses of a weight, so the measurer evicts them from
   // cache before each timed run (MeasureOptions::cold_weights).
   std::vector<bool> constant;
-  // The groups that write its inputs in the model (of its first group): each body and the
-  // parameter it writes, in the model's order. The measurer runs them before each timed run.
-  struct Producer {
-    Graph body;
-    int writes = 0;
-  };
-  std::vector<Producer> producers;
+  // The groups that write its inputs in the model (of its first group), in the model's order.
+  std::vector<GroupProducer> producers;
 };
 
 /** A group's anchor: its (last) conv or dense, the op the templates and tile sketches are made for; null if none. */

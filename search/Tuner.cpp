@@ -238,8 +238,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     if (states[i].data) return Status::ok();
     AT_ASSIGN(d, TaskData::make(rep.tasks[i].task.body, o.seed + 1));
     d.cold = rep.tasks[i].task.constant;
-    for (const Task::Producer &p : rep.tasks[i].task.producers)
-      d.producers.push_back({p.body, random_inputs(p.body, o.seed + 2), p.writes});
+    d.add_producers(rep.tasks[i].task.producers, o.seed + 2);
     states[i].data = std::move(d);
     return Status::ok();
   };

@@ -331,15 +331,18 @@ TEST(Measurer, OnResultReturningFalseStopsTheBatch) {
   EXPECT_EQ(results.size(), 1u);
 }
 
-/** The tasks of the generated ResNet-18 (fused with the default passes); none if it does not load. */
-std::vector<Task> resnet18_tasks() {
+/** The generated ResNet-18 fused with the default passes; an empty graph if it does not load. */
+Graph resnet18_fused() {
   auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/resnet18.onnx");
   EXPECT_TRUE(static_cast<bool>(g)) << g.error().message;
   if (!g) return {};
   auto fused = lower_to_stage(*g, Stage::kFused, PassContext{});
   EXPECT_TRUE(static_cast<bool>(fused)) << fused.error().message;
-  return fused ? extract_tasks(*fused) : std::vector<Task>{};
+  return fused ? fused.take() : Graph{};
 }
+
+/** Its tasks; none if it does not load. */
+std::vector<Task> resnet18_tasks() { return extract_tasks(resnet18_fused()); }
 
 TEST(Measurer, WeightsAreMarkedAndEvictedWithoutChangingTheAnswer) {
   // The model's weights are flushed from cache before each timed run (a whole inference evicts
@@ -369,12 +372,13 @@ TEST(Measurer, WeightsAreMarkedAndEvictedWithoutChangingTheAnswer) {
 TEST(Measurer, TheGroupsThatWriteATasksInputsRunBeforeEachTimedRun) {
   // In the model a kernel's input was just written by the group before it, each part in the cache
   // of the core that wrote it; timed alone, it finds its input as its own last run left it.
-  std::vector<Task> tasks = resnet18_tasks();
+  Graph fused = resnet18_fused();
+  std::vector<Task> tasks = extract_tasks(fused);
   ASSERT_GE(tasks.size(), 3u);
   EXPECT_TRUE(tasks[0].producers.empty());  // the stem reads the model's input
   const Task *with_add = nullptr;
   for (const Task &t : tasks) {
-    for (const Task::Producer &p : t.producers) {
+    for (const GroupProducer &p : t.producers) {
       // Each writes a parameter that is not a weight, of its own output's type.
       ASSERT_LT(static_cast<size_t>(p.writes), t.body.inputs.size());
       EXPECT_FALSE(t.constant[static_cast<size_t>(p.writes)]) << t.ops;
@@ -386,6 +390,33 @@ TEST(Measurer, TheGroupsThatWriteATasksInputsRunBeforeEachTimedRun) {
   ASSERT_EQ(tasks[1].ops, "nn.max_pool2d");
   ASSERT_EQ(tasks[1].producers.size(), 1u);
   EXPECT_EQ(workload_hash(tasks[1].producers[0].body), tasks[0].hash);
+  // A producer runs on the model's own weights (random ones in [-1, 1] make outputs that grow
+  // with the fan-in, and a SiLU of them denormals: the consumer then timed microcode assists);
+  // its other inputs are seeded when the task's data is made.
+  const GroupProducer &sp = tasks[1].producers[0];
+  const Node &pool = fused.nodes[static_cast<size_t>(tasks[1].groups[0])];
+  const Node &stem = fused.nodes[static_cast<size_t>(pool.inputs[static_cast<size_t>(sp.writes)].index)];
+  ASSERT_EQ(workload_hash(*stem.body), tasks[0].hash);
+  ASSERT_EQ(sp.args.size(), stem.inputs.size());
+  std::vector<GroupProducer> seeded;
+  {
+    TaskData d;
+    d.add_producers(tasks[1].producers, 5);
+    ASSERT_EQ(d.producers.size(), 1u);
+    seeded = d.producers;
+  }
+  for (size_t k = 0; k < stem.inputs.size(); ++k) {
+    const Tensor &given = sp.args[k], &used = seeded[0].args[k];
+    ASSERT_NE(used.raw(), nullptr) << k;
+    EXPECT_EQ(used.type(), sp.body.inputs[k].type) << k;
+    if (stem.inputs[k].kind == ValueId::Kind::kConstant) {
+      const Tensor &weight = fused.constants[static_cast<size_t>(stem.inputs[k].index)].value;
+      EXPECT_EQ(given.raw(), weight.raw()) << k;
+      EXPECT_EQ(used.raw(), weight.raw()) << k;
+    } else {
+      EXPECT_EQ(given.raw(), nullptr) << k;  // the image: seeded
+    }
+  }
   // A residual block's second conv reads the first conv's result and the block's input: both run.
   ASSERT_NE(with_add, nullptr);
   auto jit = Jit::create({""});
@@ -394,7 +425,7 @@ TEST(Measurer, TheGroupsThatWriteATasksInputsRunBeforeEachTimedRun) {
     auto d = TaskData::make(with_add->body, 3);
     ASSERT_TRUE(static_cast<bool>(d)) << d.error().message;
     d->cold = with_add->constant;
-    for (const Task::Producer &p : with_add->producers) d->producers.push_back({p.body, random_inputs(p.body, 5), p.writes});
+    d->add_producers(with_add->producers, 5);
     MeasureOptions o;
     o.min_time_s = 0.01;
     o.producers = producers;
