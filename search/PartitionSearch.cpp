@@ -27,7 +27,7 @@ std::string PartitionReport::json() const {
   for (const MoveReport &m : moves) {
     moves_j.push_back({{"move", m.move}, {"ops", m.ops}, {"apart_ms", m.apart_s * 1e3}, {"merged_ms", m.merged_s * 1e3}, {"ratio", m.ratio},
                        {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
-                       {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"handoff_ns", m.handoff_ns}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
+                       {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"handoff_ns", m.handoff_ns}, {"producers_apart", m.producers_apart}, {"producers_merged", m.producers_merged}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
     if (!m.same_as.empty()) moves_j.back()["same_as"] = m.same_as;
     if (m.model_apart_ms > 0) moves_j.back()["model_apart_ms"] = m.model_apart_ms, moves_j.back()["model_merged_ms"] = m.model_merged_ms;
   }
@@ -135,15 +135,22 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     if (it == defaults.end()) it = defaults.emplace(h, default_schedule(body, jit->target())).first;
     return it->second;
   };
-  // The default kernel's median of one group body, measured once per round (the fastest round
-  // counts); `handoff` keeps the largest thread hand-off around the timings.
-  auto time_of = [&](const Graph &body, std::string &error, double &handoff) -> double {
+  // The default kernel's median of one group (node `node` of fused graph `g`), measured once per
+  // round (the fastest round counts), after the groups that write its inputs in `g` ran their
+  // default kernels (MeasureOptions::producers): apart, a consumer reads what the move's producer
+  // just wrote, split over the cores as that kernel splits it, as in the model; merged, it reads
+  // what the producer's own producers wrote. `handoff` keeps the largest thread hand-off around
+  // the timings.
+  auto time_of = [&](const Graph &g, size_t node, std::string &error, double &handoff, int &producers) -> double {
+    const Graph &body = *g.nodes[node].body;
     auto data = TaskData::make(body, 1);
     if (!data) return error = data.error().message, 0.0;
+    data->add_producers(group_producers(g, node), 2);
     auto r = measurer.measure(body, *data, {default_of(body)}, nullptr, o.stop);
     if (r.empty()) return error = "stopped", 0.0;
     if (r[0].status != MeasureStatus::kOk) return error = std::string(status_name(r[0].status)) + ": " + r[0].error, 0.0;
     handoff = std::max(handoff, r[0].handoff_ns);
+    producers += r[0].producers;
     return r[0].median_s;
   };
   // The cost model's view of a kernel apart from its time: the bytes it touches (every buffer's
@@ -198,21 +205,29 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       } else {
         // Apart: the producer's kernel and each consumer's; merged: each consumer's new kernel (one
         // node earlier, the producer's node having gone).
-        std::vector<const Graph *> apart{fused.nodes[mv.producer].body.get()}, together;
-        for (int c : mv.consumers) apart.push_back(fused.nodes[c].body.get()), together.push_back(merged->nodes[c - 1].body.get());
+        std::vector<size_t> apart_nodes{static_cast<size_t>(mv.producer)}, together_nodes;
+        for (int c : mv.consumers) apart_nodes.push_back(static_cast<size_t>(c)), together_nodes.push_back(static_cast<size_t>(c - 1));
         std::string kernels;
-        for (const Graph *b : apart) kernels += workload_hash(*b) + ",";
+        // With their producers: the kernels that run before each timed run are part of what is measured.
+        auto key_of = [&](const Graph &g, size_t node) {
+          std::string k = workload_hash(*g.nodes[node].body) + "(";
+          if (o.measure.producers)
+            for (const GroupProducer &p : group_producers(g, node)) k += workload_hash(p.body) + ":" + std::to_string(p.writes) + " ";
+          return k + "),";
+        };
+        for (size_t n : apart_nodes) kernels += key_of(fused, n);
         kernels += "->";
-        for (const Graph *b : together) kernels += workload_hash(*b) + ",";
+        for (size_t n : together_nodes) kernels += key_of(*merged, n);
         if (auto seen = measured_kernels.find(kernels); seen != measured_kernels.end()) {
           const MoveReport &s = rep.moves[seen->second];
           r.apart_s = s.apart_s, r.merged_s = s.merged_s, r.ratio = s.ratio, r.measured = s.measured, r.chosen = s.chosen;
           r.bytes_apart = s.bytes_apart, r.bytes_merged = s.bytes_merged, r.flops_apart = s.flops_apart, r.flops_merged = s.flops_merged;
           r.why_not = s.why_not, r.same_as = s.move, r.handoff_ns = s.handoff_ns;
+          r.producers_apart = s.producers_apart, r.producers_merged = s.producers_merged;
         } else {
           measured_kernels[kernels] = rep.moves.size();
-          for (const Graph *b : apart) estimate(*b, r.bytes_apart, r.flops_apart);
-          for (const Graph *b : together) estimate(*b, r.bytes_merged, r.flops_merged);
+          for (size_t n : apart_nodes) estimate(*fused.nodes[n].body, r.bytes_apart, r.flops_apart);
+          for (size_t n : together_nodes) estimate(*merged->nodes[n].body, r.bytes_merged, r.flops_merged);
           // Each round times the kernels apart and then merged, back to back, and judges the move by
           // that round's ratio: a load spike on the shared host then moves both sides of a ratio.
           // The move is taken on the median ratio; the times reported are each side's fastest round.
@@ -220,8 +235,11 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
           r.apart_s = r.merged_s = INFINITY;
           for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
             double a = 0, t = 0;
-            for (size_t k = 0; k < apart.size() && r.why_not.empty(); ++k) a += time_of(*apart[k], r.why_not, r.handoff_ns);
-            for (size_t k = 0; k < together.size() && r.why_not.empty(); ++k) t += time_of(*together[k], r.why_not, r.handoff_ns);
+            r.producers_apart = r.producers_merged = 0;
+            for (size_t k = 0; k < apart_nodes.size() && r.why_not.empty(); ++k)
+              a += time_of(fused, apart_nodes[k], r.why_not, r.handoff_ns, r.producers_apart);
+            for (size_t k = 0; k < together_nodes.size() && r.why_not.empty(); ++k)
+              t += time_of(*merged, together_nodes[k], r.why_not, r.handoff_ns, r.producers_merged);
             if (!r.why_not.empty()) break;
             ratios.push_back(t / a);
             r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);

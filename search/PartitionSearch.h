@@ -45,6 +45,9 @@ struct MoveReport {
   // cores were. With the cores apart (each vCPU on its own core complex) a fused kernel gains more
   // than near (MobileNetV2's chains, Zen 5: 1.08-1.15 end to end against 1.02 near).
   double handoff_ns = 0;
+  // Producer kernels run before the timed runs of one round's kernels apart and merged (the groups
+  // that write each kernel's inputs in its graph: MeasureOptions::producers); 0 when timed alone.
+  int producers_apart = 0, producers_merged = 0;
   // In the model (the check after the search, for a move taken): the medians of the groups it
   // replaces in FuseOps's model and of those it makes in the searched one; 0 where not checked.
   double model_apart_ms = 0, model_merged_ms = 0;

@@ -683,9 +683,10 @@ Options:
   --flush-cache     overwrite 64 MiB between timed runs
   --warm-weights    leave the kernel's weights in cache between timed runs (by default they
                     are flushed before each run, as a whole inference evicts them in the model)
-  --alone           time each candidate alone; by default the groups that write its inputs in
-                    the model run (their default kernels) before each timed run, so it finds its
-                    inputs where the model leaves them: in the cache of the core that wrote each part
+  --alone           time each candidate (and each partition move's kernels) alone; by default
+                    the groups that write its inputs in the model run (their default kernels)
+                    before each timed run, so it finds its inputs where the model leaves them: in
+                    the cache of the core that wrote each part
   --search S        evolutionary (default): a cost model trained on the database's records ranks
                     mutations and crossovers of the best schedules, and the best predictions (and
                     one random point in eight) are measured; random: random points of the space

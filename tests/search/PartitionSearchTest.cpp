@@ -46,7 +46,8 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
   // (a 1x1 conv with SiLU before a stride-1 depthwise conv); its depthwise convs feed two groups
   // (the squeeze-excitation's pool and multiply), so no chain starts at one.
   int measurable = 0, measured = 0, expansions = 0;
-  for (const PartitionMove &m : partition_moves(*f)) {
+  std::vector<PartitionMove> moves = partition_moves(*f);
+  for (const PartitionMove &m : moves) {
     if (!m.why_not.empty()) continue;
     if (m.kind == PartitionMove::kPrologue) {
       ++measurable;
@@ -69,6 +70,16 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
     EXPECT_GT(m.apart_s, 0.0);
     EXPECT_GT(m.merged_s, 0.0);
     EXPECT_NEAR(m.ratio, m.merged_s / m.apart_s, 1e-9);  // one round: the ratio is that round's
+    // Each kernel ran after the groups that write its inputs in its graph: apart, each consumer
+    // after the move's producer (and its other producers), the producer after its own; merged,
+    // each consumer after the producer's producers and its other ones. So apart runs one more
+    // per consumer, less the producer's own producers counted again in every merged consumer
+    // but the first. EfficientNet-B0's producers are all single-output groups.
+    const PartitionMove &mv = *std::find_if(moves.begin(), moves.end(), [&](const PartitionMove &x) { return x.producer == m.producer; });
+    int k = static_cast<int>(mv.consumers.size());
+    int own = static_cast<int>(group_producers(*f, static_cast<size_t>(m.producer)).size());
+    EXPECT_GE(m.producers_apart, k + own) << m.move;
+    EXPECT_EQ(m.producers_apart - m.producers_merged, k - (k - 1) * own) << m.move;
     if (std::thread::hardware_concurrency() > 1) {
       EXPECT_GT(m.handoff_ns, 0.0) << m.move;  // where the cores were (0: one thread)
     }
@@ -168,9 +179,11 @@ TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKe
   o.measure.min_time_s = 0.005;
   o.rounds = 1;
   o.model_rounds = 0;  // no check in the model: the moves taken are those measured faster alone
+  o.measure.producers = false;  // each kernel timed alone (the CLI's --alone)
   auto rep = search_partition(*f, o);
   ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
   EXPECT_FALSE(rep->checked);
+  for (const MoveReport &m : rep->moves) EXPECT_EQ(m.producers_apart + m.producers_merged, 0) << m.move;
   for (const MoveReport &m : rep->moves) EXPECT_EQ(m.chosen, m.measured && m.ratio < 1 - o.min_gain && m.why_not.empty()) << m.move;
   int tiled = 0, expansions = 0;
   for (const MoveReport &m : rep->moves) {
