@@ -491,17 +491,26 @@ class StageEmitter {
   }
 
   /**
+   * No result of exp or the logistic is a denormal. An Intel core takes a microcode assist for
+   * every FMA, multiply or division with a denormal operand or result (a scratch loop on Sapphire
+   * Rapids: 56 ns a 16-lane FMA with a denormal operand against 1.28; an add or vscalefps none),
+   * and SiLU multiplies x by its logistic. exp gives 0 below ln FLT_MIN (this constant); the
+   * logistic reads exp(-x) at -x no larger than it, so its result stays at FLT_MIN or above.
+   */
+  static constexpr double kExpNormalLo = -87.33654022216797;
+
+  /**
    * exp(x) of 16 floats on AVX-512: exp_reduced's polynomial scaled by 2^n with vscalefps, which
    * rounds once to +inf past the largest float and to a denormal or 0 below the smallest, and
-   * keeps NaN, so none of emit_exp's splitting of 2^n, integer conversions or selects are needed
-   * (15 operations against 27). x is clamped to [-120, 120] first (NaN stays NaN), so an infinite
-   * x reduces without inf - inf. Where the result is a normal float it is emit_exp's, bit for bit:
-   * both scale the same polynomial value by an exact power of 2. A 1x1 conv with a SiLU epilogue
-   * (EfficientNet-B0's 16 -> 96 at 112x112) ran 0.56 against 0.70 ms with it in emit_sigmoid.
+   * keeps NaN, so none of emit_exp's splitting of 2^n or integer conversions are needed. x is
+   * clamped to [-120, hi] first (NaN stays NaN), so an infinite x reduces without inf - inf.
+   * Where the result is a normal float it is emit_exp's, bit for bit: both scale the same
+   * polynomial value by an exact power of 2. A 1x1 conv with a SiLU epilogue (EfficientNet-B0's
+   * 16 -> 96 at 112x112) ran 0.56 against 0.70 ms with it in emit_sigmoid.
    */
-  llvm::Value *exp_scalef(llvm::Value *x) {
+  llvm::Value *exp_scalef(llvm::Value *x, double hi = 120.0) {
     llvm::Type *t = x->getType();
-    auto [y, n] = exp_reduced(clamped(x, -120.0, 120.0));
+    auto [y, n] = exp_reduced(clamped(x, -120.0, hi));
     return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
                               {y, n, llvm::PoisonValue::get(t), b_.getInt16(-1), b_.getInt32(4 /* the current rounding */)});
   }
@@ -512,29 +521,37 @@ class StageEmitter {
    * n = floor(x log2(e) + 1/2), ln2 split in two so n ln2 is exact, exp(r) by a degree-6
    * polynomial, 2^n built in the exponent field. Within 1.3 ulps of the exact value on [-87.3, 88.7]
    * (tests/codegen/JitTest.cpp checks 2 at every width); 0 below (results that would be
-   * denormal), +inf above, NaN stays NaN.
+   * denormal: kExpNormalLo), +inf above, NaN stays NaN.
    */
   llvm::Value *emit_exp(llvm::Value *x) {
     llvm::Type *t = x->getType();
-    if (zmm_float(t)) return exp_scalef(x);
+    const double hi = 88.72283935546875, lo = kExpNormalLo;
+    auto zero_below_lo = [&](llvm::Value *v) {  // NaN stays NaN: the comparison is false for it
+      return b_.CreateSelect(b_.CreateFCmpOLT(x, llvm::ConstantFP::get(t, lo)), llvm::ConstantFP::get(t, 0.0), v);
+    };
+    if (zmm_float(t)) return zero_below_lo(exp_scalef(x));
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
-    const double hi = 88.72283935546875, lo = -87.33654022216797;
     auto [y, n] = exp_reduced(clamped(x, lo, hi));
     llvm::Type *it = int32_like(t);
     // 2^n in two halves, each a normal float: n reaches 128 (exp just below FLT_MAX) and -126.
     llvm::Value *ni = b_.CreateFPToSI(n, it), *n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1)), *n2 = b_.CreateSub(ni, n1);
     y = b_.CreateFMul(b_.CreateFMul(y, pow2(n1, t)), pow2(n2, t));
     y = b_.CreateSelect(b_.CreateFCmpOGT(x, c(hi)), c(INFINITY), y);
-    y = b_.CreateSelect(b_.CreateFCmpOLT(x, c(lo)), c(0.0), y);
+    y = zero_below_lo(y);
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
   }
 
   /**
-   * The logistic function 1 / (1 + exp(-x)), with exp(-x) as emit_exp's without its edge cases:
-   * -x clamped to [-87, 88] so that 2^n is one normal float (n in [-125, 127]) and no result of
-   * exp is infinite or denormal. At the clamps the logistic is already 1 (x >= 87: exp(-x) is
-   * below half an ulp of 1) or below 1e-38 (x <= -88, against an exact value below 6.1e-39), so
-   * only NaN needs a select. About ten operations fewer than exp's route per vector: a 1x1 conv with a
+   * The logistic function 1 / (1 + exp(-x)), with exp(-x) as exp_scalef's on AVX-512 and
+   * elsewhere as emit_exp's without its edge cases (2^n one normal float, n in [-125, 127]), -x
+   * clamped to at most -kExpNormalLo (and to -120 or -87 below, where the logistic is already 1:
+   * exp(-x) is below half an ulp of 1). So exp(-x) is at most about 2^126 and the logistic at
+   * least FLT_MIN: where the true value is below FLT_MIN (x under ln FLT_MIN) the result is
+   * sigmoid(ln FLT_MIN), FLT_MIN within 38 ulps, and never a denormal. The clamp was at 88 on this
+   * route (1 / (1 + exp(88)) = 6.1e-39 for every x <= -88) and at 120 on exp_scalef's (denormals
+   * between -88.7 and -87.3): each such value took an assist in the division and another in SiLU's
+   * multiply: a SiLU over values there took 4.4-4.8x its time (a scratch model, one process). The clamp
+   * costs no operation. About ten operations fewer than exp's route per vector: a 1x1 conv with a
    * SiLU epilogue at 112x112 (EfficientNet's 16->96) ran 0.217-0.224 against 0.241-0.248 ms
    * (two pairs, cores apart; with Clip 0.162).
    * tests/codegen/JitTest.cpp holds it to the double-precision logistic.
@@ -542,9 +559,9 @@ class StageEmitter {
   llvm::Value *emit_sigmoid(llvm::Value *x) {
     llvm::Type *t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
-    if (zmm_float(t)) return b_.CreateFDiv(c(1.0), b_.CreateFAdd(exp_scalef(b_.CreateFNeg(x)), c(1.0)));  // 1 / (1 + inf) = 0, NaN stays
+    if (zmm_float(t)) return b_.CreateFDiv(c(1.0), b_.CreateFAdd(exp_scalef(b_.CreateFNeg(x), -kExpNormalLo), c(1.0)));  // NaN stays
     auto fma = [&](llvm::Value *a, llvm::Value *b, llvm::Value *d) { return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, d}); };
-    auto [y, n] = exp_reduced(clamped(b_.CreateFNeg(x), -87.0, 88.0));
+    auto [y, n] = exp_reduced(clamped(b_.CreateFNeg(x), -87.0, -kExpNormalLo));
     llvm::Value *s = b_.CreateFDiv(c(1.0), fma(y, pow2(b_.CreateFPToSI(n, int32_like(t)), t), c(1.0)));
     // fptosi of NaN is poison: the select keeps it out of the result.
     return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, s);

@@ -205,7 +205,7 @@ void expect_same_where_normal(const std::vector<float> &in, const std::map<int, 
 TEST(Jit, ExpIsAPolynomialWithinTwoUlpsOfTheTruthAtEveryWidth) {
   // exp is emitted inline (no libm call per lane). Checked against exp in double over its whole
   // float range, in vectors of 16, 8 and 4 lanes and as scalars (a loop's tail), on every value
-  // of a fine sweep: at most 2 ulps (1.24 measured) where the result is a normal float, 0 or a denormal where it would be
+  // of a fine sweep: at most 2 ulps (1.24 measured) where the result is a normal float, 0 where it would be
   // denormal, +inf past the top, and NaN for NaN. On AVX-512, 16 lanes are scaled by vscalefps
   // (exp_scalef), the other widths by building 2^n: where the result is a normal float both give
   // the same bits, which the widths' agreement checks.
@@ -233,7 +233,7 @@ TEST(Jit, ExpIsAPolynomialWithinTwoUlpsOfTheTruthAtEveryWidth) {
       double exact = std::exp(static_cast<double>(in[i]));
       if (std::isnan(in[i])) EXPECT_TRUE(std::isnan(got[i]));
       else if (exact > FLT_MAX) EXPECT_EQ(got[i], INFINITY) << in[i];
-      else if (exact < FLT_MIN) EXPECT_LE(got[i], FLT_MIN) << in[i];  // denormal results flush to 0
+      else if (exact < FLT_MIN) EXPECT_EQ(got[i], 0.0f) << in[i];  // never a denormal (a multiply by one takes an assist on Intel)
       else worst = std::max(worst, ulps(got[i], exact));
     }
     EXPECT_LE(worst, 2.0) << lanes << " lanes";
@@ -269,7 +269,8 @@ TEST(Jit, SigmoidIsWithinFourUlpsOfTheTruthAtEveryWidth) {
   // cases. Against 1 / (1 + exp(-x)) in double over [-104, 104] in vectors of 16, 8 and 4 lanes
   // and as scalars: within 4 ulps where the result is a normal float (3.15 measured, near x = -16.6
   // where 1 + exp(-x) nears 2^24; 1 / (1 + exp(0 - x)) through exp measured the same), 1 from 87
-  // up, at most 1e-37 where the exact value is below FLT_MIN (-inf included), NaN for NaN.
+  // up, FLT_MIN within 38 ulps where the exact value is below FLT_MIN (-inf included: never a
+  // denormal, which the division and SiLU's multiply would take a microcode assist on), NaN for NaN.
   std::vector<float> in;
   for (int i = 0; i < (1 << 20); ++i) in.push_back(static_cast<float>(-104.0 + 208.0 * i / (1 << 20)));
   for (float special : {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, 88.0f, -87.0f, -88.0f, INFINITY, -INFINITY, NAN}) in.push_back(special);
@@ -283,7 +284,7 @@ TEST(Jit, SigmoidIsWithinFourUlpsOfTheTruthAtEveryWidth) {
       double exact = 1.0 / (1.0 + std::exp(-static_cast<double>(in[i])));
       if (std::isnan(in[i])) EXPECT_TRUE(std::isnan(got[i]));
       else if (in[i] >= 87.0f) EXPECT_EQ(got[i], 1.0f) << in[i];  // exp(-x) below half an ulp of 1
-      else if (exact < FLT_MIN) EXPECT_LE(got[i], 1e-37f) << in[i];
+      else if (exact < FLT_MIN) EXPECT_TRUE(got[i] >= FLT_MIN && got[i] <= FLT_MIN * (1 + 40 * FLT_EPSILON)) << in[i] << ": " << got[i];
       else worst = std::max(worst, ulps(got[i], exact));
     }
     EXPECT_LE(worst, 4.0) << lanes << " lanes";
