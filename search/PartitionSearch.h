@@ -24,7 +24,7 @@ struct PartitionSearchOptions {
   int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
   bool chains = false;                  // measure every chain move, also those no chain tile fits (their segments run one after another)
   int model_rounds = 10;                // the check in the model: FuseOps's and the searched partition run alternately this often a timing (0: no check)
-  int model_timings = 6;                // and timed so this often, the order swapped each time (Alternated); the medians decide
+  int model_timings = 8;                // and timed so this often, two compiled pairs in turn, the order swapped every two (Alternated); the medians decide
   const std::atomic<bool> *stop = nullptr;
   std::function<void(const std::string &)> progress;
 };

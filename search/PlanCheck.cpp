@@ -44,14 +44,18 @@ Expected<SideBySide> side_by_side(CompiledModel &a, CompiledModel &b, const std:
   return out;
 }
 
-Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds) {
+Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds,
+                               CompiledModel *a2, CompiledModel *b2) {
   Alternated out;
   std::vector<double> handoffs;
+  bool pairs = a2 && b2;
   for (int r = 0; r < rounds; ++r) {
-    bool a_first = r % 2 == 0;
-    AT_ASSIGN(s, a_first ? side_by_side(a, b, inputs, runs) : side_by_side(b, a, inputs, runs));
+    int pair = pairs ? r % 2 : 0;
+    bool a_first = (pairs ? r / 2 : r) % 2 == 0;
+    CompiledModel &ma = pair ? *a2 : a, &mb = pair ? *b2 : b;
+    AT_ASSIGN(s, a_first ? side_by_side(ma, mb, inputs, runs) : side_by_side(mb, ma, inputs, runs));
     Alternated::Round round;
-    round.a_first = a_first, round.handoff_ns = s.handoff_ns;
+    round.a_first = a_first, round.pair = pair, round.handoff_ns = s.handoff_ns;
     round.a_ms = a_first ? s.a_ms : s.b_ms, round.b_ms = a_first ? s.b_ms : s.a_ms;
     round.a_group_ms = a_first ? s.a_group_ms : s.b_group_ms, round.b_group_ms = a_first ? s.b_group_ms : s.a_group_ms;
     handoffs.push_back(s.handoff_ns);

@@ -48,6 +48,7 @@ struct Alternated {
   struct Round {
     double a_ms = 0, b_ms = 0, handoff_ns = 0;
     bool a_first = true;
+    int pair = 0;  // which pair of compiled copies ran (alternate's a2, b2: 1)
     std::vector<double> a_group_ms, b_group_ms;
   };
   std::vector<Round> rounds;
@@ -57,7 +58,14 @@ struct Alternated {
   /** The median of each group's round medians, a's (or b's). */
   std::vector<double> group_ms(bool of_b) const;
 };
-Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds);
+/**
+ * With a second pair (a2, b2: the same plans compiled again, b2 before a2 where b was compiled
+ * after a), the rounds take the pairs in turn (a, b in even rounds) and swap who goes first every
+ * two rounds: the model a process compiles later runs about 1% faster (one plan compiled twice:
+ * B / A 0.983-0.991, EfficientNet-B0, 2026-11-29), which one pair alone credits to b.
+ */
+Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds,
+                               CompiledModel *a2 = nullptr, CompiledModel *b2 = nullptr);
 
 struct PlanCheckOptions {
   std::string db_path;  // the tuning database holding the model's plan (written)

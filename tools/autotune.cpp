@@ -446,7 +446,9 @@ Options:
                  a GPU (sm_80, sm_90): the median device time on the machine's NVIDIA GPU
   --against B    time the model with tuning database B's plan (or 'untuned': the default
                  schedules) beside the one --db gives, in this process, runs alternating: --rounds
-                 timings of --runs runs of each, which goes first swapped every round; prints each
+                 timings of --runs runs of each, two compiled copies of each plan in turn (the
+                 second pair compiled in the other order), which goes first swapped every two
+                 rounds; prints each
                  round's medians, B's time over A's, and their median over the rounds the thread
                  hand-off puts near (two plans from separate commands differ by the host's moods),
                  then the groups whose times differ most (JSON: a_groups_ms and b_groups_ms, every
@@ -482,15 +484,20 @@ int bench_against(const Args &args, int64_t runs) {
   std::string a_name = args.has("db") ? args.get("db") : "untuned";
   if (a_name == against && (a_partition == b_partition || b_db.empty()))  // without a database, both are FuseOps's
     return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
-  // The first model a process compiles ran about 1% slower than the ones compiled after it (two
-  // copies of one plan: B / A 0.983-0.995 in six runs; docs/architecture.md, "Runtime"), so a copy
-  // that is neither side is compiled first and kept while they run.
+  // A model a process compiles later runs about 1% faster than one compiled before it (one plan
+  // compiled twice: B / A 0.983-0.995; docs/architecture.md, "Runtime"). So a copy that is neither
+  // side is compiled first, and each side twice, the second pair in the other order; the rounds
+  // take the pairs in turn.
   auto first = compile_model(args);
   if (!first) return fail(first.error());
   auto a = compile_model(args);
   if (!a) return fail(a.error());
   auto b = compile_model(args, b_db, b_partition);
   if (!b) return fail(b.error());
+  auto b2 = compile_model(args, b_db, b_partition);
+  if (!b2) return fail(b2.error());
+  auto a2 = compile_model(args);
+  if (!a2) return fail(a2.error());
   auto inputs = read_inputs(args, (*a)->graph());
   if (!inputs) return fail(inputs.error());
   bool json = args.has("json");
@@ -501,7 +508,7 @@ int bench_against(const Args &args, int64_t runs) {
   };
   describe("A", a_name, **a);
   describe("B", against, **b);
-  auto alternated = alternate(**a, **b, *inputs, static_cast<int>(runs), static_cast<int>(*rounds));
+  auto alternated = alternate(**a, **b, *inputs, static_cast<int>(runs), static_cast<int>(*rounds), a2->get(), b2->get());
   if (!alternated) return fail(make_error(args.get("model") + ": " + alternated.error().message));
   const std::vector<Alternated::Round> &done = alternated->rounds;
   double near_ns = alternated->near_ns;
@@ -514,7 +521,7 @@ int bench_against(const Args &args, int64_t runs) {
                      {"median_ratio_near", near_ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(near_ratios))}};
     for (const Alternated::Round &r : done)
       j["rounds"].push_back({{"a_ms", r.a_ms}, {"b_ms", r.b_ms}, {"ratio", r.b_ms / r.a_ms}, {"handoff_ns", r.handoff_ns},
-                             {"first", r.a_first ? "a" : "b"}, {"near", !cores_apart(r.handoff_ns, near_ns)}});
+                             {"first", r.a_first ? "a" : "b"}, {"pair", r.pair}, {"near", !cores_apart(r.handoff_ns, near_ns)}});
     // Each plan's groups, the median of their round medians: which kernels make the difference.
     for (bool of_b : {false, true}) {
       const CompiledModel &m = of_b ? **b : **a;
@@ -528,7 +535,7 @@ int bench_against(const Args &args, int64_t runs) {
   }
   for (size_t i = 0; i < done.size(); ++i) {
     const Alternated::Round &r = done[i];
-    std::printf("round %zu (%s first): A %.3f ms, B %.3f ms, B / A %.3f, hand-off %.0f ns%s\n", i + 1, r.a_first ? "A" : "B", r.a_ms, r.b_ms,
+    std::printf("round %zu (copies %d, %s first): A %.3f ms, B %.3f ms, B / A %.3f, hand-off %.0f ns%s\n", i + 1, r.pair + 1, r.a_first ? "A" : "B", r.a_ms, r.b_ms,
                 r.b_ms / r.a_ms, r.handoff_ns, cores_apart(r.handoff_ns, near_ns) ? " (cores apart)" : "");
   }
   std::printf("B / A: median %.3f over %zu rounds (%.3f-%.3f)", median(ratios), ratios.size(), *std::min_element(ratios.begin(), ratios.end()),

@@ -163,6 +163,25 @@ TEST(PartitionSearch, AlternatedTimingsSwapTheOrderAndKeepEachModelsTimesApart) 
     for (const Alternated::Round &r : t->rounds) per.push_back(r.a_group_ms[k]);
     EXPECT_DOUBLE_EQ(ga[k], median(per)) << k;
   }
+  // With a second pair compiled in the other order (b2 before a2), the rounds take the pairs in
+  // turn and swap who goes first every two rounds, so each pair runs in both orders.
+  auto b2 = CompiledModel::compile(*fb, CompileOptions{}), a2 = CompiledModel::compile(*fa, CompileOptions{});
+  ASSERT_TRUE(a2 && b2);
+  auto p = alternate(**a, **b, inputs, 3, 8, a2->get(), b2->get());
+  ASSERT_TRUE(static_cast<bool>(p)) << p.error().message;
+  ASSERT_EQ(p->rounds.size(), 8u);
+  int first[2][2] = {{0, 0}, {0, 0}};  // [pair][a first]
+  for (size_t i = 0; i < p->rounds.size(); ++i) {
+    const Alternated::Round &r = p->rounds[i];
+    EXPECT_EQ(r.pair, static_cast<int>(i % 2)) << i;
+    ++first[r.pair][r.a_first];
+    EXPECT_GT(r.a_ms, 0.0);
+    EXPECT_GT(r.b_ms, 0.0);
+    EXPECT_EQ(r.a_group_ms.size(), (*a)->groups().size()) << i;  // a2's groups are a's
+    EXPECT_EQ(r.b_group_ms.size(), (*b)->groups().size()) << i;
+  }
+  for (int pair : {0, 1})
+    for (int a_first : {0, 1}) EXPECT_EQ(first[pair][a_first], 2) << pair << " " << a_first;
 }
 
 // Issue 11's anchors at a tile: MobileNetV2's depthwise convs each followed by a 1x1 conv on pixel

@@ -233,7 +233,10 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   std::vector<double> ratios;
   for (size_t r = 0; r < 3; ++r) {
     const auto &x = j["rounds"][r];
-    EXPECT_EQ(x["first"], r % 2 ? "b" : "a");
+    // Two compiled copies of each plan, the second pair compiled in the other order, in turn; who
+    // goes first swapped every two rounds, so each pair runs both ways.
+    EXPECT_EQ(x["pair"], r % 2);
+    EXPECT_EQ(x["first"], (r / 2) % 2 ? "b" : "a");
     ASSERT_GT(x["a_ms"].get<double>(), 0);
     EXPECT_NEAR(x["ratio"].get<double>(), x["b_ms"].get<double>() / x["a_ms"].get<double>(), 1e-9);
     ratios.push_back(x["ratio"].get<double>());
@@ -248,9 +251,10 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
       EXPECT_FALSE(g["ops"].get<std::string>().empty());
     }
   }
-  Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 2 --runs 2");
+  Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 3 --runs 2");
   ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_NE(text.out.find("round 2 (B first): A "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("round 2 (copies 2, A first): A "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("round 3 (copies 1, B first): A "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("B / A: median "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("groups that differ most (medians over the rounds, ms):\n  %"), std::string::npos) << text.out;
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against " + path("none.db")), path("none.db"), "no such tuning database");
