@@ -48,8 +48,8 @@ namespace {
 Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep) {
   CompileOptions co;
   co.threads = o.measure.threads, co.cache_dir = o.cache_dir, co.target = o.target;
-  // Not the first model this process compiles, and each side twice, in both orders: a model
-  // compiled later runs about 1% faster (docs/architecture.md, "Runtime").
+  // Not the first model this process compiles, and each side twice, in both orders: two compiles
+  // of one plan run about 1% apart, the later one mostly faster (docs/architecture.md, "Runtime").
   AT_ASSIGN(compiled_first, CompiledModel::compile(fused, co));
   AT_ASSIGN(base, CompiledModel::compile(fused, co));
   auto inputs = random_inputs(fused, 0);

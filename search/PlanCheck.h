@@ -61,8 +61,9 @@ struct Alternated {
 /**
  * With a second pair (a2, b2: the same plans compiled again, b2 before a2 where b was compiled
  * after a), the rounds take the pairs in turn (a, b in even rounds) and swap who goes first every
- * two rounds: the model a process compiles later runs about 1% faster (one plan compiled twice:
- * B / A 0.983-0.991, EfficientNet-B0, 2026-11-29), which one pair alone credits to b.
+ * two rounds: two compiles of one plan run about 1% apart, the later one mostly faster (one plan
+ * compiled twice: B / A 0.983-0.991, EfficientNet-B0, 2026-11-29), which one pair alone credits to
+ * b; with two pairs 0.993-1.005.
  */
 Expected<Alternated> alternate(CompiledModel &a, CompiledModel &b, const std::vector<Tensor> &inputs, int runs, int rounds,
                                CompiledModel *a2 = nullptr, CompiledModel *b2 = nullptr);

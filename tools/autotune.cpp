@@ -484,10 +484,10 @@ int bench_against(const Args &args, int64_t runs) {
   std::string a_name = args.has("db") ? args.get("db") : "untuned";
   if (a_name == against && (a_partition == b_partition || b_db.empty()))  // without a database, both are FuseOps's
     return fail(make_error("bench: --against names the plan --db already gives (" + against + "); --against-partition can set its partition apart"));
-  // A model a process compiles later runs about 1% faster than one compiled before it (one plan
-  // compiled twice: B / A 0.983-0.995; docs/architecture.md, "Runtime"). So a copy that is neither
-  // side is compiled first, and each side twice, the second pair in the other order; the rounds
-  // take the pairs in turn.
+  // Two compiles of one plan run about 1% apart, the later one mostly faster (one plan compiled
+  // twice: B / A 0.983-0.995; docs/architecture.md, "Runtime"). So a copy that is neither side is
+  // compiled first, and each side twice, the second pair in the other order; the rounds take the
+  // pairs in turn.
   auto first = compile_model(args);
   if (!first) return fail(first.error());
   auto a = compile_model(args);
