@@ -144,12 +144,16 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
   // just wrote, split over the cores as that kernel splits it, as in the model; merged, it reads
   // what the producer's own producers wrote. `handoff` keeps the largest thread hand-off around
   // the timings.
-  auto time_of = [&](const Graph &g, size_t node, std::string &error, double &handoff, int &producers) -> double {
+  // `data` is the group's seeded inputs, reference output and producers (data_of), made once per
+  // move and reused by every round.
+  auto data_of = [&](const Graph &g, size_t node) -> Expected<TaskData> {
+    AT_ASSIGN(data, TaskData::make(*g.nodes[node].body, 1));
+    data.add_producers(group_producers(g, node), 2);
+    return data;
+  };
+  auto time_of = [&](const Graph &g, size_t node, const TaskData &data, std::string &error, double &handoff, int &producers) -> double {
     const Graph &body = *g.nodes[node].body;
-    auto data = TaskData::make(body, 1);
-    if (!data) return error = data.error().message, 0.0;
-    data->add_producers(group_producers(g, node), 2);
-    auto r = measurer.measure(body, *data, {default_of(body)}, nullptr, o.stop);
+    auto r = measurer.measure(body, data, {default_of(body)}, nullptr, o.stop);
     if (r.empty()) return error = "stopped", 0.0;
     if (r[0].status != MeasureStatus::kOk) return error = std::string(status_name(r[0].status)) + ": " + r[0].error, 0.0;
     handoff = std::max(handoff, r[0].handoff_ns);
@@ -236,13 +240,24 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
           // The move is taken on the median ratio; the times reported are each side's fastest round.
           std::vector<double> ratios;
           r.apart_s = r.merged_s = INFINITY;
+          std::vector<TaskData> apart_data, together_data;
+          auto make_data = [&](const Graph &g, const std::vector<size_t> &nodes, std::vector<TaskData> &out) {
+            for (size_t n : nodes) {
+              if (!r.why_not.empty()) return;
+              auto d = data_of(g, n);
+              if (!d) r.why_not = d.error().message;
+              else out.push_back(d.take());
+            }
+          };
+          make_data(fused, apart_nodes, apart_data);
+          make_data(*merged, together_nodes, together_data);
           for (int round = 0; round < std::max(1, o.rounds) && r.why_not.empty(); ++round) {
             double a = 0, t = 0;
             r.producers_apart = r.producers_merged = 0;
             for (size_t k = 0; k < apart_nodes.size() && r.why_not.empty(); ++k)
-              a += time_of(fused, apart_nodes[k], r.why_not, r.handoff_ns, r.producers_apart);
+              a += time_of(fused, apart_nodes[k], apart_data[k], r.why_not, r.handoff_ns, r.producers_apart);
             for (size_t k = 0; k < together_nodes.size() && r.why_not.empty(); ++k)
-              t += time_of(*merged, together_nodes[k], r.why_not, r.handoff_ns, r.producers_merged);
+              t += time_of(*merged, together_nodes[k], together_data[k], r.why_not, r.handoff_ns, r.producers_merged);
             if (!r.why_not.empty()) break;
             ratios.push_back(t / a);
             r.apart_s = std::min(r.apart_s, a), r.merged_s = std::min(r.merged_s, t);
