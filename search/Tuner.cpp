@@ -9,7 +9,6 @@
 
 #include "db/TuningDb.h"
 #include "ir/Printer.h"
-#include "ir/Reference.h"
 #include "ir/Stats.h"
 #include "costmodel/Features.h"
 #include "search/ModelSearch.h"
