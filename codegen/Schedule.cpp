@@ -368,7 +368,37 @@ std::optional<std::vector<Step>> blocked_expand_tile_default(const Graph &body, 
 }
 
 /**
- * A chain's step list: an expansion's expand tile (above); else, for a conv and a 1x1 conv on
+ * The chain tile in NCHW16c (blocked_chain_tile_sketch) for a depthwise conv2d_nchwc and the 1x1
+ * conv2d_nchwc after it (an inverted residual's projection): blocks of one output row (so the
+ * box of every channel block stays small: 384 channels x 14 columns, 21 KiB), the 1x1 conv's
+ * default register tile (its channel blocks, at most the row's pixels), the depthwise conv's
+ * default columns, its padded input inline as in its own kernel.
+ */
+std::optional<std::vector<Step>> blocked_chain_tile_default(const Graph &body, const std::vector<Segment> &segs, const std::vector<KernelSchedule> &defaults) {
+  const Node *dw = segment_anchor(segs[0]), *pw = segment_anchor(segs[1]);
+  if (!pw || !dw || pw->op != "nn.conv2d_nchwc" || dw->op != "nn.conv2d_nchwc" || pw->attrs.i("groups") != 1 || dw->attrs.i("groups") == 1)
+    return std::nullopt;
+  const Shape &pk = segs[1].body.type_of(pw->inputs[1]).shape, &dk = segs[0].body.type_of(dw->inputs[1]).shape;
+  if (pk[2] != 1 || pk[3] != 1 || dk[1] != 1 || pw->attrs.ints("strides") != std::vector<int64_t>{1, 1}) return std::nullopt;
+  int64_t b = pw->type.shape[4], OB = pw->type.shape[1], W = pw->type.shape[3];
+  BlockedChainTileSketch knobs;
+  knobs.rows = 1;
+  knobs.blocks = 1;
+  for (int64_t k = 1; k <= std::max<int64_t>(1, defaults[1].oc_block / b); ++k)
+    if (OB % k == 0) knobs.blocks = k;
+  knobs.pixels = std::min<int64_t>(std::max(1, defaults[1].px_block), knobs.rows * W);
+  knobs.columns = std::max(1, defaults[0].px_block);
+  auto naive = lower_naive(body, "k", KernelSchedule{});
+  if (!naive) return std::nullopt;
+  auto weight = segment_weight(body, segs[1], *pw), dweight = segment_weight(body, segs[0], *dw);
+  if (!weight) return std::nullopt;
+  auto dwn = dweight.value_or(std::make_pair(std::string(), std::vector<int64_t>{}));
+  return replayable(*naive, blocked_chain_tile_sketch(*naive, weight->first, weight->second, dwn.first, dwn.second, knobs));
+}
+
+/**
+ * A chain's step list: in NCHW16c, an expansion's blocked expand tile or a projection's blocked
+ * chain tile (above); an NCHW expansion's expand tile; else, for a conv and a 1x1 conv on
  * pixel lanes, the chain tile sketch's (issue 11's anchors at a tile); or nothing where neither
  * fits. The chain tile takes the 1x1 conv's default
  * register tile (its channels, vectors and lanes); blocks of rows as below; the padded input per
@@ -381,6 +411,7 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
                                                     const Target &target) {
   if (segs.size() != 2) return std::nullopt;
   if (auto steps = blocked_expand_tile_default(body, segs, defaults)) return steps;
+  if (auto steps = blocked_chain_tile_default(body, segs, defaults)) return steps;
   if (auto steps = expand_tile_default(body, segs, target)) return steps;
   if (!defaults[1].pixel_vectors) return std::nullopt;
   // A depthwise conv first: its box is cheap to compute per block (a 1x1 conv's, with every input

@@ -602,6 +602,30 @@ Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const 
 }
 
 namespace {
+/**
+ * The register tiles of a 1x1 conv2d_nchwc over a run of pixels split into tiles (loops pp + sfx
+ * inside, its channel blocks `blocks` + sfx and lanes i4 + sfx inside them; with `tail`, the
+ * pixels left over in loops with sfx + "_tail" too): each tile distributed over init, update and
+ * epilogue, the reduction (k0 to k3 + sfx) outside the update's tile, the weight prefetched,
+ * pixels and blocks unrolled, a block's lanes the vector.
+ */
+void blocked_pixel_tiles(const StageSteps &step, const std::string &weight, const std::string &blocks, const std::string &suffix, bool tail) {
+  for (const std::string &sfx : {suffix, suffix + "_tail"}) {
+    if (sfx != suffix && !tail) continue;
+    std::vector<std::string> tile{"pp" + sfx, blocks + sfx, "i4" + sfx};
+    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l);
+    std::vector<std::string> update{"k0" + sfx, "k1" + sfx, "k2" + sfx, "k3" + sfx};
+    for (const std::string &l : tile) update.push_back(l + "_1");
+    step("reorder")->names = update;
+    Step *pf = step("prefetch", "k3" + sfx);
+    pf->buffer = weight, pf->factor = 2048;
+    for (const char *part : {"", "_1", "_2"}) {
+      step("unroll", "pp" + sfx + part), step("unroll", blocks + sfx + part);
+      step("vectorize", "i4" + sfx + part);
+    }
+  }
+}
+
 /** The loops of an expansion chain's joined nests (stages s0_conv2d, s1_pad, s1_conv2d): the depthwise conv's, then the 1x1 conv's. */
 Status expansion_loops(const LoweredKernel &naive, const std::string &what, std::vector<std::pair<std::string, int64_t>> &outs,
                        std::vector<std::pair<std::string, int64_t>> &reds, std::vector<std::pair<std::string, int64_t>> &pouts,
@@ -744,26 +768,68 @@ Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naiv
   Step *pk = step("pack");
   pk->buffer = weight, pk->dims = dims, pk->factor = B * b;
   step("split", "p_co")->factor = PB, steps.back().names = {"po_co", "pp_co"};
-  for (const std::string sfx : {"_co", "_co_tail"}) {
-    if (sfx == "_co_tail" && P % PB == 0) continue;
-    std::vector<std::string> tile{"pp" + sfx, "i1" + sfx, "i4" + sfx};
-    for (auto l = tile.rbegin(); l != tile.rend(); ++l) step("distribute", *l);
-    std::vector<std::string> update{"k0" + sfx, "k1" + sfx, "k2" + sfx, "k3" + sfx};
-    for (const std::string &l : tile) update.push_back(l + "_1");
-    step("reorder")->names = update;
-    Step *pf = step("prefetch", "k3" + sfx);
-    pf->buffer = weight, pf->factor = 2048;
-    for (const char *part : {"", "_1", "_2"}) {
-      step("unroll", "pp" + sfx + part), step("unroll", "i1" + sfx + part);
-      step("vectorize", "i4" + sfx + part);
-    }
-  }
+  blocked_pixel_tiles(step, weight, "i1", "_co", P % PB != 0);
   // The depthwise conv over the unit's blocks: a register tile of X columns x a block's lanes around the window.
   step("split", "i3")->factor = X, steps.back().names = {"xo", "xi"};
   for (Step &t : register_tile("s1_conv2d", {"xi", "i4"}, {"k0", "k1"})) steps.push_back(t);
   step("unroll", "k0"), step("unroll", "k1");
   step("fuse", "i0")->names = {"co", "unit"};
   step("parallel", "unit");
+  return steps;
+}
+
+Expected<std::vector<Step>> blocked_chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                      const std::string &depthwise_weight, const std::vector<int64_t> &depthwise_dims,
+                                                      const BlockedChainTileSketch &knobs) {
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  bool padded = !names.empty() && names[0] == "s0_pad";
+  if (names != (padded ? std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"} : std::vector<std::string>{"s0_conv2d", "s1_conv2d"}))
+    return make_error("the blocked chain tile needs a depthwise conv2d_nchwc's nests followed by a 1x1 conv2d_nchwc's (stages s0_conv2d, s1_conv2d)");
+  std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
+  naive_loops(naive.stages.back().body, outs, reds);
+  naive_loops(naive.stages[padded].body, pouts, preds);
+  if (outs.size() != 5 || reds.size() != 4 || reds[1].second != 1 || reds[2].second != 1 || pouts.size() != 5 || preds.size() != 2)
+    return make_error("the blocked chain tile needs a depthwise conv2d_nchwc before a 1x1 conv2d_nchwc");
+  int64_t OB = outs[1].second, H = outs[2].second, W = outs[3].second, b = outs[4].second, R = knobs.rows, B = knobs.blocks, PB = knobs.pixels,
+          X = knobs.columns;
+  if (pouts[2].second != H || pouts[3].second != W) return make_error("the depthwise conv's result is not the 1x1 conv's input pixel for pixel");
+  if (R < 1 || H % R) return make_error(std::to_string(R) + " rows per block do not divide " + std::to_string(H) + " rows");
+  if (B < 1 || OB % B) return make_error(std::to_string(B) + " channel blocks per tile do not divide " + std::to_string(OB));
+  if (PB < 1 || PB > R * W) return make_error(std::to_string(PB) + " pixels per tile do not fit a block of " + std::to_string(R * W));
+  if (X < 1 || W % X) return make_error(std::to_string(X) + " columns per tile do not divide a row of " + std::to_string(W));
+  std::vector<Step> steps;
+  StageSteps step{"s1_conv2d", steps};
+  // Blocks of R rows of the 1x1 conv; per block, the depthwise conv's result for those rows, every
+  // channel block, into a local box (a 1x1 conv reads its pixel only: no halo).
+  step("split", "i2")->factor = R, steps.back().names = {"yo", "yi"};
+  step("reorder")->names = {"yo", "i1"};
+  step("compute_at", "yo")->producer = "s0_conv2d";
+  // The 1x1 conv's register tiles over the box, as in its own kernel: B blocks x PB pixels (the
+  // block's rows and columns one run) around the input channels, the weight packed by the tile's
+  // channels and prefetched; the pixels left over a tile of their own.
+  step("split", "i1")->factor = B, steps.back().names = {"oo", "oi"};
+  Step *pk = step("pack");
+  pk->buffer = weight, pk->dims = dims, pk->factor = B * b;
+  step("fuse", "yi")->names = {"i3", "p"};
+  step("reorder")->names = {"oo", "p", "oi", "i4"};
+  step("split", "p")->factor = PB, steps.back().names = {"po", "pp"};
+  blocked_pixel_tiles(step, weight, "oi", "", (R * W) % PB != 0);
+  // The depthwise conv over the box: a register tile of X columns x a block's lanes around the
+  // window, unrolled, its weight packed by the block (one vector a tap).
+  std::string x = "i3_yo";
+  if (X < W) step("split", "i3_yo")->factor = X, steps.back().names = {"bxo", "bxi"}, x = "bxi";
+  for (Step &t : register_tile("s1_conv2d", {x, "i4_yo"}, {"k0_yo", "k1_yo"})) steps.push_back(t);
+  step("unroll", "k0_yo"), step("unroll", "k1_yo");
+  if (!depthwise_weight.empty()) {
+    Step *dp = step("pack");
+    dp->buffer = depthwise_weight, dp->dims = depthwise_dims, dp->factor = b;
+  }
+  if (padded) {
+    AT_ASSIGN(so_far, replay(naive, steps));
+    place_pad(so_far, "s1_conv2d", knobs.pad, steps, "s0_pad");
+  }
+  parallel_blocks(step);
   return steps;
 }
 

@@ -96,6 +96,28 @@ struct BlockedExpandTileSketch {
 Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                                        const BlockedExpandTileSketch &knobs);
 
+/** The knobs of the blocked chain tile sketch. */
+struct BlockedChainTileSketch {
+  int64_t rows = 1;      // output rows per block: each block is a unit of the parallel loop
+  int64_t blocks = 2;    // the 1x1 conv's register tile: output channel blocks
+  int64_t pixels = 14;   // and pixels of the block (its rows and columns one run)
+  int64_t columns = 7;   // the depthwise conv's register tile: columns of a row x a block's lanes
+  std::string pad = "inline";  // the depthwise conv's padded input: "root", "inline", or the box's loop to compute it at (i1_yo)
+};
+
+/**
+ * Issue 11's anchors at a tile in NCHW[b]c: a chain of a depthwise conv2d_nchwc (of any stride)
+ * and a 1x1 conv2d_nchwc (an inverted residual's projection; stages [s0_pad,] s0_conv2d,
+ * s1_conv2d) as one parallel loop over (image, block of `rows` output rows): per block, the
+ * depthwise conv computes every channel block of those rows into a local box (its register tile
+ * of columns x lanes, its weight `depthwise_weight` packed by the block where named), then the 1x1
+ * conv runs its register tiles of blocks x pixels over the block's pixels, reading the box (its
+ * weight `weight`, shape `dims`, packed by the tile). The depthwise result never goes to memory.
+ */
+Expected<std::vector<Step>> blocked_chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                      const std::string &depthwise_weight, const std::vector<int64_t> &depthwise_dims,
+                                                      const BlockedChainTileSketch &knobs);
+
 /**
  * A layout change (nn.to_nchwc, nn.from_nchwc; its data argument `input`) by tiles of `block`
  * channels x the most columns up to `block` that divide a row: per tile, the input's box copied

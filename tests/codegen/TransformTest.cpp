@@ -661,6 +661,51 @@ TEST(Transform, TheBlockedExpandTileComputesAUnitsChannelBlocksOfTheOneByOneConv
   EXPECT_EQ(refusal(blocked_expand_tile_sketch(naive, "p1", {16, 4, 1, 1}, {})), "the blocked expand tile needs a 1x1 conv2d_nchwc before a depthwise conv2d_nchwc");
 }
 
+TEST(Transform, TheBlockedChainTileComputesABlocksDepthwiseRowsInABoxForTheOneByOneConv) {
+  // The chain tile in NCHW16c: a depthwise conv2d_nchwc (64 channels, stride 1 or 2) and the 1x1
+  // conv2d_nchwc after it (64 -> 32), per block of output rows: the depthwise conv's rows, every
+  // channel block, into a box, then the 1x1 conv's tiles of blocks x pixels over it. Run against
+  // the reference with blocks of 1, 2 and every row, tiles leaving a rest of pixels, column tiles
+  // narrower than a row, and the padded input inline, at the box's channel block and at root.
+  struct Point {
+    int64_t h, w, stride, rows, blocks, pixels, columns;
+    std::string pad;
+  };
+  for (const Point &pt : std::vector<Point>{{7, 14, 1, 1, 2, 14, 7, "inline"},
+                                           {6, 10, 1, 2, 1, 6, 10, "i1_yo"},
+                                           {7, 7, 2, 7, 2, 9, 7, "inline"},
+                                           {8, 5, 2, 4, 1, 20, 5, "root"},
+                                           {4, 9, 1, 2, 2, 4, 3, "i1_yo"}}) {
+    std::string H = std::to_string(pt.h), W = std::to_string(pt.w), IH = std::to_string(pt.h * pt.stride), IW = std::to_string(pt.w * pt.stride),
+                S = std::to_string(pt.stride);
+    ReferenceCase c;
+    c.set("def @main(%x: Tensor[(1, 4, " + IH + ", " + IW + ", 16), float32], %w: Tensor[(64, 1, 3, 3), float32], "
+          "%v: Tensor[(32, 64, 1, 1), float32], %b: Tensor[(32), float32]) -> Tensor[(1, 2, " + H + ", " + W + ", 16), float32] {\n"
+          "  %0 = nn.conv2d_nchwc(%x, %w, strides=[" + S + ", " + S + "], padding=[1, 1, 1, 1], groups=64);\n"
+          "  %1 = clip(%0, a_min=0.0f, a_max=6.0f);\n  %2 = nn.conv2d_nchwc(%1, %v, %b);\n  return %2;\n}",
+          29);
+    LoweredKernel naive = ok(lower_naive(c.graph, "chain", KernelSchedule{}));
+    BlockedChainTileSketch knobs;
+    knobs.rows = pt.rows, knobs.blocks = pt.blocks, knobs.pixels = pt.pixels, knobs.columns = pt.columns, knobs.pad = pt.pad;
+    auto steps = blocked_chain_tile_sketch(naive, "p2", {32, 64, 1, 1}, "p1", {64, 1, 3, 3}, knobs);
+    std::string what = H + "x" + W + " stride " + S + ", " + std::to_string(pt.rows) + " rows, pad " + pt.pad;
+    ASSERT_TRUE(static_cast<bool>(steps)) << what << ": " << steps.error().message;
+    KernelSchedule sk;
+    sk.steps = *steps;
+    auto tiled = lower_group(c.graph, "chain", sk);
+    ASSERT_TRUE(static_cast<bool>(tiled)) << what << ": " << tiled.error().message;
+    std::string ir = tiled->to_string();
+    EXPECT_NE(ir.find("allocate s0_result_at_yo[" + std::to_string(4 * pt.rows * pt.w * 16) + "]"), std::string::npos) << what << "\n" << ir;
+    EXPECT_EQ(tiled->stages.size(), pt.pad == "root" ? 2u : 1u) << what;  // no stage writes the depthwise result
+    EXPECT_EQ(tiled->stages.back().parallel_extent, pt.h / pt.rows) << what;
+    EXPECT_EQ(tiled->packings.size(), 2u) << what;  // both weights: the 1x1 conv's by its tile, the depthwise conv's by the block
+    EXPECT_LT(c.run(*tiled), 1e-5) << what << "\n" << ir;
+  }
+  LoweredKernel naive = ok(lower_naive(PointwiseThenDepthwise(8, 10).graph, "chain", KernelSchedule{}));
+  EXPECT_EQ(refusal(blocked_chain_tile_sketch(naive, "p1", {16, 4, 1, 1}, "p3", {16, 1, 3, 3}, {})),
+            "the blocked chain tile needs a depthwise conv2d_nchwc's nests followed by a 1x1 conv2d_nchwc's (stages s0_conv2d, s1_conv2d)");
+}
+
 TEST(Transform, CacheWriteMakesARegisterTile) {
   // The matmul's S S R S S tiling with the 4 x 16 tile accumulated in a local buffer at jo:
   // read in once, updated K times in registers, written back once.

@@ -401,6 +401,37 @@ TEST(CompiledModel, ChainPartitionsMatchTheReference) {
   }
 }
 
+/**
+ * The chain moves `producers` of fused graph `f` (they share no group) applied at once, compiled
+ * for the host's target and AVX2's where the host runs it: each a tiled chain, no group on the
+ * reference executor, the model's output the reference's on `g`.
+ */
+void expect_tiled_chains_match_reference(const Graph &g, const Graph &f, std::vector<int> producers) {
+  std::sort(producers.rbegin(), producers.rend());
+  Graph merged = f;
+  for (int p : producers) {
+    auto next = apply_move(merged, p);
+    ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
+    merged = next.take();
+  }
+  std::vector<Target> targets{host_target()};
+  if (auto avx2 = resolve_target("avx2"); avx2 && avx2->runnable_here()) targets.push_back(*avx2);
+  for (const Target &t : targets) {
+    SCOPED_TRACE(t.isa);
+    CompileOptions o = test_options();
+    o.target = t;
+    auto m = CompiledModel::compile(merged, o);
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    size_t tiled = 0;
+    for (const GroupInfo &gi : (*m)->groups()) {
+      EXPECT_EQ(gi.fallback, "") << gi.ops;
+      tiled += tiled_chain(gi);
+    }
+    EXPECT_EQ(tiled, producers.size());
+    expect_matches_reference(g, **m);
+  }
+}
+
 TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReference) {
   // Every chain of a 1x1 conv and the stride-1 depthwise conv after it (MobileNetV2's and
   // EfficientNet-B0's expansions) whose default is the expand tile, applied at once (they share
@@ -421,32 +452,33 @@ TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReferenc
       if (expand) expansions.push_back(m.producer);
     }
     EXPECT_GE(expansions.size(), 4u);
-    std::sort(expansions.rbegin(), expansions.rend());
-    Graph merged = *f;
-    for (int p : expansions) {
-      auto next = apply_move(merged, p);
-      ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
-      merged = next.take();
-    }
     // On the host's target, and on AVX2's where the host runs it (16 registers: 4 channels x 3
     // vectors of 8 per tile).
-    std::vector<Target> targets{host_target()};
-    if (auto avx2 = resolve_target("avx2"); avx2 && avx2->runnable_here()) targets.push_back(*avx2);
-    for (const Target &t : targets) {
-      SCOPED_TRACE(t.isa);
-      CompileOptions o = test_options();
-      o.target = t;
-      auto m = CompiledModel::compile(merged, o);
-      ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
-      size_t tiled = 0;
-      for (const GroupInfo &gi : (*m)->groups()) {
-        EXPECT_EQ(gi.fallback, "") << gi.ops;
-        tiled += tiled_chain(gi);
-      }
-      EXPECT_EQ(tiled, expansions.size());
-      expect_matches_reference(*g, **m);
-    }
+    expect_tiled_chains_match_reference(*g, *f, expansions);
   }
+}
+
+TEST(CompiledModel, ProjectionsReadingTheDepthwiseResultPerRowMatchTheReference) {
+  // Every chain of a depthwise conv2d_nchwc and the 1x1 conv2d_nchwc after it (MobileNetV2's
+  // projections from 28x28 down, as it fuses by default) whose default is the blocked chain tile,
+  // applied at once (they share no group): one kernel per block of output rows, the depthwise
+  // result in a box, compiled for the host and AVX2 (where it runs) and run against the reference.
+  std::optional<Graph> g, f;
+  ASSERT_NO_FATAL_FAILURE(import_and_fuse("mobilenet_v2", g, f, false));
+  std::vector<int> projections;
+  for (const PartitionMove &m : partition_moves(*f)) {
+    if (!m.why_not.empty() || m.kind != PartitionMove::kChain) continue;
+    auto one = apply_move(*f, m.producer);
+    ASSERT_TRUE(static_cast<bool>(one)) << m.producer;
+    const Graph &body = *one->nodes[m.consumers[0] - 1].body;
+    if (!std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return n.op == "nn.conv2d_nchwc" && n.attrs.i("groups") > 1; }))
+      continue;
+    KernelSchedule d = default_schedule(body);
+    if (std::any_of(d.steps.begin(), d.steps.end(), [](const Step &st) { return st.op == "compute_at" && st.loop == "yo" && st.producer == "s0_conv2d"; }))
+      projections.push_back(m.producer);
+  }
+  EXPECT_GE(projections.size(), 10u);  // the stride-1 and stride-2 depthwise convs from 112x112 (32 channels) to 7x7
+  expect_tiled_chains_match_reference(*g, *f, projections);
 }
 
 /**
