@@ -43,9 +43,13 @@ namespace {
  * inputs sit in the cache as its own previous run left them; in the model they were just written
  * by other kernels. FuseOps's partition and the searched one (default schedules) run alternately;
  * a move whose groups there take longer than the groups it replaces is left out (and the rest
- * timed again), and the partition is kept only if it is faster end to end than FuseOps's.
+ * timed again), and the partition is kept only if it is faster end to end than FuseOps's. The
+ * moves `blocked` (indices into rep.moves, best first) were measured faster but left out for a
+ * move taken before them; where the first timing leaves moves out, each is taken where `legal`
+ * accepts the partition with it, and judged in the second timing like the rest.
  */
-Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep) {
+Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep,
+                      const std::vector<size_t> &blocked, const std::function<Status(const std::vector<int> &)> &legal) {
   CompileOptions co;
   co.threads = o.measure.threads, co.cache_dir = o.cache_dir, co.target = o.target;
   // Not the first model this process compiles, and each side twice, in both orders: two compiles
@@ -98,7 +102,17 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
       std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", merged, apart);
       r.why_not = why;
     }
-    if (keep.size() == rep.chosen.size()) break;
+    if (pass == 0 && keep.size() < rep.chosen.size()) {
+      // A move left out may have kept a better one out (a chain's consumer that it joined first).
+      for (size_t i : blocked) {
+        std::vector<int> with = keep;
+        with.push_back(rep.moves[i].producer);
+        if (!legal(with)) continue;
+        keep = std::move(with);
+        rep.moves[i].chosen = true, rep.moves[i].why_not.clear();
+      }
+    }
+    if (keep == rep.chosen) break;
     rep.chosen = keep;
   }
   if (!rep.chosen.empty() && rep.check_ratio >= 1) {
@@ -307,19 +321,23 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     }
     return Status::ok();
   };
+  auto legal = [&](const std::vector<int> &with) -> Status {
+    AT_ASSIGN(g, apply_partition(fused, partition_json(with)));
+    return all_lower(g);
+  };
+  std::vector<size_t> blocked;
   for (size_t i : order) {
     std::vector<int> with = rep.chosen;
     with.push_back(rep.moves[i].producer);
-    auto ok = apply_partition(fused, partition_json(with));
-    Status lowered = ok ? all_lower(*ok) : Status(ok.error());
-    if (lowered) {
+    if (Status lowered = legal(with)) {
       rep.chosen = std::move(with);
     } else {
       rep.moves[i].chosen = false;
       rep.moves[i].why_not = "left out: " + lowered.error().message;
+      blocked.push_back(i);
     }
   }
-  if (!rep.chosen.empty() && o.model_rounds > 0 && !(o.stop && o.stop->load())) AT_TRY(check_in_model(fused, moves, o, rep));
+  if (!rep.chosen.empty() && o.model_rounds > 0 && !(o.stop && o.stop->load())) AT_TRY(check_in_model(fused, moves, o, rep, blocked, legal));
   if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
   return rep;
 }
