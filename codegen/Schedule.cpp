@@ -463,7 +463,7 @@ bool can_split_rows(const Graph &body, int parts) {
 }
 
 bool splits_rows(const Graph &body, const KernelSchedule &s) {
-  if (has_rows_across_threads(s.steps)) return true;
+  if (has_rows_across_threads(s.steps) || has_row_blocks_parallel(s.steps)) return true;
   if (!s.segments.empty() || s.winograd || s.parallel != KernelSchedule::Parallel::kPx) return false;
   return std::any_of(body.nodes.begin(), body.nodes.end(), [](const Node &n) { return is_conv_op(n.op) && n.attrs.i("groups") == 1; });
 }

@@ -82,8 +82,9 @@ KernelSchedule default_schedule(const Graph &body, const Target &target = host_t
 bool can_split_rows(const Graph &body, int parts);
 
 /**
- * Whether the threads of `s` split `body`'s output rows: rows_across_threads' runs, or a conv's
- * pixel blocks (parallel px, not Winograd), which are runs of rows too.
+ * Whether the threads of `s` split `body`'s output rows: rows_across_threads' runs, a chain
+ * tile's blocks of rows, or a conv's pixel blocks (parallel px, not Winograd), which are runs of
+ * rows too.
  */
 bool splits_rows(const Graph &body, const KernelSchedule &s);
 

@@ -436,7 +436,7 @@ void pixel_tiles_per_row_block(const StageSteps &step, const std::string &weight
   pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, pixels_outer, "");
 }
 
-/** The parallel loop over (image, block of rows) of pixel_tiles_per_row_block. */
+/** The parallel loop over (image, block of rows) of pixel_tiles_per_row_block (has_row_blocks_parallel finds it). */
 void parallel_blocks(const StageSteps &step) {
   step("fuse", "i0")->names = {"yo", "blk"};
   step("parallel", "blk");
@@ -1217,6 +1217,12 @@ std::vector<Step> parallel_over_row_runs(const std::string &stage, const std::ve
   return out;
 }
 }  // namespace
+
+bool has_row_blocks_parallel(const std::vector<Step> &steps) {
+  return std::any_of(steps.begin(), steps.end(), [](const Step &st) {
+    return st.op == "fuse" && st.loop == "i0" && st.names == std::vector<std::string>{"yo", "blk"};
+  });
+}
 
 bool has_rows_across_threads(const std::vector<Step> &steps) {
   return std::any_of(steps.begin(), steps.end(), [](const Step &st) { return st.op == "split" && st.loop == "i2" && !st.names.empty() && st.names[0] == kRowRuns; });

@@ -141,6 +141,12 @@ std::optional<std::vector<Step>> rows_across_threads(const std::vector<Step> &st
 /** Whether `steps` hold rows_across_threads' split of the rows. */
 bool has_rows_across_threads(const std::vector<Step> &steps);
 
+/**
+ * Whether `steps` make (image, block of output rows) the parallel loop, as the chain tiles do
+ * (the NCHW one and NCHW16c's): each thread takes a run of row blocks, every channel of them.
+ */
+bool has_row_blocks_parallel(const std::vector<Step> &steps);
+
 /** The points of the matmul tile for a target of `lanes` lanes and `registers` vector registers. */
 std::vector<SketchPoint> matmul_tile_sketches(const LoweredKernel &naive, int lanes, int registers);
 

@@ -6,6 +6,7 @@
 
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
+#include "codegen/Schedule.h"
 #include "codegen/Sketch.h"
 #include "codegen/Steps.h"
 #include "codegen/Transform.h"
@@ -491,6 +492,7 @@ TEST(Transform, AReductionComputedAtAConsumersLoopMatches) {
     std::string tir = tiled->to_string();
     EXPECT_NE(tir.find("allocate s0_result_at_yo[" + std::to_string(6 * pt.rows * 10) + "]"), std::string::npos) << tir;
     EXPECT_EQ(tiled->stages.back().parallel_extent, 8 / pt.rows) << tir;
+    EXPECT_TRUE(splits_rows(c.graph, sk));  // each thread a run of row blocks (codegen/ThreadRows labels it rows)
     EXPECT_LT(c.run(*tiled), 1e-5) << tir;
   }
   // Blocks of more than 8 rows: the box's rows are no register tile, each vector computed alone.
@@ -655,6 +657,7 @@ TEST(Transform, TheBlockedExpandTileComputesAUnitsChannelBlocksOfTheOneByOneConv
     EXPECT_EQ(tiled->stages.size(), 1u) << what;  // no stage writes the expanded tensor
     EXPECT_EQ(tiled->stages.back().parallel_extent, 4 / pt.blocks) << what;
     ASSERT_EQ(tiled->packings.size(), 1u) << what;  // the 1x1 conv's weight, by the unit's channels
+    EXPECT_FALSE(splits_rows(c.graph, sk)) << what;  // each thread a run of channel units
     EXPECT_LT(c.run(*tiled), 1e-5) << what << "\n" << ir;
   }
   LoweredKernel naive = ok(lower_naive(PointwiseThenDepthwise(8, 10).graph, "chain", KernelSchedule{}));
@@ -699,6 +702,7 @@ TEST(Transform, TheBlockedChainTileComputesABlocksDepthwiseRowsInABoxForTheOneBy
     EXPECT_EQ(tiled->stages.size(), pt.pad == "root" ? 2u : 1u) << what;  // no stage writes the depthwise result
     EXPECT_EQ(tiled->stages.back().parallel_extent, pt.h / pt.rows) << what;
     EXPECT_EQ(tiled->packings.size(), 2u) << what;  // both weights: the 1x1 conv's by its tile, the depthwise conv's by the block
+    EXPECT_TRUE(splits_rows(c.graph, sk)) << what;  // each thread a run of row blocks (codegen/ThreadRows labels it rows)
     EXPECT_LT(c.run(*tiled), 1e-5) << what << "\n" << ir;
   }
   LoweredKernel naive = ok(lower_naive(PointwiseThenDepthwise(8, 10).graph, "chain", KernelSchedule{}));
