@@ -367,20 +367,33 @@ std::optional<std::vector<Step>> blocked_expand_tile_default(const Graph &body, 
   return replayable(*naive, blocked_expand_tile_sketch(*naive, weight->first, weight->second, knobs));
 }
 
-/**
- * The chain tile in NCHW16c (blocked_chain_tile_sketch) for a depthwise conv2d_nchwc and the 1x1
- * conv2d_nchwc after it (an inverted residual's projection): blocks of one output row (so the
- * box of every channel block stays small: 384 channels x 14 columns, 21 KiB), the 1x1 conv's
- * default register tile (its channel blocks, at most the row's pixels), the depthwise conv's
- * default columns, its padded input inline as in its own kernel.
- */
-std::optional<std::vector<Step>> blocked_chain_tile_default(const Graph &body, const std::vector<Segment> &segs, const std::vector<KernelSchedule> &defaults) {
+/** The anchors and weights of a chain of a depthwise conv2d_nchwc and the 1x1 conv2d_nchwc after it (the blocked chain tile's). */
+struct Projection {
+  const Node *dw = nullptr, *pw = nullptr;
+  std::pair<std::string, std::vector<int64_t>> weight, depthwise_weight;  // the depthwise one "" where it is computed
+};
+
+std::optional<Projection> blocked_projection(const Graph &body, const std::vector<Segment> &segs) {
+  if (segs.size() != 2) return std::nullopt;
   const Node *dw = segment_anchor(segs[0]), *pw = segment_anchor(segs[1]);
   if (!pw || !dw || pw->op != "nn.conv2d_nchwc" || dw->op != "nn.conv2d_nchwc" || pw->attrs.i("groups") != 1 || dw->attrs.i("groups") == 1)
     return std::nullopt;
   const Shape &pk = segs[1].body.type_of(pw->inputs[1]).shape, &dk = segs[0].body.type_of(dw->inputs[1]).shape;
   if (pk[2] != 1 || pk[3] != 1 || dk[1] != 1 || pw->attrs.ints("strides") != std::vector<int64_t>{1, 1}) return std::nullopt;
-  int64_t b = pw->type.shape[4], OB = pw->type.shape[1], W = pw->type.shape[3];
+  auto weight = segment_weight(body, segs[1], *pw);
+  if (!weight) return std::nullopt;
+  return Projection{dw, pw, *weight, segment_weight(body, segs[0], *dw).value_or(std::make_pair(std::string(), std::vector<int64_t>{}))};
+}
+
+/**
+ * The chain tile in NCHW16c (blocked_chain_tile_sketch) for a depthwise conv2d_nchwc and the 1x1
+ * conv2d_nchwc after it (an inverted residual's projection): blocks of one output row (so the
+ * box of every channel block stays small: 576 channels x 14 columns, 32 KiB), the 1x1 conv's
+ * default register tile (its channel blocks, at most the row's pixels), the depthwise conv's
+ * default columns, its padded input inline as in its own kernel.
+ */
+BlockedChainTileSketch blocked_chain_tile_knobs(const Projection &pr, const std::vector<KernelSchedule> &defaults) {
+  int64_t b = pr.pw->type.shape[4], OB = pr.pw->type.shape[1], W = pr.pw->type.shape[3];
   BlockedChainTileSketch knobs;
   knobs.rows = 1;
   knobs.blocks = 1;
@@ -388,12 +401,16 @@ std::optional<std::vector<Step>> blocked_chain_tile_default(const Graph &body, c
     if (OB % k == 0) knobs.blocks = k;
   knobs.pixels = std::min<int64_t>(std::max(1, defaults[1].px_block), knobs.rows * W);
   knobs.columns = std::max(1, defaults[0].px_block);
+  return knobs;
+}
+
+std::optional<std::vector<Step>> blocked_chain_tile_default(const Graph &body, const std::vector<Segment> &segs, const std::vector<KernelSchedule> &defaults) {
+  auto pr = blocked_projection(body, segs);
+  if (!pr) return std::nullopt;
   auto naive = lower_naive(body, "k", KernelSchedule{});
   if (!naive) return std::nullopt;
-  auto weight = segment_weight(body, segs[1], *pw), dweight = segment_weight(body, segs[0], *dw);
-  if (!weight) return std::nullopt;
-  auto dwn = dweight.value_or(std::make_pair(std::string(), std::vector<int64_t>{}));
-  return replayable(*naive, blocked_chain_tile_sketch(*naive, weight->first, weight->second, dwn.first, dwn.second, knobs));
+  return replayable(*naive, blocked_chain_tile_sketch(*naive, pr->weight.first, pr->weight.second, pr->depthwise_weight.first,
+                                                      pr->depthwise_weight.second, blocked_chain_tile_knobs(*pr, defaults)));
 }
 
 /**
@@ -437,6 +454,19 @@ std::optional<std::vector<Step>> chain_tile_default(const Graph &body, const std
   return replayable(*naive, chain_tile_sketch(*naive, weight->first, weight->second, knobs));
 }
 }  // namespace
+
+std::vector<SketchPoint> chain_tile_points(const Graph &body, const Target &target) {
+  auto segs = split_segments(body);
+  if (!segs) return {};
+  auto pr = blocked_projection(body, *segs);
+  if (!pr) return {};
+  auto naive = lower_naive(body, "k", KernelSchedule{});
+  if (!naive) return {};
+  std::vector<KernelSchedule> defaults;
+  for (const Segment &g : *segs) defaults.push_back(default_schedule(g.body, target));
+  return blocked_chain_tile_sketches(*naive, pr->weight.first, pr->weight.second, pr->depthwise_weight.first, pr->depthwise_weight.second,
+                                     blocked_chain_tile_knobs(*pr, defaults), target.lanes, target.vector_registers);
+}
 
 int64_t default_winograd_tile(const Node &n) {
   // NCHW16c from 14x14 outputs up, NCHW from 28x28 (default_schedule says why).

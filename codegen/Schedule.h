@@ -11,6 +11,8 @@
 
 namespace autotune {
 
+struct SketchPoint;  // codegen/Sketch.h
+
 /**
  * The schedule of one fused group: the knobs of its anchor's template. Plain data, JSON with a
  * version (schedule_to_json); validate_schedule() gives the reason an illegal one is illegal.
@@ -108,6 +110,13 @@ inline int64_t conv_out_channels(const Node &n) { return n.type.shape[1] * std::
  * also with the pixel epilogue (else its padding is recomputed at every read, the older form).
  */
 bool rows_eligible(const Node &n, const KernelSchedule &s);
+
+/**
+ * A chain's points of its tile sketch for `target` (the tuner's space of a chain group): the
+ * blocked chain tile's (blocked_chain_tile_sketches) for a depthwise conv2d_nchwc and the 1x1
+ * conv2d_nchwc after it; none for other chains, which run their default.
+ */
+std::vector<SketchPoint> chain_tile_points(const Graph &body, const Target &target);
 
 /** The m of the Winograd F(m x m, 3x3) a default takes for conv node `n` where it takes Winograd: 4 from 14x14 outputs up in NCHW16c and from 28x28 in NCHW, else 2. */
 int64_t default_winograd_tile(const Node &n);

@@ -1,6 +1,7 @@
 #include "codegen/Sketch.h"
 
 #include <algorithm>
+#include <set>
 #include <map>
 
 #include "codegen/Transform.h"
@@ -560,18 +561,32 @@ void depthwise_rows_tile(const StageSteps &step, const std::string &rows_loop, c
   }
 }
 
+/**
+ * The loops of a chain's joined nests of a conv ([s0_pad,] s0_conv2d) and the conv after it
+ * (s1_conv2d): the second's in outs and reds, the first's in pouts and preds, `padded` where the
+ * first has its padded input's stage; error `what` for other stages.
+ */
+Status conv_then_conv(const LoweredKernel &naive, const std::string &what, bool &padded, std::vector<std::pair<std::string, int64_t>> &outs,
+                      std::vector<std::pair<std::string, int64_t>> &reds, std::vector<std::pair<std::string, int64_t>> &pouts,
+                      std::vector<std::pair<std::string, int64_t>> &preds) {
+  std::vector<std::string> names;
+  for (const KernelStage &st : naive.stages) names.push_back(st.name);
+  padded = !names.empty() && names[0] == "s0_pad";
+  if (names != (padded ? std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"} : std::vector<std::string>{"s0_conv2d", "s1_conv2d"}))
+    return make_error(what);
+  naive_loops(naive.stages.back().body, outs, reds);
+  naive_loops(naive.stages[padded].body, pouts, preds);
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<std::vector<Step>> chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                               const ChainTileSketch &knobs) {
-  std::vector<std::string> names;
-  for (const KernelStage &st : naive.stages) names.push_back(st.name);
-  bool padded = !names.empty() && names[0] == "s0_pad";
-  if (names != (padded ? std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"} : std::vector<std::string>{"s0_conv2d", "s1_conv2d"}))
-    return make_error("the chain tile sketch needs a conv's nests followed by a 1x1 conv's (stages s0_conv2d, s1_conv2d)");
   std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
-  naive_loops(naive.stages.back().body, outs, reds);
-  naive_loops(naive.stages[padded].body, pouts, preds);
+  bool padded = false;
+  AT_TRY(conv_then_conv(naive, "the chain tile sketch needs a conv's nests followed by a 1x1 conv's (stages s0_conv2d, s1_conv2d)", padded, outs,
+                        reds, pouts, preds));
   if (outs.size() != 4 || reds.size() != 3 || reds[1].second != 1 || reds[2].second != 1 || pouts.size() != 4)
     return make_error("the chain tile sketch needs a 1x1 conv in NCHW after the first conv");
   int64_t H = outs[2].second, W = outs[3].second, R = knobs.rows, lanes = knobs.lanes, PB = int64_t{knobs.pixel_vectors} * lanes;
@@ -781,14 +796,10 @@ Expected<std::vector<Step>> blocked_expand_tile_sketch(const LoweredKernel &naiv
 Expected<std::vector<Step>> blocked_chain_tile_sketch(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
                                                       const std::string &depthwise_weight, const std::vector<int64_t> &depthwise_dims,
                                                       const BlockedChainTileSketch &knobs) {
-  std::vector<std::string> names;
-  for (const KernelStage &st : naive.stages) names.push_back(st.name);
-  bool padded = !names.empty() && names[0] == "s0_pad";
-  if (names != (padded ? std::vector<std::string>{"s0_pad", "s0_conv2d", "s1_conv2d"} : std::vector<std::string>{"s0_conv2d", "s1_conv2d"}))
-    return make_error("the blocked chain tile needs a depthwise conv2d_nchwc's nests followed by a 1x1 conv2d_nchwc's (stages s0_conv2d, s1_conv2d)");
   std::vector<std::pair<std::string, int64_t>> outs, reds, pouts, preds;
-  naive_loops(naive.stages.back().body, outs, reds);
-  naive_loops(naive.stages[padded].body, pouts, preds);
+  bool padded = false;
+  AT_TRY(conv_then_conv(naive, "the blocked chain tile needs a depthwise conv2d_nchwc's nests followed by a 1x1 conv2d_nchwc's (stages s0_conv2d, s1_conv2d)",
+                        padded, outs, reds, pouts, preds));
   if (outs.size() != 5 || reds.size() != 4 || reds[1].second != 1 || reds[2].second != 1 || pouts.size() != 5 || preds.size() != 2)
     return make_error("the blocked chain tile needs a depthwise conv2d_nchwc before a 1x1 conv2d_nchwc");
   int64_t OB = outs[1].second, H = outs[2].second, W = outs[3].second, b = outs[4].second, R = knobs.rows, B = knobs.blocks, PB = knobs.pixels,
@@ -831,6 +842,43 @@ Expected<std::vector<Step>> blocked_chain_tile_sketch(const LoweredKernel &naive
   }
   parallel_blocks(step);
   return steps;
+}
+
+std::vector<SketchPoint> blocked_chain_tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                     const std::string &depthwise_weight, const std::vector<int64_t> &depthwise_dims,
+                                                     const BlockedChainTileSketch &base, int lanes, int registers) {
+  std::vector<SketchPoint> out;
+  std::vector<std::pair<std::string, int64_t>> outs, reds;
+  naive_loops(naive.stages.back().body, outs, reds);
+  if (outs.size() != 5) return out;
+  int64_t OB = outs[1].second, H = outs[2].second, W = outs[3].second, b = outs[4].second;
+  int64_t vectors = (b + lanes - 1) / lanes;  // registers per pixel of a channel block (AVX2: two per 16-lane block)
+  std::set<int64_t> rows_set{base.rows}, blocks_set{base.blocks}, pixels_set{base.pixels, 7, 14, 28}, columns_set{base.columns, W};
+  for (int64_t r = 1; r <= std::min<int64_t>(H, 8); ++r)
+    if (H % r == 0 && H / r >= 2) rows_set.insert(r);  // two blocks at least, for the threads
+  for (int64_t k = 1; k <= std::min<int64_t>(OB, 4); ++k)
+    if (OB % k == 0) blocks_set.insert(k);
+  for (int64_t x = 7; x <= std::min<int64_t>(W, 14); ++x)
+    if (W % x == 0) columns_set.insert(x);
+  for (int64_t rows : rows_set)
+    for (int64_t blocks : blocks_set)
+      for (int64_t pixels : pixels_set) {
+        pixels = std::min(pixels, rows * W);
+        // The 1x1 conv's tile within the registers (its accumulators, a weight vector per block, the
+        // input broadcast), or the default's own.
+        bool fits = blocks * vectors * pixels + blocks * vectors + 1 <= registers || (blocks == base.blocks && pixels == base.pixels);
+        if (!fits) continue;
+        for (int64_t columns : columns_set)
+          for (int pad = 0; pad < 2; ++pad) {
+            BlockedChainTileSketch k;
+            k.rows = rows, k.blocks = blocks, k.pixels = pixels, k.columns = columns, k.pad = pad ? "i1_yo" : "inline";
+            auto steps = blocked_chain_tile_sketch(naive, weight, dims, depthwise_weight, depthwise_dims, k);
+            if (!steps || !replay(naive, *steps)) continue;
+            SketchPoint p{steps.take(), {static_cast<int>(rows), static_cast<int>(blocks), static_cast<int>(pixels), static_cast<int>(columns), pad}};
+            if (std::none_of(out.begin(), out.end(), [&](const SketchPoint &q) { return q.steps == p.steps; })) out.push_back(std::move(p));
+          }
+      }
+  return out;
 }
 
 namespace {

@@ -119,6 +119,17 @@ Expected<std::vector<Step>> blocked_chain_tile_sketch(const LoweredKernel &naive
                                                       const BlockedChainTileSketch &knobs);
 
 /**
+ * The points of the blocked chain tile for a target of `lanes` float lanes and `registers` vector
+ * registers, around the default `base` (one of them): blocks of 1 to 8 rows leaving two blocks or
+ * more, 1x1 tiles of 1 to 4 channel blocks x 7, 14 or 28 pixels within the registers, depthwise
+ * tiles of the row or 7 to 14 columns dividing it, the padded input inline or per channel block of
+ * the box; each list replayed on `naive`. Coordinates: rows, blocks, pixels, columns, pad.
+ */
+std::vector<SketchPoint> blocked_chain_tile_sketches(const LoweredKernel &naive, const std::string &weight, const std::vector<int64_t> &dims,
+                                                     const std::string &depthwise_weight, const std::vector<int64_t> &depthwise_dims,
+                                                     const BlockedChainTileSketch &base, int lanes, int registers);
+
+/**
  * A layout change (nn.to_nchwc, nn.from_nchwc; its data argument `input`) by tiles of `block`
  * channels x the most columns up to `block` that divide a row: per tile, the input's box copied
  * with its own layout's runs contiguous (cache_read), then read across, so each vector of the

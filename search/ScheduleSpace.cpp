@@ -14,9 +14,15 @@ uint64_t Rng::next() { return splitmix64(state_); }
 
 ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool steps) {
   ScheduleSpace sp;
-  // A chain (a partition move's group of several anchors) runs each segment's default for now:
-  // an empty space, so the tuner measures its default and spends no trial on it.
-  if (is_chain(body) && split_segments(body)) return sp;
+  // A chain (a partition move's group of several anchors): the points of its tile sketch where it
+  // has one (a projection's blocked chain tile), no template knobs; else an empty space, so the
+  // tuner measures its default and spends no trial on it.
+  if (is_chain(body) && split_segments(body)) {
+    if (steps) sp.sketches = chain_tile_points(body, target);
+    sp.sketch_knobs = default_schedule(body, target);
+    sp.sketch_knobs.steps.clear();
+    return sp;
+  }
   sp.register_budget = target.vector_registers - 1;
   const Node *anchor = schedule_anchor(body);
   KernelSchedule base = default_schedule(body, target);
@@ -195,6 +201,8 @@ KernelSchedule ScheduleSpace::sample(Rng &rng) const {
   // Step lists are a family of their own (Ansor samples a sketch, then its knobs): a quarter of the
   // samples at least, whatever the size of the template's knob space.
   double share = sketches.empty() ? 0.0 : std::clamp(static_cast<double>(sketches.size()) / static_cast<double>(size()), 0.25, 0.75);
+  if (vector_width.empty()) share = 1;  // no template knobs (a chain's space): its step lists only
+  if (sketches.empty() && vector_width.empty()) return sketch_knobs;
   if (rng.unit() < share)
     return sketch(static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size()))));
   return sample_knobs(rng);
@@ -225,7 +233,9 @@ KernelSchedule ScheduleSpace::sample_knobs(Rng &rng) const {
 KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const {
   // A sketch point moves to another sketch point or to a template point; a template point
   // sometimes to a sketch point (one more knob: which of the two).
-  if (!base.steps.empty() || (!sketches.empty() && rng.uniform(6) == 0)) {
+  bool knobs = !vector_width.empty();  // a chain's space has its step lists only
+  if (sketches.empty() && !knobs) return base;
+  if (!base.steps.empty() || !knobs || (!sketches.empty() && rng.uniform(6) == 0)) {
     if (!base.steps.empty() && rng.uniform(4) != 0) {
       // A neighbour: the list whose sketch knobs differ from this one's in exactly one.
       auto at = std::find_if(sketches.begin(), sketches.end(), [&](const SketchPoint &p) { return p.steps == base.steps; });
@@ -246,7 +256,7 @@ KernelSchedule ScheduleSpace::mutate(const KernelSchedule &base, Rng &rng) const
         if (sketches[i].steps != base.steps) return sketch(i);
       }
     }
-    if (!base.steps.empty()) return sample_knobs(rng);  // a step list's knobs are not the templates': any template point
+    if (!base.steps.empty() && knobs) return sample_knobs(rng);  // a step list's knobs are not the templates': any template point
     return sketch(static_cast<size_t>(rng.uniform(static_cast<int>(sketches.size()))));
   }
   for (int attempt = 0; attempt < 100; ++attempt) {

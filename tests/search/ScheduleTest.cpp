@@ -15,6 +15,7 @@
 #include "codegen/Transform.h"
 #include "ir/OnnxImport.h"
 #include "ir/Parser.h"
+#include "ir/Partition.h"
 #include "ir/Pass.h"
 #include "ir/Reference.h"
 #include "runtime/Runtime.h"
@@ -565,6 +566,49 @@ TEST(Schedule, DefaultReductionsBeforeTheVectorUnrollTheirShortLoops) {
         if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t);
       });
     }
+}
+
+TEST(ScheduleSpace, AProjectionChainsSpaceIsItsBlockedTilesPointsWithTheDefaultAmongThem) {
+  // A chain of a depthwise conv2d_nchwc and the 1x1 conv2d_nchwc after it (MobileNetV2's
+  // projections as it fuses by default): its space is the blocked chain tile's points (no template
+  // knobs), its default one of them; samples and mutations stay step lists that validate, and a
+  // few of them, with the default's neighbours, run against the reference on two threads. Other
+  // chains (an expansion) keep an empty space.
+  Graph f = fused_model("mobilenet_v2");
+  Rng rng(5);
+  int spaces = 0, empty = 0;
+  std::set<std::string> shapes;
+  for (const PartitionMove &mv : partition_moves(f)) {
+    if (!mv.why_not.empty() || mv.kind != PartitionMove::kChain) continue;
+    auto merged = apply_move(f, mv.producer);
+    ASSERT_TRUE(static_cast<bool>(merged)) << mv.producer;
+    const Graph &body = *merged->nodes[mv.consumers[0] - 1].body;
+    ASSERT_TRUE(is_chain(body));
+    ScheduleSpace sp = ScheduleSpace::of(body);
+    bool depthwise_first = body.nodes[0].op == "nn.conv2d_nchwc" && body.nodes[0].attrs.i("groups") > 1;
+    if (!depthwise_first) {  // an expansion (a 1x1 conv, then the depthwise one) or an NCHW chain
+      empty += sp.size() == 0;
+      EXPECT_EQ(sp.size(), 0) << group_ops(body);
+      continue;
+    }
+    std::string what = group_ops(body) + " " + shape_str(body.type_of(body.outputs[0]).shape);
+    ++spaces;
+    EXPECT_GE(sp.sketches.size(), 4u) << what;
+    EXPECT_EQ(sp.size(), static_cast<int64_t>(sp.sketches.size())) << what;
+    KernelSchedule d = default_schedule(body);
+    ASSERT_FALSE(d.steps.empty()) << what;
+    EXPECT_TRUE(std::any_of(sp.sketches.begin(), sp.sketches.end(), [&](const SketchPoint &p) { return p.steps == d.steps; })) << what;
+    KernelSchedule m = d;
+    for (int i = 0; i < 6; ++i)
+      for (const KernelSchedule &s : {sp.sample(rng), m = sp.mutate(m, rng)}) {
+        ASSERT_FALSE(s.steps.empty()) << what;
+        EXPECT_TRUE(static_cast<bool>(validate_schedule(body, s))) << what << ": " << steps_to_json(s.steps);
+      }
+    if (!shapes.insert(what).second || shapes.size() > 3) continue;  // three shapes run
+    for (const KernelSchedule &s : {sp.mutate(d, rng), sp.sample(rng)}) expect_schedule_matches(body, s, what + " " + steps_to_json(s.steps), 1e-5, host_target(), 2);
+  }
+  EXPECT_GE(spaces, 10);
+  EXPECT_GE(empty, 1);
 }
 
 TEST(Schedule, DefaultSplitsRowsOverTheThreadsWhenAsked) {
