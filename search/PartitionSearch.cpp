@@ -102,16 +102,8 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
       std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", merged, apart);
       r.why_not = why;
     }
-    if (pass == 0 && keep.size() < rep.chosen.size()) {
-      // A move left out may have kept a better one out (a chain's consumer that it joined first).
-      for (size_t i : blocked) {
-        std::vector<int> with = keep;
-        with.push_back(rep.moves[i].producer);
-        if (!legal(with)) continue;
-        keep = std::move(with);
-        rep.moves[i].chosen = true, rep.moves[i].why_not.clear();
-      }
-    }
+    // A move left out may have kept a better one out (a chain's consumer that it joined first).
+    if (pass == 0 && keep.size() < rep.chosen.size()) take_blocked(keep, blocked, rep.moves, legal);
     if (keep == rep.chosen) break;
     rep.chosen = keep;
   }
@@ -129,6 +121,17 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
 }
 
 }  // namespace
+
+void take_blocked(std::vector<int> &keep, const std::vector<size_t> &blocked, std::vector<MoveReport> &moves,
+                  const std::function<Status(const std::vector<int> &)> &legal) {
+  for (size_t i : blocked) {
+    std::vector<int> with = keep;
+    with.push_back(moves[i].producer);
+    if (!legal(with)) continue;
+    keep = std::move(with);
+    moves[i].chosen = true, moves[i].why_not.clear();
+  }
+}
 
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o) {
   AT_TRY(o.measure.validate());

@@ -74,4 +74,13 @@ struct PartitionReport {
 /** Measures every prologue move of `fused` (FuseOps's partition) and saves the winners' partition. */
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o);
 
+/**
+ * The moves `blocked` (indices into `moves`, best first: measured faster, left out for a move
+ * taken before them) added to the partition `keep` (producers) where `legal` accepts it with
+ * each, in order; each one taken is marked chosen again. The check in the model does this once
+ * its first timing has left moves out.
+ */
+void take_blocked(std::vector<int> &keep, const std::vector<size_t> &blocked, std::vector<MoveReport> &moves,
+                  const std::function<Status(const std::vector<int> &)> &legal);
+
 }  // namespace autotune

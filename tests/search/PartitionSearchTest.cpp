@@ -239,6 +239,44 @@ TEST(PartitionSearch, ADepthwiseConvAndTheOneByOneAfterItAreMeasuredAsOneTiledKe
   EXPECT_GE(expansions, 4);
 }
 
+// The check in the model takes again the moves a left-out move had kept out: on MobileNetV2 as it
+// fuses by default, its last expansion (a 1x1 conv joining the depthwise conv after it) makes the
+// projection's move (that depthwise conv joining the 1x1 conv after it) illegal, a chain never being
+// extended. With the expansion kept, the projection stays out, with its reason; with the expansion
+// left out, it is taken. Legality is the real one (apply_partition of the fused graph).
+TEST(PartitionSearch, AMoveLeftOutInTheModelLetsTheMoveItBlockedIn) {
+  auto g = import_onnx_file(std::string(AUTOTUNE_MODELS_DIR) + "/mobilenet_v2.onnx");
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f));
+  // Two chain moves, the first's consumer the second's producer (the last such pair).
+  int expansion = -1, projection = -1;
+  for (const PartitionMove &a : partition_moves(*f))
+    for (const PartitionMove &b : partition_moves(*f))
+      if (a.kind == PartitionMove::kChain && b.kind == PartitionMove::kChain && a.why_not.empty() && b.why_not.empty() && a.consumers == std::vector<int>{b.producer})
+        expansion = a.producer, projection = b.producer;
+  ASSERT_GE(expansion, 0);
+  auto legal = [&](const std::vector<int> &with) -> Status {
+    AT_ASSIGN(moved, apply_partition(*f, partition_json(with)));
+    (void)moved;
+    return Status::ok();
+  };
+  std::vector<MoveReport> moves(2);
+  moves[0].producer = expansion, moves[1].producer = projection;
+  moves[1].why_not = "left out: (a move taken before it)";
+  std::vector<int> keep{expansion};
+  ASSERT_FALSE(static_cast<bool>(legal({expansion, projection})));
+  take_blocked(keep, {1}, moves, legal);
+  EXPECT_EQ(keep, std::vector<int>{expansion});
+  EXPECT_FALSE(moves[1].chosen);
+  EXPECT_EQ(moves[1].why_not, "left out: (a move taken before it)");
+  keep.clear();  // the expansion left out in the model
+  take_blocked(keep, {1}, moves, legal);
+  EXPECT_EQ(keep, std::vector<int>{projection});
+  EXPECT_TRUE(moves[1].chosen);
+  EXPECT_EQ(moves[1].why_not, "");
+}
+
 TEST(PartitionSearch, AFileThatIsNotADatabaseFailsBeforeAnythingIsMeasured) {
   std::string path = (fs::temp_directory_path() / ("autotune_partition_notes_" + std::to_string(::getpid()) + ".txt")).string();
   { std::FILE *fp = std::fopen(path.c_str(), "w"); std::fputs("my notes\n", fp); std::fclose(fp); }
