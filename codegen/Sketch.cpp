@@ -1,8 +1,8 @@
 #include "codegen/Sketch.h"
 
 #include <algorithm>
-#include <set>
 #include <map>
+#include <set>
 
 #include "codegen/Transform.h"
 

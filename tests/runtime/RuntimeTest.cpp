@@ -460,7 +460,7 @@ TEST(CompiledModel, ExpansionsComputedPerBlockOfTheDepthwiseConvMatchTheReferenc
 
 TEST(CompiledModel, ProjectionsReadingTheDepthwiseResultPerRowMatchTheReference) {
   // Every chain of a depthwise conv2d_nchwc and the 1x1 conv2d_nchwc after it (MobileNetV2's
-  // projections from 28x28 down, as it fuses by default) whose default is the blocked chain tile,
+  // projections in NCHW16c as it fuses by default: its first block's, then from 28x28 down) whose default is the blocked chain tile,
   // applied at once (they share no group): one kernel per block of output rows, the depthwise
   // result in a box, compiled for the host and AVX2 (where it runs) and run against the reference.
   std::optional<Graph> g, f;
