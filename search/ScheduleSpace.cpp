@@ -19,8 +19,10 @@ ScheduleSpace ScheduleSpace::of(const Graph &body, const Target &target, bool st
   // tuner measures its default and spends no trial on it.
   if (is_chain(body) && split_segments(body)) {
     if (steps) sp.sketches = chain_tile_points(body, target);
-    sp.sketch_knobs = default_schedule(body, target);
-    sp.sketch_knobs.steps.clear();
+    if (!sp.sketches.empty()) {  // the knobs its points carry: the default's (an empty space has none to carry)
+      sp.sketch_knobs = default_schedule(body, target);
+      sp.sketch_knobs.steps.clear();
+    }
     return sp;
   }
   sp.register_budget = target.vector_registers - 1;
