@@ -437,10 +437,13 @@ void pixel_tiles_per_row_block(const StageSteps &step, const std::string &weight
   pixel_register_tiles(step, weight, PB, lanes, (R * W) % PB, pixels_outer, "");
 }
 
-/** The parallel loop over (image, block of rows) of pixel_tiles_per_row_block (has_row_blocks_parallel finds it). */
+// The parallel loop of parallel_blocks: the image fused with the blocks of rows (has_row_blocks_parallel finds it by this name).
+constexpr const char *kRowBlocks = "blk";
+
+/** The parallel loop over (image, block of rows) of pixel_tiles_per_row_block. */
 void parallel_blocks(const StageSteps &step) {
-  step("fuse", "i0")->names = {"yo", "blk"};
-  step("parallel", "blk");
+  step("fuse", "i0")->names = {"yo", kRowBlocks};
+  step("parallel", kRowBlocks);
 }
 
 /**
@@ -1268,7 +1271,7 @@ std::vector<Step> parallel_over_row_runs(const std::string &stage, const std::ve
 
 bool has_row_blocks_parallel(const std::vector<Step> &steps) {
   return std::any_of(steps.begin(), steps.end(), [](const Step &st) {
-    return st.op == "fuse" && st.loop == "i0" && st.names == std::vector<std::string>{"yo", "blk"};
+    return st.op == "fuse" && st.loop == "i0" && st.names == std::vector<std::string>{"yo", kRowBlocks};
   });
 }
 
