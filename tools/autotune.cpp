@@ -30,6 +30,7 @@
 #include "search/Task.h"
 #include "runtime/Cuda.h"
 #include "runtime/Runtime.h"
+#include "runtime/Traffic.h"
 #include "runtime/ThreadPool.h"
 #include "ir/Partition.h"
 #include "search/PartitionSearch.h"
@@ -444,6 +445,11 @@ Options:
                  thread wrote; group: as each group's default alone (for comparison)
   --target T     compile for: host (default), avx2, avx512 or a JSON file ('autotune target');
                  a GPU (sm_80, sm_90): the median device time on the machine's NVIDIA GPU
+  --bound        also the most any fusion partition of these groups could gain on this host: the
+                 values between groups priced at the threads' streaming rates for their sizes
+                 (measured now, 64 KiB to 32 MiB), every hand-off and the dispatch, all taken as
+                 saved (a value a global pool reduces while another group waits on it stays
+                 stored once); JSON: "bound"
   --against B    time the model with tuning database B's plan (or 'untuned': the default
                  schedules) beside the one --db gives, in this process, runs alternating: --rounds
                  timings of --runs runs of each, two compiled copies of each plan in turn (the
@@ -461,6 +467,7 @@ Example:
   autotune bench --model resnet50.onnx --runs 50 --json
   autotune bench --model resnet18.onnx --db tuned.db --against untuned   # the plan against the defaults
   autotune bench --model resnet18.onnx --db a.db --against b.db --rounds 8
+  autotune bench --model mobilenet_v2.onnx --db tuned.db --bound      # what partitions could gain
   autotune bench --model effnet.onnx --db t.db --against t.db --against-partition fuseops  # partitions
   autotune bench --model effnet.onnx --db t.db --partition fuseops   # the tuned plan without the searched partition
   autotune bench --model resnet50.onnx --target avx2        # the AVX2 kernels on an AVX-512 host
@@ -564,7 +571,7 @@ int bench_against(const Args &args, int64_t runs) {
 }
 
 int cmd_bench(const std::vector<std::string> &argv) {
-  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split", "against", "against-partition", "rounds"}, {"help", "json"}, {"input"}}));
+  auto args = Args::parse("bench", argv, with_pass_flags({{"model", "runs", "warmup", "threads", "seed", "input", "db", "target", "partition", "thread-split", "against", "against-partition", "rounds"}, {"help", "json", "bound"}, {"input"}}));
   if (!args) return fail(args.error());
   if (args->has("help")) return std::printf("%s\n%s", kBenchHelp, kPassOptions), 0;
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
@@ -576,6 +583,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!runs) return fail(runs.error());
   if (!warmup) return fail(warmup.error());
   if (*runs < 1) return fail(make_error("bench: --runs must be at least 1"));
+  if (args->has("against") && args->has("bound")) return fail(make_error("bench: --bound applies without --against"));
   if (args->has("against")) return bench_against(*args, *runs);
   for (const char *flag : {"rounds", "against-partition"})
     if (args->has(flag)) return fail(make_error(std::string("bench: --") + flag + " applies with --against"));
@@ -610,6 +618,14 @@ int cmd_bench(const std::vector<std::string> &argv) {
   auto peak = measure_fma_peak(model.jit(), model.threads());
   if (!peak) return fail(peak.error());
   auto share = [&](double gflops) { return *peak > 0 ? 100.0 * gflops / *peak : 0.0; };
+  std::optional<TrafficBound> bound;
+  if (args->has("bound")) {
+    std::vector<double> ms;
+    for (const auto &g : per_group) ms.push_back(median(g));
+    auto rates = measure_stream_rates(model.jit(), *pool);
+    if (!rates) return fail(rates.error());
+    bound = traffic_bound(model.graph(), ms, med, handoff_after, *rates);
+  }
   if (args->has("json")) {
     std::printf("{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"runs\": %lld, "
                 "\"threads\": %d, \"gflops\": %.3f, \"compile_ms\": %.1f, \"tuned_groups\": %d, \"isa\": \"%s\", "
@@ -625,7 +641,27 @@ int cmd_bench(const std::vector<std::string> &argv) {
                   k ? ", " : "", gi.name.c_str(), gi.ops.c_str(), median(per_group[k]), gflops, share(gflops) / 100,
                   gi.fallback.empty() ? "true" : "false", gi.split_rows ? "rows" : "channels");
     }
-    std::printf("]}\n");
+    std::printf("]");
+    if (bound)
+      std::printf(", \"bound\": {\"written_mb\": %.3f, \"read_mb\": %.3f, \"traffic_ms\": %.4f, \"kept_ms\": %.4f, "
+                  "\"kept_values\": %d, \"handoff_ms\": %.4f, \"dispatch_ms\": %.4f, \"floor_ms\": %.4f, \"bound\": %.4f}",
+                  bound->written_mb, bound->read_mb, bound->traffic_ms, bound->kept_ms, bound->kept_values, bound->handoff_ms,
+                  bound->dispatch_ms, bound->floor_ms, bound->bound);
+    if (bound) {
+      std::printf(", \"values\": [");
+      for (size_t k = 0; k < bound->values.size(); ++k) {
+        const TrafficBound::Value &v = bound->values[k];
+        std::printf("%s{\"group\": \"%%%d\", \"bytes\": %zu, \"readers\": %d, \"ms\": %.4f, \"kept\": %s}", k ? ", " : "", v.group, v.bytes,
+                    v.readers, v.ms, v.kept ? "true" : "false");
+      }
+      std::printf("]");
+      std::printf(", \"stream_rates\": [");
+      for (size_t k = 0; k < bound->rates.bytes.size(); ++k)
+        std::printf("%s{\"bytes\": %zu, \"write_gbs\": %.1f, \"read_gbs\": %.1f}", k ? ", " : "", bound->rates.bytes[k],
+                    bound->rates.write_gbs[k], bound->rates.read_gbs[k]);
+      std::printf("]");
+    }
+    std::printf("}\n");
     return 0;
   }
   std::printf("%s: %zu groups, %.2f GFLOP per run, %d threads, compiled in %.0f ms (%d kernels compiled, %d from cache)\n",
@@ -646,6 +682,23 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (model.threads() > 1)
     std::printf("thread hand-off: %.0f ns before the runs, %.0f ns after (it grows when the host runs the cores far apart, "
                 "and so do the times)\n", handoff_before, handoff_after);
+  if (bound) {
+    const TrafficBound &b = *bound;
+    std::printf("what any partition of these %d groups could gain here: the values between them (%.1f MB written, %.1f MB "
+                "read) cost %.3f ms at the threads' streaming rates for their sizes, %d of them (%.3f ms) stay stored "
+                "once (a global pool reduces them while another group waits on it); hand-offs %.3f ms, dispatch %.3f ms. "
+                "With all the rest saved: %.3f ms, ",
+                b.groups, b.written_mb, b.read_mb, b.traffic_ms, b.kept_values, b.kept_ms, b.handoff_ms, b.dispatch_ms, b.floor_ms);
+    if (b.bound > 0) std::printf("at most %.3fx faster than this partition.\n", b.bound);
+    else std::printf("no bound: the traffic alone prices at the whole time.\n");
+    std::printf("the costliest values (ms: written once, read by each reader):\n");
+    for (size_t k = 0; k < std::min<size_t>(8, b.values.size()); ++k) {
+      const TrafficBound::Value &v = b.values[k];
+      const GroupInfo &gi = model.groups()[v.group];
+      std::printf("  %-6s %-34s %8.2f MB  %d reader%s  %.3f ms%s\n", gi.name.c_str(), gi.ops.substr(0, 34).c_str(), static_cast<double>(v.bytes) / 1e6,
+                  v.readers, v.readers == 1 ? " " : "s", v.ms, v.kept ? "  (stays stored)" : "");
+    }
+  }
   return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "ir/Reference.h"
 #include "runtime/BoundKernel.h"
 #include "runtime/Runtime.h"
+#include "runtime/Traffic.h"
 #include "tests/OnnxBuilder.h"
 #include "tests/ir/TestUtil.h"
 
@@ -636,6 +637,71 @@ TEST(CompiledModel, AnAttentionMaskComputedAtRunTimeMatchesTheReference) {
     ++masked;
   }
   EXPECT_GT(masked, 0);
+}
+
+// The partition bound (runtime/Traffic): the values between groups priced at given rates.
+TEST(TrafficBound, StreamRatesInterpolateOnTheLogOfTheSizeAndClampAtTheEnds) {
+  StreamRates r{{size_t{1} << 20, size_t{4} << 20}, {10, 40}, {20, 80}};
+  EXPECT_NEAR(r.write_ms(size_t{2} << 20), (2 << 20) / 25e6, 1e-12);  // halfway on log2: 1 MiB -> 4 MiB
+  EXPECT_NEAR(r.read_ms(size_t{2} << 20), (2 << 20) / 50e6, 1e-12);
+  EXPECT_NEAR(r.write_ms(size_t{1} << 16), (1 << 16) / 10e6, 1e-12);  // below the smallest: its rate
+  EXPECT_NEAR(r.read_ms(size_t{64} << 20), (64 << 20) / 80e6, 1e-12);  // above the largest: its rate
+}
+
+TEST(TrafficBound, PricesEveryValueBetweenGroupsAndKeepsWhatAGlobalPoolReducesForAnotherGroup) {
+  StreamRates flat{{size_t{1} << 16, size_t{1} << 25}, {10, 10}, {20, 20}};  // ms = bytes / 1e7 written, / 2e7 read
+  for (const char *name : {"efficientnet_b0", "resnet18"}) {
+    SCOPED_TRACE(name);
+    auto g = import_onnx_file(model_path(name));
+    ASSERT_TRUE(static_cast<bool>(g));
+    auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+    ASSERT_TRUE(static_cast<bool>(f)) << f.error().message;
+    size_t n = f->nodes.size();
+    // Each group's output and how many groups read it, counted here from the inputs.
+    double written = 0, read = 0;
+    for (size_t i = 0; i < n; ++i) {
+      bool output = false;
+      for (ValueId v : f->outputs) output = output || v == ValueId::node(static_cast<int>(i));
+      int readers = 0;
+      for (const Node &c : f->nodes) readers += std::count(c.inputs.begin(), c.inputs.end(), ValueId::node(static_cast<int>(i))) > 0;
+      if (output || readers == 0) continue;
+      written += static_cast<double>(f->nodes[i].type.nbytes());
+      read += readers * static_cast<double>(f->nodes[i].type.nbytes());
+    }
+    ASSERT_GT(written, 0);
+    std::vector<double> group_ms(n, 90.0 / static_cast<double>(n));  // the groups sum to 90 ms of a 100 ms run
+    TrafficBound t = traffic_bound(*f, group_ms, 100.0, 1000.0, flat);
+    EXPECT_EQ(t.groups, static_cast<int>(n));
+    EXPECT_NEAR(t.written_mb, written / 1e6, 1e-9);
+    EXPECT_NEAR(t.read_mb, read / 1e6, 1e-9);
+    EXPECT_NEAR(t.traffic_ms, written / 1e7 + read / 2e7, 1e-9);
+    EXPECT_NEAR(t.handoff_ms, static_cast<double>(n - 1) * 1e-3, 1e-9);
+    EXPECT_NEAR(t.dispatch_ms, 10.0, 1e-9);
+    EXPECT_NEAR(t.floor_ms, 100.0 - (t.traffic_ms - t.kept_ms) - t.handoff_ms - 10.0, 1e-9);
+    EXPECT_NEAR(t.bound, 100.0 / t.floor_ms, 1e-9);
+    // EfficientNet-B0's 16 squeeze-excitation blocks each pool their depthwise conv's result
+    // while the multiply after waits on that pool: 16 values stay stored; ResNet-18 has none.
+    EXPECT_EQ(t.kept_values, std::string(name) == "efficientnet_b0" ? 16 : 0);
+    EXPECT_EQ(t.kept_ms > 0, t.kept_values > 0);
+  }
+}
+
+TEST(TrafficBound, StreamRatesAreMeasuredOnThePoolsThreadsForEverySize) {
+  auto jit = Jit::create({""});
+  ASSERT_TRUE(static_cast<bool>(jit)) << jit.error().message;
+  ThreadPool pool(2);
+  auto r = measure_stream_rates(**jit, pool, 3);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error().message;
+  ASSERT_EQ(r->bytes.size(), 10u);  // 64 KiB to 32 MiB
+  EXPECT_EQ(r->bytes.front(), size_t{64} << 10);
+  EXPECT_EQ(r->bytes.back(), size_t{32} << 20);
+  for (size_t k = 0; k < r->bytes.size(); ++k) {
+    // Finite and within what any memory does (not a kernel that did nothing in no time).
+    EXPECT_GT(r->write_gbs[k], 0.5) << r->bytes[k];
+    EXPECT_LT(r->write_gbs[k], 5000) << r->bytes[k];
+    EXPECT_GT(r->read_gbs[k], 0.5) << r->bytes[k];
+    EXPECT_LT(r->read_gbs[k], 5000) << r->bytes[k];
+  }
 }
 
 TEST(CompiledModel, ArenaIsCloseToThePeakOfLiveActivations) {

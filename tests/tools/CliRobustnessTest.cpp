@@ -251,6 +251,19 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
       EXPECT_FALSE(g["ops"].get<std::string>().empty());
     }
   }
+  // --bound: what any partition could gain, with the stream rates it priced the values at.
+  Outcome b = cli("bench --model " + model + " --db " + db + " --runs 3 --bound --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  auto jb = nlohmann::json::parse(b.out, nullptr, false);
+  ASSERT_FALSE(jb.is_discarded()) << b.out;
+  EXPECT_GT(jb["bound"]["written_mb"].get<double>(), 0);
+  EXPECT_GE(jb["bound"]["bound"].get<double>(), 1.0);
+  EXPECT_LT(jb["bound"]["floor_ms"].get<double>(), jb["median_ms"].get<double>());
+  EXPECT_EQ(jb["stream_rates"].size(), 10u);
+  Outcome bt = cli("bench --model " + model + " --db " + db + " --runs 3 --bound");
+  ASSERT_EQ(bt.code, 0) << bt.err;
+  EXPECT_NE(bt.out.find("what any partition of these "), std::string::npos) << bt.out;
+  expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --bound"), "bench", "--bound applies without --against");
   Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 3 --runs 2");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("round 2 (copies 2, A first): A "), std::string::npos) << text.out;
