@@ -38,15 +38,29 @@ std::string PartitionReport::json() const {
 
 namespace {
 
+/** Marks a move left out for its groups in the model (model_apart_ms, model_merged_ms). */
+void left_out_slower(MoveReport &r) {
+  char why[160];
+  std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", r.model_merged_ms, r.model_apart_ms);
+  r.chosen = false, r.why_not = why;
+}
+
 /**
- * The moves taken, checked in the model. Each move was measured as its kernels alone, where its
- * inputs sit in the cache as its own previous run left them; in the model they were just written
- * by other kernels. FuseOps's partition and the searched one (default schedules) run alternately;
- * a move whose groups there take longer than the groups it replaces is left out (and the rest
- * timed again), and the partition is kept only if it is faster end to end than FuseOps's. The
- * moves `blocked` (indices into rep.moves, best first) were measured faster but left out for a
- * move taken before them; where the first timing leaves moves out, each is taken where `legal`
- * accepts the partition with it, and judged in the second timing like the rest.
+ * The moves judged in the model. Each move was measured as its kernels alone, where its inputs
+ * sit in the cache as its own previous run left them; in the model they were just written by
+ * other kernels, and the two disagree more often than not: on MobileNetV2 (Sapphire Rapids,
+ * AVX-512, 2 threads) every projection chain applied at once ran 0.78-0.97 of FuseOps's pairs in
+ * the model for 13 of 16, among them the 56x56 one at 0.777 that measured 1.006 alone and a 14x14
+ * expansion at 0.814 that measured 1.008, while three measured 0.76-0.82 alone ran 1.02-1.10
+ * there (docs/architecture.md, "The model decides"). So every move measured alone up to
+ * `alone_limit` is judged in the model: the moves taken so far (`rep.chosen`, the best ratios
+ * alone first, each legal with those before it) and, where that left moves out (`blocked`, a
+ * chain's consumer another chain joined first), those that are legal together, each set compiled
+ * with default schedules and run alternately with FuseOps's partition. A move's groups there
+ * against the groups it replaces give its gain; the moves that gain are taken, the largest gain
+ * first, each where it is legal with those before. Then the partition is timed again: a move
+ * slower there is left out (and the rest timed once more), and the partition is kept only if it
+ * is faster end to end than FuseOps's.
  */
 Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep,
                       const std::vector<size_t> &blocked, const std::function<Status(const std::vector<int> &)> &legal) {
@@ -58,11 +72,14 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
   AT_ASSIGN(base, CompiledModel::compile(fused, co));
   auto inputs = random_inputs(fused, 0);
   auto report_of = [&](int producer) -> MoveReport & {
-    return *std::find_if(rep.moves.begin(), rep.moves.end(), [&](const MoveReport &m) { return m.producer == producer && m.chosen; });
+    return *std::find_if(rep.moves.begin(), rep.moves.end(), [&](const MoveReport &m) { return m.producer == producer; });
   };
   rep.checked = true;
-  for (int pass = 0; pass < 2 && !rep.chosen.empty(); ++pass) {
-    AT_ASSIGN(g, apply_partition(fused, partition_json(rep.chosen)));
+  // Times partition `set` against FuseOps's; each move of it whose consumers no other move of it
+  // joined gets its groups' medians there (model_apart_ms, model_merged_ms), and `judged` says so.
+  std::set<int> judged;
+  auto judge = [&](const std::vector<int> &set) -> Status {
+    AT_ASSIGN(g, apply_partition(fused, partition_json(set)));
     AT_ASSIGN(m, CompiledModel::compile(g, co));
     AT_ASSIGN(m2, CompiledModel::compile(g, co));
     AT_ASSIGN(base2, CompiledModel::compile(fused, co));
@@ -76,34 +93,51 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
     rep.fuseops_ms = median(a_ms), rep.searched_ms = median(b_ms), rep.check_ratio = median(t.ratios());
     std::vector<double> fuseops_group_ms = t.group_ms(false), searched_group_ms = t.group_ms(true);
     // A FuseOps group's index in the searched model: the producers removed before it shift it.
-    auto moved_index = [&](int i) { return i - static_cast<int>(std::count_if(rep.chosen.begin(), rep.chosen.end(), [&](int p) { return p < i; })); };
-    std::set<int> producers(rep.chosen.begin(), rep.chosen.end());
+    auto moved_index = [&](int i) { return i - static_cast<int>(std::count_if(set.begin(), set.end(), [&](int p) { return p < i; })); };
+    std::set<int> producers(set.begin(), set.end());
+    for (int p : set) {
+      const PartitionMove &mv = *std::find_if(moves.begin(), moves.end(), [&](const PartitionMove &x) { return x.producer == p; });
+      // A consumer that is itself a producer of the set went into a group of another move: the
+      // two are judged together end to end only.
+      if (std::any_of(mv.consumers.begin(), mv.consumers.end(), [&](int c) { return producers.count(c) > 0; })) continue;
+      double apart = fuseops_group_ms[p], merged = 0;
+      for (int c : mv.consumers) apart += fuseops_group_ms[c], merged += searched_group_ms[moved_index(c)];
+      MoveReport &r = report_of(p);
+      r.model_apart_ms = apart, r.model_merged_ms = merged;
+      judged.insert(p);
+    }
+    return Status::ok();
+  };
+  // The sets: the moves taken, then those they kept out that are legal together.
+  std::vector<int> first = rep.chosen, second;
+  for (size_t i : blocked) {
+    std::vector<int> with = second;
+    with.push_back(rep.moves[i].producer);
+    if (legal(with)) second = std::move(with);
+  }
+  AT_TRY(judge(first));
+  if (!second.empty()) AT_TRY(judge(second));
+  std::vector<int> chosen = take_by_model_gain({judged.begin(), judged.end()}, rep.moves, legal);
+  // A move judged only together with another stays where it is legal.
+  for (int p : first) {
+    if (judged.count(p)) continue;
+    std::vector<int> with = chosen;
+    with.push_back(p);
+    if (legal(with)) chosen = std::move(with);
+    else report_of(p).chosen = false, report_of(p).why_not = "left out: a move that gains in the model joins its groups";
+  }
+  std::sort(chosen.begin(), chosen.end());
+  rep.chosen = chosen;
+  // The partition timed as it is: a move slower there now is left out, and the rest timed again.
+  for (int pass = 0; pass < 2 && !rep.chosen.empty(); ++pass) {
+    judged.clear();
+    AT_TRY(judge(rep.chosen));
     std::vector<int> keep;
     for (int p : rep.chosen) {
-      const PartitionMove &mv = *std::find_if(moves.begin(), moves.end(), [&](const PartitionMove &x) { return x.producer == p; });
       MoveReport &r = report_of(p);
-      // A consumer that is itself a producer taken went into a group of another move: the two are
-      // judged together end to end only.
-      bool alone = std::none_of(mv.consumers.begin(), mv.consumers.end(), [&](int c) { return producers.count(c) > 0; });
-      double apart = fuseops_group_ms[p];
-      double merged = 0;
-      for (int c : mv.consumers) apart += fuseops_group_ms[c], merged += searched_group_ms[moved_index(c)];
-      if (!alone) {
-        keep.push_back(p);
-        continue;
-      }
-      r.model_apart_ms = apart, r.model_merged_ms = merged;
-      if (merged <= apart) {
-        keep.push_back(p);
-        continue;
-      }
-      r.chosen = false;
-      char why[160];
-      std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", merged, apart);
-      r.why_not = why;
+      if (!judged.count(p) || r.model_merged_ms <= r.model_apart_ms) keep.push_back(p);
+      else left_out_slower(r);
     }
-    // A move left out may have kept a better one out (a chain's consumer that it joined first).
-    if (pass == 0 && keep.size() < rep.chosen.size()) take_blocked(keep, blocked, rep.moves, legal);
     if (keep == rep.chosen) break;
     rep.chosen = keep;
   }
@@ -122,15 +156,34 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
 
 }  // namespace
 
-void take_blocked(std::vector<int> &keep, const std::vector<size_t> &blocked, std::vector<MoveReport> &moves,
-                  const std::function<Status(const std::vector<int> &)> &legal) {
-  for (size_t i : blocked) {
-    std::vector<int> with = keep;
-    with.push_back(moves[i].producer);
-    if (!legal(with)) continue;
-    keep = std::move(with);
-    moves[i].chosen = true, moves[i].why_not.clear();
+std::vector<int> take_by_model_gain(const std::vector<int> &judged, std::vector<MoveReport> &moves,
+                                    const std::function<Status(const std::vector<int> &)> &legal) {
+  auto report_of = [&](int producer) -> MoveReport & {
+    return *std::find_if(moves.begin(), moves.end(), [&](const MoveReport &m) { return m.producer == producer; });
+  };
+  std::vector<int> gaining;
+  for (int p : judged) {
+    MoveReport &r = report_of(p);
+    if (r.model_merged_ms < r.model_apart_ms) gaining.push_back(p);
+    else left_out_slower(r);
   }
+  std::stable_sort(gaining.begin(), gaining.end(), [&](int a, int b) {
+    const MoveReport &x = report_of(a), &y = report_of(b);
+    return x.model_apart_ms - x.model_merged_ms > y.model_apart_ms - y.model_merged_ms;
+  });
+  std::vector<int> chosen;
+  for (int p : gaining) {
+    std::vector<int> with = chosen;
+    with.push_back(p);
+    MoveReport &r = report_of(p);
+    if (Status ok = legal(with)) {
+      chosen = std::move(with);
+      r.chosen = true, r.why_not.clear();
+    } else {
+      r.chosen = false, r.why_not = "left out: a move that gains more in the model joins its groups (" + ok.error().message + ")";
+    }
+  }
+  return chosen;
 }
 
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o) {
@@ -281,7 +334,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
           }
           r.measured = r.why_not.empty();
           if (r.measured) r.ratio = median(ratios);
-          r.chosen = r.measured && r.ratio < 1 - o.min_gain;
+          // With the check in the model, every move measured up to alone_limit is judged there.
+          r.chosen = r.measured && r.ratio < (o.model_rounds > 0 ? o.alone_limit : 1 - o.min_gain);
         }
       }
     }
@@ -291,7 +345,7 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
       char line[256];
       if (r.measured)
         std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: apart %.4f ms, merged %.4f ms (median ratio %.3f; hand-off up to %.0f ns)%s%s%s",
-                      measuring, to_measure, r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.handoff_ns, r.chosen ? ", taken" : "",
+                      measuring, to_measure, r.move.c_str(), r.ops.c_str(), r.apart_s * 1e3, r.merged_s * 1e3, r.ratio, r.handoff_ns, r.chosen ? (o.model_rounds > 0 ? ", to be judged in the model" : ", taken") : "",
                       r.same_as.empty() ? "" : "; the kernels of ", r.same_as.c_str());
       else
         std::snprintf(line, sizeof line, "partition [%zu/%zu] %s %s: not measured (%s)", measuring, to_measure, r.move.c_str(), r.ops.c_str(),
@@ -301,8 +355,9 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     rep.moves.push_back(std::move(r));
   }
   if (o.stop && o.stop->load()) return make_error("partition search interrupted; nothing saved");
-  // The winners, the largest gain first, each kept only where the ones before leave it legal (a
-  // chain's consumer that another chain already joined is not extended).
+  // The candidates (the winners, without the check in the model), the best ratio alone first, each
+  // kept only where the ones before leave it legal (a chain's consumer that another chain already
+  // joined is not extended); the check in the model judges those left out too.
   std::vector<size_t> order;
   for (size_t i = 0; i < rep.moves.size(); ++i)
     if (rep.moves[i].chosen) order.push_back(i);

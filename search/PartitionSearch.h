@@ -1,9 +1,11 @@
 #pragma once
 // Fusion partitions chosen by measurement (issue 11): each legal move from FuseOps's partition
 // (ir/Partition) is measured as the kernels it replaces against the kernels it makes, each with
-// its default schedule, and the moves that win by a margin make the partition saved for the
-// model, once checked in the model: a move whose groups are slower there than the groups it
-// replaces is left out, and a partition not faster end to end than FuseOps's is not kept.
+// its default schedule (checked against the reference there), and then judged in the model: the
+// moves measured, in sets legal together, run in the model against FuseOps's partition, and
+// those whose groups there beat the groups they replace make the partition saved for the model,
+// the largest gain first; a partition not faster end to end than FuseOps's is not kept. Without
+// the check in the model (model_rounds 0) the moves that win alone by a margin are taken.
 #include <atomic>
 #include <functional>
 #include <string>
@@ -19,7 +21,8 @@ struct PartitionSearchOptions {
   MeasureOptions measure;
   std::string cache_dir;
   Target target = host_target();
-  double min_gain = 0.03;               // a move is taken when its kernels are this much faster than those it replaces
+  double min_gain = 0.03;               // without the check in the model, a move is taken when its kernels are this much faster than those it replaces
+  double alone_limit = 1.5;             // with it, every move measured alone below this ratio is judged in the model, which decides
   int max_copies = 2;                   // a prologue's recomputation bound: consumers it is copied into
   int rounds = 3;                       // each move's kernels timed this often, apart then merged; the median ratio decides
   bool chains = false;                  // measure every chain move, also those no chain tile fits (their segments run one after another)
@@ -48,8 +51,8 @@ struct MoveReport {
   // Producer kernels run before the timed runs of one round's kernels apart and merged (the groups
   // that write each kernel's inputs in its graph: MeasureOptions::producers); 0 when timed alone.
   int producers_apart = 0, producers_merged = 0;
-  // In the model (the check after the search, for a move taken): the medians of the groups it
-  // replaces in FuseOps's model and of those it makes in the searched one; 0 where not checked.
+  // In the model (the check after the search, for a move judged there): the medians of the groups
+  // it replaces in FuseOps's model and of those it makes in the searched one; 0 where not judged.
   double model_apart_ms = 0, model_merged_ms = 0;
   bool measured = false;     // apart_s and merged_s were measured
   bool chosen = false;
@@ -75,12 +78,13 @@ struct PartitionReport {
 Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSearchOptions &o);
 
 /**
- * The moves `blocked` (indices into `moves`, best first: measured faster, left out for a move
- * taken before them) added to the partition `keep` (producers) where `legal` accepts it with
- * each, in order; each one taken is marked chosen again. The check in the model does this once
- * its first timing has left moves out.
+ * The moves `judged` in the model (producers; their reports in `moves` hold model_apart_ms and
+ * model_merged_ms) that gain there, the largest gain first, each taken where `legal` accepts the
+ * partition with it and those before; each taken is marked chosen, each other one left out with
+ * its reason (slower in the model, or a move that gains more joins its groups). Returns the
+ * producers taken.
  */
-void take_blocked(std::vector<int> &keep, const std::vector<size_t> &blocked, std::vector<MoveReport> &moves,
-                  const std::function<Status(const std::vector<int> &)> &legal);
+std::vector<int> take_by_model_gain(const std::vector<int> &judged, std::vector<MoveReport> &moves,
+                                    const std::function<Status(const std::vector<int> &)> &legal);
 
 }  // namespace autotune

@@ -947,8 +947,9 @@ int cmd_tune(const std::vector<std::string> &argv) {
     }
     int tried = 0;
     for (const MoveReport &m : prep->moves) tried += m.measured;
-    std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (a move is taken when its kernels are 3%% faster than those it "
-                "replaces, median of 3 rounds, and its groups are no slower in the model)\n", tried, prep->moves.size(), prep->chosen.size());
+    std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (each measured below %.2fx alone is judged in the model, "
+                "which takes those whose groups there beat the groups they replace, the largest gain first)\n",
+                tried, prep->moves.size(), prep->chosen.size(), po.alone_limit);
     print_measured_moves(prep->json());
     auto moved = apply_partition(*fused, partition_json(prep->chosen));
     if (!moved) return fail(moved.error());
