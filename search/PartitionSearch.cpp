@@ -29,7 +29,8 @@ std::string PartitionReport::json() const {
                        {"bytes_saved", m.bytes_saved}, {"bytes_apart", m.bytes_apart}, {"bytes_merged", m.bytes_merged},
                        {"flops_apart", m.flops_apart}, {"flops_merged", m.flops_merged}, {"handoff_ns", m.handoff_ns}, {"producers_apart", m.producers_apart}, {"producers_merged", m.producers_merged}, {"measured", m.measured}, {"chosen", m.chosen}, {"why_not", m.why_not}});
     if (!m.same_as.empty()) moves_j.back()["same_as"] = m.same_as;
-    if (m.model_apart_ms > 0) moves_j.back()["model_apart_ms"] = m.model_apart_ms, moves_j.back()["model_merged_ms"] = m.model_merged_ms;
+    if (m.model_apart_ms > 0)
+      moves_j.back()["model_apart_ms"] = m.model_apart_ms, moves_j.back()["model_merged_ms"] = m.model_merged_ms, moves_j.back()["model_ratio"] = m.model_ratio;
   }
   nlohmann::json j{{"target", target}, {"model_hash", model_hash}, {"moves", moves_j}};
   if (checked) j["model_check"] = {{"fuseops_ms", fuseops_ms}, {"searched_ms", searched_ms}, {"ratio", check_ratio}, {"handoff_ns", check_handoff_ns}};
@@ -38,10 +39,11 @@ std::string PartitionReport::json() const {
 
 namespace {
 
-/** Marks a move left out for its groups in the model (model_apart_ms, model_merged_ms). */
+/** Marks a move left out for its groups in the model (model_ratio, model_apart_ms, model_merged_ms). */
 void left_out_slower(MoveReport &r) {
-  char why[160];
-  std::snprintf(why, sizeof why, "left out: slower in the model (%.4f ms merged against %.4f ms apart)", r.model_merged_ms, r.model_apart_ms);
+  char why[200];
+  std::snprintf(why, sizeof why, "left out: not faster in the model (%.4f ms merged against %.4f ms apart, median ratio %.3f)", r.model_merged_ms,
+                r.model_apart_ms, r.model_ratio);
   r.chosen = false, r.why_not = why;
 }
 
@@ -58,9 +60,10 @@ void left_out_slower(MoveReport &r) {
  * chain's consumer another chain joined first), those that are legal together, each set compiled
  * with default schedules and run alternately with FuseOps's partition. A move's groups there
  * against the groups it replaces give its gain; the moves that gain are taken, the largest gain
- * first, each where it is legal with those before. Then the partition is timed again: a move
- * slower there is left out (and the rest timed once more), and the partition is kept only if it
- * is faster end to end than FuseOps's.
+ * first, each where it is legal with those before (a move's gain: the median over the timings of
+ * its groups' time over the replaced groups', times those groups' time). Then the partition is
+ * timed again: a move slower there is left out (and the rest timed once more), and the partition
+ * is kept only if it is faster end to end than FuseOps's.
  */
 Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep,
                       const std::vector<size_t> &blocked, const std::function<Status(const std::vector<int> &)> &legal) {
@@ -76,7 +79,8 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
   };
   rep.checked = true;
   // Times partition `set` against FuseOps's; each move of it whose consumers no other move of it
-  // joined gets its groups' medians there (model_apart_ms, model_merged_ms), and `judged` says so.
+  // joined gets its groups' medians there (model_apart_ms, model_merged_ms) and the median of the
+  // timings' ratios (model_ratio), and `judged` says so.
   std::set<int> judged;
   auto judge = [&](const std::vector<int> &set) -> Status {
     AT_ASSIGN(g, apply_partition(fused, partition_json(set)));
@@ -102,8 +106,14 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
       if (std::any_of(mv.consumers.begin(), mv.consumers.end(), [&](int c) { return producers.count(c) > 0; })) continue;
       double apart = fuseops_group_ms[p], merged = 0;
       for (int c : mv.consumers) apart += fuseops_group_ms[c], merged += searched_group_ms[moved_index(c)];
+      std::vector<double> ratios;
+      for (const Alternated::Round &rd : t.rounds) {
+        double a = rd.a_group_ms[p], b = 0;
+        for (int c : mv.consumers) a += rd.a_group_ms[c], b += rd.b_group_ms[moved_index(c)];
+        if (a > 0) ratios.push_back(b / a);
+      }
       MoveReport &r = report_of(p);
-      r.model_apart_ms = apart, r.model_merged_ms = merged;
+      r.model_apart_ms = apart, r.model_merged_ms = merged, r.model_ratio = median(ratios);
       judged.insert(p);
     }
     return Status::ok();
@@ -135,7 +145,7 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
     std::vector<int> keep;
     for (int p : rep.chosen) {
       MoveReport &r = report_of(p);
-      if (!judged.count(p) || r.model_merged_ms <= r.model_apart_ms) keep.push_back(p);
+      if (!judged.count(p) || r.model_ratio <= 1) keep.push_back(p);
       else left_out_slower(r);
     }
     if (keep == rep.chosen) break;
@@ -164,12 +174,12 @@ std::vector<int> take_by_model_gain(const std::vector<int> &judged, std::vector<
   std::vector<int> gaining;
   for (int p : judged) {
     MoveReport &r = report_of(p);
-    if (r.model_merged_ms < r.model_apart_ms) gaining.push_back(p);
+    if (r.model_ratio < 1) gaining.push_back(p);
     else left_out_slower(r);
   }
   std::stable_sort(gaining.begin(), gaining.end(), [&](int a, int b) {
     const MoveReport &x = report_of(a), &y = report_of(b);
-    return x.model_apart_ms - x.model_merged_ms > y.model_apart_ms - y.model_merged_ms;
+    return (1 - x.model_ratio) * x.model_apart_ms > (1 - y.model_ratio) * y.model_apart_ms;
   });
   std::vector<int> chosen;
   for (int p : gaining) {

@@ -54,6 +54,9 @@ struct MoveReport {
   // In the model (the check after the search, for a move judged there): the medians of the groups
   // it replaces in FuseOps's model and of those it makes in the searched one; 0 where not judged.
   double model_apart_ms = 0, model_merged_ms = 0;
+  // And the median over the timings of each timing's merged / apart (both partitions ran in it,
+  // alternately): what decides, a load that moves whole timings moving both sides of each ratio.
+  double model_ratio = 0;
   bool measured = false;     // apart_s and merged_s were measured
   bool chosen = false;
   std::string why_not;       // illegal, failed to compile or measure, or left out for a better move; "" otherwise
@@ -79,7 +82,8 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
 
 /**
  * The moves `judged` in the model (producers; their reports in `moves` hold model_apart_ms and
- * model_merged_ms) that gain there, the largest gain first, each taken where `legal` accepts the
+ * model_ratio) that gain there (model_ratio below 1), the largest gain first ((1 - model_ratio) x
+ * model_apart_ms), each taken where `legal` accepts the
  * partition with it and those before; each taken is marked chosen, each other one left out with
  * its reason (slower in the model, or a move that gains more joins its groups). Returns the
  * producers taken.

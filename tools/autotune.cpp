@@ -776,7 +776,8 @@ void print_measured_moves(const std::string &report_json) {
     std::string why = m.value("why_not", "");
     char in_model[96] = "";
     if (m.contains("model_apart_ms"))
-      std::snprintf(in_model, sizeof in_model, "; in the model %.4f -> %.4f ms", m.value("model_apart_ms", 0.0), m.value("model_merged_ms", 0.0));
+      std::snprintf(in_model, sizeof in_model, "; in the model %.4f -> %.4f ms (%.3f)", m.value("model_apart_ms", 0.0), m.value("model_merged_ms", 0.0),
+                    m.value("model_ratio", 0.0));
     std::printf("  %-16s %-36s %.4f -> %.4f ms (%.3f; hand-off %.0f ns)%s; est. %.0f -> %.0f KiB touched, %.2f -> %.2f MFLOP%s\n",
                 m.value("move", "").c_str(), m.value("ops", "").substr(0, 36).c_str(), m.value("apart_ms", 0.0), m.value("merged_ms", 0.0),
                 m.value("ratio", 0.0), m.value("handoff_ns", 0.0), in_model,
@@ -947,8 +948,8 @@ int cmd_tune(const std::vector<std::string> &argv) {
     }
     int tried = 0;
     for (const MoveReport &m : prep->moves) tried += m.measured;
-    std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (each measured below %.2fx alone is judged in the model, "
-                "which takes those whose groups there beat the groups they replace, the largest gain first)\n",
+    std::printf("partition: %d of %zu moves from FuseOps's measured, %zu taken (each measured below %.2fx alone is judged in the model: "
+                "those whose groups there beat the groups they replace are taken, the largest gain first)\n",
                 tried, prep->moves.size(), prep->chosen.size(), po.alone_limit);
     print_measured_moves(prep->json());
     auto moved = apply_partition(*fused, partition_json(prep->chosen));

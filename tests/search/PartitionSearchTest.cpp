@@ -88,11 +88,12 @@ TEST(PartitionSearch, EveryLegalPrologueIsMeasuredAndTheWinnersAreSavedAndApply)
     if (m.chosen) {
       EXPECT_LT(m.ratio, o.alone_limit) << m.move;
       EXPECT_GT(m.model_apart_ms, 0.0) << m.move;
-      EXPECT_LE(m.model_merged_ms, m.model_apart_ms) << m.move;
+      EXPECT_GT(m.model_ratio, 0.0) << m.move;
+      EXPECT_LE(m.model_ratio, 1.0) << m.move;
     } else if (m.ratio < o.alone_limit) {
       EXPECT_EQ(m.why_not.rfind("left out: ", 0), 0u) << m.move << ": " << m.why_not;
-      if (m.why_not.rfind("left out: slower in the model", 0) == 0) {
-        EXPECT_GE(m.model_merged_ms, m.model_apart_ms) << m.move;
+      if (m.why_not.rfind("left out: not faster in the model", 0) == 0) {
+        EXPECT_GE(m.model_ratio, 1.0) << m.move;
       }
     }
   }
@@ -266,30 +267,34 @@ TEST(PartitionSearch, TheMoveThatGainsMoreInTheModelIsTakenWhereTwoExcludeEachOt
     return Status::ok();
   };
   ASSERT_FALSE(static_cast<bool>(legal({expansion, projection})));
-  auto judged = [&](double expansion_apart, double expansion_merged, double projection_apart, double projection_merged) {
+  // Each move's groups' time apart in the model and the median of the timings' ratios merged / apart.
+  auto judged = [&](double expansion_apart, double expansion_ratio, double projection_apart, double projection_ratio) {
     std::vector<MoveReport> moves(2);
     moves[0].producer = expansion, moves[1].producer = projection;
-    moves[0].model_apart_ms = expansion_apart, moves[0].model_merged_ms = expansion_merged;
-    moves[1].model_apart_ms = projection_apart, moves[1].model_merged_ms = projection_merged;
+    moves[0].model_apart_ms = expansion_apart, moves[0].model_ratio = expansion_ratio;
+    moves[0].model_merged_ms = expansion_apart * expansion_ratio;
+    moves[1].model_apart_ms = projection_apart, moves[1].model_ratio = projection_ratio;
+    moves[1].model_merged_ms = projection_apart * projection_ratio;
     return moves;
   };
-  // The expansion gains 0.028 ms, the projection 0.018: the expansion.
-  std::vector<MoveReport> moves = judged(0.150, 0.122, 0.139, 0.121);
+  // The expansion gains 0.030 ms (0.8 of 0.150), the projection 0.0139 (0.9 of 0.139): the expansion,
+  // though the projection's groups are the faster ones.
+  std::vector<MoveReport> moves = judged(0.150, 0.8, 0.139, 0.9);
   EXPECT_EQ(take_by_model_gain({projection, expansion}, moves, legal), std::vector<int>{expansion});
   EXPECT_TRUE(moves[0].chosen);
   EXPECT_FALSE(moves[1].chosen);
   EXPECT_EQ(moves[1].why_not.rfind("left out: a move that gains more in the model joins its groups", 0), 0u) << moves[1].why_not;
   // The other way round: the projection.
-  moves = judged(0.150, 0.140, 0.139, 0.121);
+  moves = judged(0.150, 0.95, 0.139, 0.85);
   EXPECT_EQ(take_by_model_gain({expansion, projection}, moves, legal), std::vector<int>{projection});
   EXPECT_TRUE(moves[1].chosen);
   EXPECT_FALSE(moves[0].chosen);
   // Slower in the model: left out, so the projection is legal again.
-  moves = judged(0.100, 0.110, 0.139, 0.138);
+  moves = judged(0.100, 1.1, 0.139, 0.99);
   EXPECT_EQ(take_by_model_gain({expansion, projection}, moves, legal), std::vector<int>{projection});
-  EXPECT_EQ(moves[0].why_not, "left out: slower in the model (0.1100 ms merged against 0.1000 ms apart)");
-  // Both slower: neither.
-  moves = judged(0.100, 0.110, 0.139, 0.140);
+  EXPECT_EQ(moves[0].why_not, "left out: not faster in the model (0.1100 ms merged against 0.1000 ms apart, median ratio 1.100)");
+  // Neither faster: neither.
+  moves = judged(0.100, 1.1, 0.139, 1.0);
   EXPECT_TRUE(take_by_model_gain({expansion, projection}, moves, legal).empty());
   EXPECT_FALSE(moves[0].chosen || moves[1].chosen);
 }
