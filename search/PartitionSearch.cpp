@@ -39,6 +39,28 @@ std::string PartitionReport::json() const {
 
 namespace {
 
+using Legal = std::function<Status(const std::vector<int> &)>;
+
+/** The report of the move of `producer` (one per producer). */
+MoveReport &report_for(std::vector<MoveReport> &moves, int producer) {
+  return *std::find_if(moves.begin(), moves.end(), [&](const MoveReport &m) { return m.producer == producer; });
+}
+
+/**
+ * `start` with the producers of `order` added one by one where `legal` accepts the partition with
+ * them and those before; `refused` is told of each one it does not accept, and why.
+ */
+std::vector<int> add_while_legal(std::vector<int> start, const std::vector<int> &order, const Legal &legal,
+                                 const std::function<void(int, const std::string &)> &refused = nullptr) {
+  for (int p : order) {
+    std::vector<int> with = start;
+    with.push_back(p);
+    if (Status ok = legal(with)) start = std::move(with);
+    else if (refused) refused(p, ok.error().message);
+  }
+  return start;
+}
+
 /** Marks a move left out for its groups in the model (model_ratio, model_apart_ms, model_merged_ms). */
 void left_out_slower(MoveReport &r) {
   char why[200];
@@ -74,9 +96,7 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
   AT_ASSIGN(compiled_first, CompiledModel::compile(fused, co));
   AT_ASSIGN(base, CompiledModel::compile(fused, co));
   auto inputs = random_inputs(fused, 0);
-  auto report_of = [&](int producer) -> MoveReport & {
-    return *std::find_if(rep.moves.begin(), rep.moves.end(), [&](const MoveReport &m) { return m.producer == producer; });
-  };
+  auto report_of = [&](int producer) -> MoveReport & { return report_for(rep.moves, producer); };
   rep.checked = true;
   // Times partition `set` against FuseOps's; each move of it whose consumers no other move of it
   // joined gets its groups' medians there (model_apart_ms, model_merged_ms) and the median of the
@@ -119,23 +139,19 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
     return Status::ok();
   };
   // The sets: the moves taken, then those they kept out that are legal together.
-  std::vector<int> first = rep.chosen, second;
-  for (size_t i : blocked) {
-    std::vector<int> with = second;
-    with.push_back(rep.moves[i].producer);
-    if (legal(with)) second = std::move(with);
-  }
+  std::vector<int> first = rep.chosen, kept_out;
+  for (size_t i : blocked) kept_out.push_back(rep.moves[i].producer);
+  std::vector<int> second = add_while_legal({}, kept_out, legal);
   AT_TRY(judge(first));
   if (!second.empty()) AT_TRY(judge(second));
   std::vector<int> chosen = take_by_model_gain({judged.begin(), judged.end()}, rep.moves, legal);
   // A move judged only together with another stays where it is legal.
-  for (int p : first) {
-    if (judged.count(p)) continue;
-    std::vector<int> with = chosen;
-    with.push_back(p);
-    if (legal(with)) chosen = std::move(with);
-    else report_of(p).chosen = false, report_of(p).why_not = "left out: a move that gains in the model joins its groups";
-  }
+  std::vector<int> together;
+  for (int p : first)
+    if (!judged.count(p)) together.push_back(p);
+  chosen = add_while_legal(chosen, together, legal, [&](int p, const std::string &) {
+    report_of(p).chosen = false, report_of(p).why_not = "left out: a move that gains in the model joins its groups";
+  });
   std::sort(chosen.begin(), chosen.end());
   rep.chosen = chosen;
   // The partition timed as it is: a move slower there now is left out, and the rest timed again.
@@ -168,9 +184,7 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
 
 std::vector<int> take_by_model_gain(const std::vector<int> &judged, std::vector<MoveReport> &moves,
                                     const std::function<Status(const std::vector<int> &)> &legal) {
-  auto report_of = [&](int producer) -> MoveReport & {
-    return *std::find_if(moves.begin(), moves.end(), [&](const MoveReport &m) { return m.producer == producer; });
-  };
+  auto report_of = [&](int producer) -> MoveReport & { return report_for(moves, producer); };
   std::vector<int> gaining;
   for (int p : judged) {
     MoveReport &r = report_of(p);
@@ -181,18 +195,10 @@ std::vector<int> take_by_model_gain(const std::vector<int> &judged, std::vector<
     const MoveReport &x = report_of(a), &y = report_of(b);
     return (1 - x.model_ratio) * x.model_apart_ms > (1 - y.model_ratio) * y.model_apart_ms;
   });
-  std::vector<int> chosen;
-  for (int p : gaining) {
-    std::vector<int> with = chosen;
-    with.push_back(p);
-    MoveReport &r = report_of(p);
-    if (Status ok = legal(with)) {
-      chosen = std::move(with);
-      r.chosen = true, r.why_not.clear();
-    } else {
-      r.chosen = false, r.why_not = "left out: a move that gains more in the model joins its groups (" + ok.error().message + ")";
-    }
-  }
+  std::vector<int> chosen = add_while_legal({}, gaining, legal, [&](int p, const std::string &why) {
+    report_of(p).chosen = false, report_of(p).why_not = "left out: a move that gains more in the model joins its groups (" + why + ")";
+  });
+  for (int p : chosen) report_of(p).chosen = true, report_of(p).why_not.clear();
   return chosen;
 }
 
@@ -394,17 +400,13 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     return all_lower(g);
   };
   std::vector<size_t> blocked;
-  for (size_t i : order) {
-    std::vector<int> with = rep.chosen;
-    with.push_back(rep.moves[i].producer);
-    if (Status lowered = legal(with)) {
-      rep.chosen = std::move(with);
-    } else {
-      rep.moves[i].chosen = false;
-      rep.moves[i].why_not = "left out: " + lowered.error().message;
-      blocked.push_back(i);
-    }
-  }
+  std::vector<int> producers;
+  for (size_t i : order) producers.push_back(rep.moves[i].producer);
+  rep.chosen = add_while_legal(rep.chosen, producers, legal, [&](int p, const std::string &why) {
+    size_t i = static_cast<size_t>(&report_for(rep.moves, p) - rep.moves.data());
+    rep.moves[i].chosen = false, rep.moves[i].why_not = "left out: " + why;
+    blocked.push_back(i);
+  });
   if (!rep.chosen.empty() && o.model_rounds > 0 && !(o.stop && o.stop->load())) AT_TRY(check_in_model(fused, moves, o, rep, blocked, legal));
   if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));
   return rep;
