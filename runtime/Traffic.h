@@ -1,13 +1,15 @@
 #pragma once
-// What a fusion partition can gain at most, bounded by measurement. A partition moves no FLOP out
+// What a fusion partition could gain at most, estimated by measurement. A partition moves no FLOP out
 // of a model (recomputation only adds); what it can save is the traffic of the values between
 // groups (each written once and read by each consumer), the thread hand-off of every group it
 // merges away, and the dispatch between kernels. `traffic_bound` prices the values between a
 // fused graph's groups at the host's streaming rates for their sizes (`measure_stream_rates`: the
 // model's threads writing and reading buffers of 64 KiB to 32 MiB with the target's vectors, so a
 // value that fits the caches is priced at their speed), takes all of it and every hand-off and
-// the dispatch as saved, and gives the model's time with none of it: no partition of these groups
-// runs faster. A value that one consumer reduces whole (a global pool) while another consumer
+// the dispatch as saved, and gives the model's time with none of it. It is an estimate at
+// streaming speed, not a proof: a kernel that moves a value slower than streaming (a layout change
+// reading across channel planes: 1.5-3x its price) pays more, and a partition removing it saves
+// more. A value that one consumer reduces whole (a global pool) while another consumer
 // waits on that reduction (squeeze-excitation's multiply) must be stored whole in any partition
 // that does not compute it twice, so it is priced as written once and read once, not saved.
 // docs/architecture.md, "What any partition can gain here".

@@ -78,7 +78,8 @@ void left_out_slower(MoveReport &r) {
  * expansion at 0.814 that measured 1.008, while three measured 0.76-0.82 alone ran 1.02-1.10
  * there (docs/architecture.md, "The model decides"). So every move measured alone up to
  * `alone_limit` is judged in the model: the moves taken so far (`rep.chosen`, the best ratios
- * alone first, each legal with those before it) and, where that left moves out (`blocked`, a
+ * alone first, each legal with those before it) and, where that left moves out (`blocked`, their
+ * producers, a
  * chain's consumer another chain joined first), those that are legal together, each set compiled
  * with default schedules and run alternately with FuseOps's partition. A move's groups there
  * against the groups it replaces give its gain; the moves that gain are taken, the largest gain
@@ -88,7 +89,7 @@ void left_out_slower(MoveReport &r) {
  * is kept only if it is faster end to end than FuseOps's.
  */
 Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &moves, const PartitionSearchOptions &o, PartitionReport &rep,
-                      const std::vector<size_t> &blocked, const std::function<Status(const std::vector<int> &)> &legal) {
+                      const std::vector<int> &blocked, const Legal &legal) {
   CompileOptions co;
   co.threads = o.measure.threads, co.cache_dir = o.cache_dir, co.target = o.target;
   // Not the first model this process compiles, and each side twice, in both orders: two compiles
@@ -139,9 +140,8 @@ Status check_in_model(const Graph &fused, const std::vector<PartitionMove> &move
     return Status::ok();
   };
   // The sets: the moves taken, then those they kept out that are legal together.
-  std::vector<int> first = rep.chosen, kept_out;
-  for (size_t i : blocked) kept_out.push_back(rep.moves[i].producer);
-  std::vector<int> second = add_while_legal({}, kept_out, legal);
+  std::vector<int> first = rep.chosen;
+  std::vector<int> second = add_while_legal({}, blocked, legal);
   AT_TRY(judge(first));
   if (!second.empty()) AT_TRY(judge(second));
   std::vector<int> chosen = take_by_model_gain({judged.begin(), judged.end()}, rep.moves, legal);
@@ -399,13 +399,13 @@ Expected<PartitionReport> search_partition(const Graph &fused, const PartitionSe
     AT_ASSIGN(g, apply_partition(fused, partition_json(with)));
     return all_lower(g);
   };
-  std::vector<size_t> blocked;
+  std::vector<int> blocked;  // producers, best first
   std::vector<int> producers;
   for (size_t i : order) producers.push_back(rep.moves[i].producer);
   rep.chosen = add_while_legal(rep.chosen, producers, legal, [&](int p, const std::string &why) {
-    size_t i = static_cast<size_t>(&report_for(rep.moves, p) - rep.moves.data());
-    rep.moves[i].chosen = false, rep.moves[i].why_not = "left out: " + why;
-    blocked.push_back(i);
+    MoveReport &r = report_for(rep.moves, p);
+    r.chosen = false, r.why_not = "left out: " + why;
+    blocked.push_back(p);
   });
   if (!rep.chosen.empty() && o.model_rounds > 0 && !(o.stop && o.stop->load())) AT_TRY(check_in_model(fused, moves, o, rep, blocked, legal));
   if (db) AT_TRY(db->save_partition(rep.model_hash, rep.target, partition_json(rep.chosen), rep.json()));

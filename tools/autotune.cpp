@@ -577,6 +577,7 @@ int cmd_bench(const std::vector<std::string> &argv) {
   if (!args->has("model")) return fail(make_error("bench: --model is required (see 'autotune bench --help')"));
   if (is_gpu_target(args->get("target"))) {
     if (args->has("against")) return fail(make_error("bench: --against times CPU plans; a GPU --target has one plan per database"));
+    if (args->has("bound")) return fail(make_error("bench: --bound prices a CPU model's values at this host's streaming rates; not with a GPU --target"));
     return gpu_command(*args, true);
   }
   auto runs = args->get_int("runs", 20), warmup = args->get_int("warmup", 3);
@@ -642,12 +643,11 @@ int cmd_bench(const std::vector<std::string> &argv) {
                   gi.fallback.empty() ? "true" : "false", gi.split_rows ? "rows" : "channels");
     }
     std::printf("]");
-    if (bound)
+    if (bound) {
       std::printf(", \"bound\": {\"written_mb\": %.3f, \"read_mb\": %.3f, \"traffic_ms\": %.4f, \"kept_ms\": %.4f, "
                   "\"kept_values\": %d, \"handoff_ms\": %.4f, \"dispatch_ms\": %.4f, \"floor_ms\": %.4f, \"bound\": %.4f}",
                   bound->written_mb, bound->read_mb, bound->traffic_ms, bound->kept_ms, bound->kept_values, bound->handoff_ms,
                   bound->dispatch_ms, bound->floor_ms, bound->bound);
-    if (bound) {
       std::printf(", \"values\": [");
       for (size_t k = 0; k < bound->values.size(); ++k) {
         const TrafficBound::Value &v = bound->values[k];

@@ -264,6 +264,7 @@ TEST_F(CliRobustness, BenchAgainstTimesTwoPlansInOneProcessSwappingWhichGoesFirs
   ASSERT_EQ(bt.code, 0) << bt.err;
   EXPECT_NE(bt.out.find("what any partition of these "), std::string::npos) << bt.out;
   expect_one_line_error(cli("bench --model " + model + " --db " + db + " --against untuned --bound"), "bench", "--bound applies without --against");
+  expect_one_line_error(cli("bench --model " + model + " --target sm_90 --bound"), "bench", "not with a GPU --target");
   Outcome text = cli("bench --model " + model + " --db " + db + " --against untuned --rounds 3 --runs 2");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("round 2 (copies 2, A first): A "), std::string::npos) << text.out;
