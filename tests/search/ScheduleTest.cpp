@@ -126,11 +126,13 @@ TEST(Schedule, ValidationGivesTheReason) {
   s = knobs(avx2);
   s.px_block = 0;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: px_block 0 is not in [1, 32]");
-  s = knobs(host_target());
+  s = knobs(avx2);
+  s.winograd = 0;  // a direct conv (AVX2's default for it is Winograd, which has no reduction tiles)
   s.ic_block = 12;
   EXPECT_EQ(validate_schedule(body, s).error().message, "illegal schedule: ic_block 12 does not divide 16 input channels per group");
   EXPECT_FALSE(static_cast<bool>(lower_group(body, "k", s)));  // lowering refuses it too, with the same reason
-  s = knobs(host_target());
+  s = knobs(avx2);
+  s.winograd = 0;
   s.pixel_vectors = true;
   EXPECT_EQ(validate_schedule(body, s).error().message,
             "illegal schedule: pixel_vectors needs a 1x1 conv without padding or a stem (fewer than 8 input channels), one group, "
@@ -438,6 +440,7 @@ TEST(ScheduleSpace, WinogradMatchesTheReference) {
           KernelSchedule s = default_schedule(body);
           s.steps.clear();  // the knobs, not the steps the default's stand for
           s.winograd = m, s.vector_width = v, s.oc_block = 16, s.px_block = px, s.ic_block = 0;
+          s.pixel_vectors = false;  // a host's default may take pixel vectors (AVX2's for the 7x7 ones)
           ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s))) << validate_schedule(body, s).error().message;
           expect_schedule_matches(body, s, "winograd " + y);  // measured: F(2x2) 1.8e-7, F(4x4) 2.6e-6 at most
           ++checked;
@@ -577,6 +580,7 @@ TEST(ScheduleSpace, AProjectionChainsSpaceIsItsBlockedTilesPointsWithTheDefaultA
   Graph f = fused_model("mobilenet_v2");
   Rng rng(5);
   int spaces = 0, empty = 0;
+  size_t widest = 0;
   std::set<std::string> shapes;
   for (const PartitionMove &mv : partition_moves(f)) {
     if (!mv.why_not.empty() || mv.kind != PartitionMove::kChain) continue;
@@ -593,7 +597,9 @@ TEST(ScheduleSpace, AProjectionChainsSpaceIsItsBlockedTilesPointsWithTheDefaultA
     }
     std::string what = group_ops(body) + " " + shape_str(body.type_of(body.outputs[0]).shape);
     ++spaces;
-    EXPECT_GE(sp.sketches.size(), 4u) << what;
+    // At 7x7 on AVX2 (16 registers) two tiles fit; wider stages and AVX-512 hold more.
+    EXPECT_GE(sp.sketches.size(), 2u) << what;
+    widest = std::max(widest, sp.sketches.size());
     EXPECT_EQ(sp.size(), static_cast<int64_t>(sp.sketches.size())) << what;
     KernelSchedule d = default_schedule(body);
     ASSERT_FALSE(d.steps.empty()) << what;
@@ -608,6 +614,7 @@ TEST(ScheduleSpace, AProjectionChainsSpaceIsItsBlockedTilesPointsWithTheDefaultA
     for (const KernelSchedule &s : {sp.mutate(d, rng), sp.sample(rng)}) expect_schedule_matches(body, s, what + " " + steps_to_json(s.steps), 1e-5, host_target(), 2);
   }
   EXPECT_GE(spaces, 10);
+  EXPECT_GE(widest, 4u);
   EXPECT_GE(empty, 1);
 }
 
@@ -944,6 +951,7 @@ TEST(ScheduleSpace, ReductionTilesKeepPartialSumsAndApplyTheEpilogueOnce) {
       KernelSchedule s = default_schedule(body);
       s.steps.clear();  // the knobs, not the steps the default's stand for
       s.ic_block = 16, s.parallel = par, s.pad_at_root = root, s.px_block = 5;
+      s.winograd = 0, s.pixel_vectors = false;  // a direct conv, whatever the host's default
       ASSERT_TRUE(static_cast<bool>(validate_schedule(body, s)));
       expect_schedule_matches(body, s, "tiled conv");
     }

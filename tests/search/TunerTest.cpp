@@ -470,13 +470,18 @@ TEST(ModelSearch, ASettledPoolLowersFewerNewPointsPerBatch) {
     }
     return per_batch;
   };
-  std::vector<int64_t> settling = lowered_per_batch(150), wide = lowered_per_batch(0);
+  // Settled from the third batch on (the pool then holds 24 measured points and two batches' new
+  // ones: 130 or more with AVX2's smaller spaces, more with AVX-512's).
+  std::vector<int64_t> settling = lowered_per_batch(100), wide = lowered_per_batch(0);
   std::string both = ::testing::PrintToString(settling) + " " + ::testing::PrintToString(wide);
   // The same seed: the same batches until the pool settles (32 random points and 2 generations of
-  // 32 children, less what the pool already holds), then less than half the new points.
+  // 32 children, less what the pool already holds), then fewer new points: less than 60% of the
+  // wide search's over the four settled batches (36 against 80 on AVX2, where the wide search's own
+  // batches shrink as its children repeat what the pool holds).
   EXPECT_EQ(settling[0], wide[0]) << both;
   EXPECT_GT(settling[0], 40) << both;
-  EXPECT_LT(2 * (settling[3] + settling[4] + settling[5]), wide[3] + wide[4] + wide[5]) << both;
+  int64_t settled = settling[2] + settling[3] + settling[4] + settling[5], unsettled = wide[2] + wide[3] + wide[4] + wide[5];
+  EXPECT_LT(10 * settled, 6 * unsettled) << both;
 }
 
 TEST(ModelSearch, EveryFamilyIsMeasuredBeforeTheModelRanksAlone) {
