@@ -75,8 +75,11 @@ std::vector<PartitionMove> partition_moves(const Graph &fused, int max_copies) {
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
     const Node &n = fused.nodes[i];
     if (!n.is_function() || n.body->nodes.empty()) continue;
+    // Injective ops are index moves the consumer's reads recompute as well: a layout change of
+    // squeeze-excitation's per-channel scale before its multiply (EfficientNet-B0's blocks in
+    // NCHW16c), or a layout change read by a conv.
     bool elementwise = true;
-    for (const Node &m : n.body->nodes) elementwise &= find_op(m.op)->pattern <= OpPattern::kBroadcast && m.type.dtype == DType::kFloat32;
+    for (const Node &m : n.body->nodes) elementwise &= find_op(m.op)->pattern <= OpPattern::kInjective && m.type.dtype == DType::kFloat32;
     int anchors = anchors_of(*n.body);
     if (!elementwise && anchors != 1) continue;
     PartitionMove mv;
@@ -104,7 +107,7 @@ Expected<Graph> apply_move(const Graph &fused, int producer, int max_copies) {
   PartitionMove mv;
   for (PartitionMove &m : partition_moves(fused, max_copies))
     if (m.producer == producer) mv = std::move(m);
-  if (mv.producer < 0) return make_error(where + "not a group of elementwise ops or of one anchor");
+  if (mv.producer < 0) return make_error(where + "not a group of elementwise, broadcast or injective ops, nor of one anchor");
   if (!mv.why_not.empty()) return make_error(where + mv.why_not);
   const Node &p = fused.nodes[producer];
   Rewriter rw(fused);

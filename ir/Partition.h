@@ -5,9 +5,10 @@
 // runtime compiles, and FuseOps's partition is the one the moves start from.
 //
 // A move merges a producer group into the groups that read it. Two kinds:
-// - prologue: a group with no anchor (elementwise and broadcast ops only) is recomputed inside
-//   each group that reads it, at that group's input reads, instead of being stored once and
-//   read back (e.g. squeeze-excitation's `x * scale`, read by the next 1x1 conv). FuseOps never
+// - prologue: a group with no anchor (elementwise, broadcast and injective ops only) is
+//   recomputed inside each group that reads it, at that group's input reads, instead of being
+//   stored once and read back (e.g. squeeze-excitation's `x * scale`, read by the next 1x1 conv,
+//   also where the scale changes layout first, or a layout change read by a conv). FuseOps never
 //   does this: it fuses elementwise ops only into what follows when that is not an anchor.
 // - chain: a group with one anchor joins the one group that reads it, whose anchor reads it as
 //   its data input; the kernel runs the two anchors one after another (codegen's segments), so

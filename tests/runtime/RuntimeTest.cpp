@@ -248,8 +248,8 @@ TEST(CompiledModel, ATunedListTakesTheModelsRowSplit) {
 
 // Every squeeze-excitation multiply of the generated EfficientNet recomputed in the 1x1 conv
 // that reads it (ir/Partition): compiled, no group on the reference executor, the 1x1 convs with
-// a prologue still on pixel lanes, and the output the reference's. In NCHW throughout (the
-// prologue is NCHW's: in NCHW16c, from 14x14 on, the multiply takes its scale's change instead).
+// a prologue still on pixel lanes, and the output the reference's. In NCHW throughout, where every
+// multiply is a plain one (in NCHW16c, from 14x14 on, it takes its scale's layout change: below).
 TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   auto g = import_onnx_file(model_path("efficientnet_b0"));
   ASSERT_TRUE(static_cast<bool>(g));
@@ -257,9 +257,13 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   ASSERT_TRUE(static_cast<bool>(f));
   Graph merged = *f;
   std::vector<int> legal;
+  int multiplies = 0;  // the squeeze-excitation's (the others: the classifier's flatten)
   for (const PartitionMove &m : partition_moves(*f))
-    if (m.why_not.empty() && m.kind == PartitionMove::kPrologue) legal.push_back(m.producer);
-  ASSERT_GE(legal.size(), 10u);
+    if (m.why_not.empty() && m.kind == PartitionMove::kPrologue) {
+      legal.push_back(m.producer);
+      multiplies += f->nodes[m.producer].body->nodes.size() == 1 && f->nodes[m.producer].body->nodes[0].op == "multiply";
+    }
+  ASSERT_GE(multiplies, 10);
   std::sort(legal.rbegin(), legal.rend());
   for (int p : legal) {
     auto next = apply_move(merged, p);
@@ -275,7 +279,7 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
     ++prologues;
     pixel_lanes += gi.schedule.find("vectorize pl") != std::string::npos;
   }
-  EXPECT_EQ(prologues, static_cast<int>(legal.size()));
+  EXPECT_EQ(prologues, multiplies);
   EXPECT_GT(pixel_lanes, 0) << "a 1x1 conv over enough pixels keeps its pixel lanes with a prologue";
   Checked checked = expect_matches_reference(*g, **m);
   ASSERT_FALSE(checked.expected.empty());
@@ -325,6 +329,52 @@ bool tiled_chain(const GroupInfo &gi) {
   for (size_t at = gi.ops.find("nn.conv2d"); at != std::string::npos; at = gi.ops.find("nn.conv2d", at + 1)) ++convs;
   return convs >= 2 && gi.schedule.rfind("chain of 2", 0) != 0 &&
          (gi.schedule.find("compute_at yo;") != std::string::npos || gi.schedule.find("compute_at co;") != std::string::npos);
+}
+
+// Prologues with index moves, in NCHW16c as nchwc-layout leaves the generated models: every
+// squeeze-excitation multiply of EfficientNet-B0 from 14x14 on, which takes its per-channel
+// scale's layout change (nn.to_nchwc+multiply), and the layout changes MobileNetV2 and
+// EfficientNet-B0 read into a conv, each recomputed at the reads of the blocked (or plain) conv
+// after it: compiled, none on the reference executor, the output the reference's.
+TEST(CompiledModel, ProloguesWithLayoutChangesMatchTheReference) {
+  for (const char *name : {"efficientnet_b0", "mobilenet_v2"}) {
+    SCOPED_TRACE(name);
+    std::optional<Graph> g, f;
+    ASSERT_NO_FATAL_FAILURE(import_and_fuse(name, g, f));
+    std::vector<int> legal;
+    int scales = 0, changes = 0;
+    for (const PartitionMove &m : partition_moves(*f)) {
+      if (!m.why_not.empty() || m.kind != PartitionMove::kPrologue) continue;
+      legal.push_back(m.producer);
+      std::string ops;
+      for (const Node &n : f->nodes[m.producer].body->nodes) ops += n.op + "+";
+      scales += ops.rfind("nn.to_nchwc+multiply+", 0) == 0;  // with its product changed back to NCHW at 28x28
+      changes += ops == "nn.to_nchwc+" || ops == "nn.from_nchwc+";
+    }
+    if (std::string(name) == "efficientnet_b0") {
+      EXPECT_GE(scales, 10) << "each squeeze-excitation multiply in NCHW16c is a prologue";
+    }
+    EXPECT_GE(changes, 2) << "a layout change read by a conv is a prologue";
+    std::sort(legal.rbegin(), legal.rend());
+    Graph merged = *f;
+    for (int p : legal) {
+      auto next = apply_move(merged, p);
+      ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
+      merged = next.take();
+    }
+    auto m = CompiledModel::compile(merged, test_options());
+    ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
+    // Each move takes a group away (a prologue of a prologue joins the conv with it: EfficientNet-B0's
+    // 28x28 multiply and the change of its product back to NCHW).
+    EXPECT_EQ((*m)->groups().size(), f->nodes.size() - legal.size());
+    int recomputed = 0;
+    for (const GroupInfo &gi : (*m)->groups()) {
+      EXPECT_EQ(gi.fallback, "") << gi.ops;
+      recomputed += gi.ops.rfind("nn.to_nchwc+multiply+", 0) == 0 && gi.ops.find("nn.conv2d") != std::string::npos;
+    }
+    EXPECT_EQ(recomputed, scales);
+    expect_matches_reference(*g, **m);
+  }
 }
 
 // Chains: a group of one anchor run in the kernel of the group that reads it (codegen's
