@@ -255,7 +255,6 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
   ASSERT_TRUE(static_cast<bool>(g));
   auto f = lower_to_stage(*g, Stage::kFused, testing::nchw_throughout());
   ASSERT_TRUE(static_cast<bool>(f));
-  Graph merged = *f;
   std::vector<int> legal;
   int multiplies = 0;  // the squeeze-excitation's (the others: the classifier's flatten)
   for (const PartitionMove &m : partition_moves(*f))
@@ -264,12 +263,9 @@ TEST(CompiledModel, ProloguePartitionMatchesTheReference) {
       multiplies += f->nodes[m.producer].body->nodes.size() == 1 && f->nodes[m.producer].body->nodes[0].op == "multiply";
     }
   ASSERT_GE(multiplies, 10);
-  std::sort(legal.rbegin(), legal.rend());
-  for (int p : legal) {
-    auto next = apply_move(merged, p);
-    ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
-    merged = next.take();
-  }
+  auto all = apply_partition(*f, partition_json(legal));
+  ASSERT_TRUE(static_cast<bool>(all)) << all.error().message;
+  Graph merged = all.take();
   auto m = CompiledModel::compile(merged, test_options());
   ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
   int prologues = 0, pixel_lanes = 0;
@@ -355,14 +351,9 @@ TEST(CompiledModel, ProloguesWithLayoutChangesMatchTheReference) {
       EXPECT_GE(scales, 10) << "each squeeze-excitation multiply in NCHW16c is a prologue";
     }
     EXPECT_GE(changes, 2) << "a layout change read by a conv is a prologue";
-    std::sort(legal.rbegin(), legal.rend());
-    Graph merged = *f;
-    for (int p : legal) {
-      auto next = apply_move(merged, p);
-      ASSERT_TRUE(static_cast<bool>(next)) << next.error().message;
-      merged = next.take();
-    }
-    auto m = CompiledModel::compile(merged, test_options());
+    auto merged = apply_partition(*f, partition_json(legal));
+    ASSERT_TRUE(static_cast<bool>(merged)) << merged.error().message;
+    auto m = CompiledModel::compile(*merged, test_options());
     ASSERT_TRUE(static_cast<bool>(m)) << m.error().message;
     // Each move takes a group away (a prologue of a prologue joins the conv with it: EfficientNet-B0's
     // 28x28 multiply and the change of its product back to NCHW).
