@@ -232,9 +232,10 @@ TEST_F(Cli, TuneThenBenchAndRunUseTheDatabase) {
   EXPECT_NE(out.find("[   16/16 trials]"), std::string::npos) << out;  // the progress lines (stderr)
   // tiny_cnn's one prologue is the flatten before its classifier (a reshape the dense layer can
   // read in place); its chains are not measured. The move is taken where it gains in the model.
-  size_t taken_at = out.find("moves from FuseOps's measured, ");
+  const std::string measured = "moves from FuseOps's measured, ";
+  size_t taken_at = out.find(measured);
   ASSERT_NE(taken_at, std::string::npos) << out;
-  int taken = std::stoi(out.substr(taken_at + 31));
+  int taken = std::stoi(out.substr(taken_at + measured.size()));
   ASSERT_TRUE(taken == 0 || taken == 1) << out;
   int groups = 13 - taken;
   // The plan check keeps a group on its default when it ran slower tuned in the model (timings:
