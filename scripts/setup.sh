@@ -2,7 +2,7 @@
 # Installs everything autotune needs to build and test on Debian 12. Idempotent: packages
 # already present are left alone, so a second run costs one `dpkg -s` per package.
 #   scripts/setup.sh            build + test dependencies
-#   scripts/setup.sh --peers    also the PyPI peers used by bench/ (onnxruntime), in build/peers (a venv)
+#   scripts/setup.sh --peers    also the PyPI peers used by bench/ (onnxruntime, TVM), in build/peers (a venv)
 set -euo pipefail
 
 packages=(
@@ -37,5 +37,9 @@ if [ "${1:-}" = "--peers" ]; then
   venv="$(cd "$(dirname "$0")/.." && pwd)/build/peers"
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet onnxruntime onnx numpy
-  echo "setup: peers in $venv (run bench/compare_onnxruntime.py with $venv/bin/python)"
+  # TVM with MetaSchedule's extras (its XGBoost, the builder's process pool). apache-tvm-ffi is held
+  # at 0.1.14.post0: with 0.1.15.post2, which pip picks for apache-tvm 0.27.0.post1, every
+  # MetaSchedule tuning (a 128 x 128 matmul included) crashed in tvm::ffi::ToJSONGraph.
+  "$venv/bin/pip" install --quiet "apache-tvm[meta-schedule,popen-pool]" "apache-tvm-ffi==0.1.14.post0"
+  echo "setup: peers in $venv (run bench/compare_onnxruntime.py and bench/compare_tvm.py with $venv/bin/python)"
 fi
