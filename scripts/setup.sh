@@ -37,9 +37,10 @@ if [ "${1:-}" = "--peers" ]; then
   venv="$(cd "$(dirname "$0")/.." && pwd)/build/peers"
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet onnxruntime onnx numpy
-  # TVM with MetaSchedule's extras (its XGBoost, the builder's process pool). apache-tvm-ffi is held
-  # at 0.1.14.post0: with 0.1.15.post2, which pip picks for apache-tvm 0.27.0.post1, every
-  # MetaSchedule tuning (a 128 x 128 matmul included) crashed in tvm::ffi::ToJSONGraph.
-  "$venv/bin/pip" install --quiet "apache-tvm[meta-schedule,popen-pool]" "apache-tvm-ffi==0.1.14.post0"
+  # TVM with MetaSchedule's extras (its XGBoost, the builder's process pool), at the release it was
+  # checked with; apache-tvm-ffi is held at 0.1.14.post0: with 0.1.15.post2, which pip picks for
+  # apache-tvm 0.27.0.post1, every MetaSchedule tuning (a 128 x 128 matmul too) crashed in
+  # tvm::ffi::ToJSONGraph.
+  "$venv/bin/pip" install --quiet "apache-tvm[meta-schedule,popen-pool]==0.27.0.post1" "apache-tvm-ffi==0.1.14.post0"
   echo "setup: peers in $venv (run bench/compare_onnxruntime.py and bench/compare_tvm.py with $venv/bin/python)"
 fi
