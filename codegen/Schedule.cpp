@@ -756,9 +756,14 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       // alone); in one process against them (`bench --against`, Sapphire Rapids, 2 threads, 8
       // rounds, a scratch switch) ResNet-18's stem 0.870, ResNet-50's 0.864 (end to end 0.993 and
       // 0.983); 7, 8 and 9 pixels 0.83-0.91, 14 and 16 1.18-1.20, 4 0.96. On AVX2's 16 registers the
-      // same point ran 1.23x the row tiles, which stay there.
-      if (padded_stem && !conv_block(n) && !s.pixel_vectors && regs >= 32 && s.oc_block == 2 * v) {
-        s.px_block = 6, s.unroll_kx = true, s.parallel = KernelSchedule::Parallel::kOcPx, s.pad_at_root = false;
+      // same point by 6 pixels ran 1.23x the row tiles (12 accumulators, the two weight vectors and a
+      // broadcast leave no register for the unrolled window); by 4 pixels it is the fastest there. A
+      // 500-trial search on a Zen 3 host (AVX2) found it at 0.66 of the row tiles alone; in one
+      // process against them (`bench --db --against untuned`, 2 threads, a database holding that one
+      // record, 4-6 rounds): ResNet-18's stem 1.45-1.57x, ResNet-50's 1.18x (end to end 1.036-1.061
+      // and 1.005); by 3, 5, 6 and 7 pixels and by one or four channel vectors 0.64-1.08x.
+      if (padded_stem && !conv_block(n) && !s.pixel_vectors && regs >= 16 && s.oc_block == 2 * v) {
+        s.px_block = regs >= 32 ? 6 : 4, s.unroll_kx = true, s.parallel = KernelSchedule::Parallel::kOcPx, s.pad_at_root = false;
       } else if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) {
         s = rows;
       }
