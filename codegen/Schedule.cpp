@@ -761,7 +761,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       // 500-trial search on a Zen 3 host (AVX2) found it at 0.66 of the row tiles alone; in one
       // process against them (`bench --db --against untuned`, 2 threads, a database holding that one
       // record, 4-6 rounds): ResNet-18's stem 1.45-1.57x, ResNet-50's 1.18x (end to end 1.036-1.061
-      // and 1.005); by 3, 5, 6 and 7 pixels and by one or four channel vectors 0.64-1.08x.
+      // and 1.005); against it the same way, by 2, 3, 5 and 7 pixels 1.40-1.92x, one vector by 7
+      // 1.34x, four by 2 1.29x.
       if (padded_stem && !conv_block(n) && !s.pixel_vectors && regs >= 16 && s.oc_block == 2 * v) {
         s.px_block = regs >= 32 ? 6 : 4, s.unroll_kx = true, s.parallel = KernelSchedule::Parallel::kOcPx, s.pad_at_root = false;
       } else if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) {
