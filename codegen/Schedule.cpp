@@ -674,6 +674,11 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 0.82-0.87, its 64 -> 128 to 28x28 0.98, ResNet-50's 256 -> 512 0.93-0.95 and 512 -> 1024
     // 0.90-0.94 (2000-trial searches chose the pixel split for it: 0.83 of the default alone).
     if (nchwc_vecs && big_plane && (in_channels > out_channels || strided)) s.parallel = KernelSchedule::Parallel::kPx;
+    // With 16 registers (two channel vectors by 6 pixels) the strided ones gain the same way: on a Zen 3
+    // host (AVX2, 2 threads, `bench --db D --against untuned`, D holding this point for each strided
+    // conv2d_nchwc, 8 rounds in one process) ResNet-50's 512 -> 1024 to 14x14 1.23x and 256 -> 512
+    // to 28x28 1.12x, ResNet-18's 128 -> 256 to 14x14 1.20x, its 64 -> 128 to 28x28 level.
+    if (!blocked && conv_block(n) && pointwise && strided && pixels >= 192) s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;
@@ -738,7 +743,11 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 0.712/0.742, 0.717/0.748), while the stems gained
     // (ResNet's 7x7 stride 2 on 3 channels 0.851 -> 0.744 ms; alone MobileNetV2's 3x3 stride 2
     // on 3 channels 0.145 -> 0.104 ms): the copy of a 3-channel image is cheap, its stage and
-    // barrier are not.
+    // barrier are not. A strided conv2d_nchwc with 16 registers keeps the copy: its tiles read every
+    // other column, and on a Zen 3 host (AVX2, 2 threads, the same in-process comparison as the
+    // strided 1x1 convs' pixel split above, 8 rounds) the copy ran ResNet-50's 3x3 stride-2 conv to
+    // 28x28 1.10x and ResNet-18's 1.18x faster than the padding in the tiles (end to end, with the
+    // pixel split: ResNet-50 1.028, ResNet-18 1.008, 1.017 over the rounds with the cores near).
     if (conv) {
       const auto &pads = n.attrs.ints("padding");
       bool padded_stem = (pads[0] || pads[1] || pads[2] || pads[3]) && body.type_of(n.inputs[1]).shape[1] < 8;
@@ -765,7 +774,8 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
       // 1.34x, four by 2 1.29x.
       if (padded_stem && !conv_block(n) && !s.pixel_vectors && regs >= 16 && s.oc_block == 2 * v) {
         s.px_block = regs >= 32 ? 6 : 4, s.unroll_kx = true, s.parallel = KernelSchedule::Parallel::kOcPx, s.pad_at_root = false;
-      } else if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows)) {
+      } else if ((conv_block(n) || padded_stem) && n.type.shape[3] >= 4 * s.px_block && rows_eligible(n, rows) &&
+                 !(conv_block(n) && strided && regs < 32)) {
         s = rows;
       }
     }

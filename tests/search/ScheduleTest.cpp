@@ -1167,6 +1167,11 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(d.oc_block, 64) << what;
     EXPECT_EQ(d.parallel, KernelSchedule::Parallel::kPx) << what;
     if (t.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, t, 2), ++ran;
+    // So does AVX2's two channel vectors by 6 pixels (both planes have 192 pixels or more).
+    KernelSchedule a = default_schedule(body, avx2);
+    EXPECT_EQ(a.oc_block, 16) << what << ", avx2";
+    EXPECT_EQ(a.parallel, KernelSchedule::Parallel::kPx) << what << ", avx2";
+    if (avx2.runnable_here()) expect_schedule_matches(body, a, what + ", avx2", 1e-5, avx2, 2), ++ran;
   }
   // A 3x3 stride-2 conv2d_nchwc: four vectors x 6 to a plane of 192 pixels or more, two x 14 to 7x7.
   for (auto [in_hw, oc, px] : std::vector<std::tuple<int64_t, int, int>>{{56, 64, 6}, {14, 32, 14}}) {
@@ -1179,6 +1184,10 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(d.oc_block, oc) << what;
     EXPECT_EQ(d.px_block, px) << what;
     if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-5, avx512, 2), ++ran;
+    // With AVX2's 16 registers the padded input is copied at root, never taken in the row tiles.
+    KernelSchedule a = default_schedule(body, avx2);
+    EXPECT_TRUE(a.pad_at_root) << what << ", avx2: " << a.to_string();
+    if (avx2.runnable_here()) expect_schedule_matches(body, a, what + ", avx2", 1e-5, avx2, 2), ++ran;
   }
   // An NCHW 1x1 conv on pixel vectors: four vectors by 6 channels where four divide the plane's
   // vectors and three do not (56x56: 196), else three by 8 (28x28: 49).
@@ -1223,7 +1232,7 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(f2[0], 1) << what << ", avx2";
     if (avx512.runnable_here()) expect_schedule_matches(body, d, what, 1e-4, avx512, 2), ++ran;
   }
-  if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX-512, which this host lacks";
+  if (!ran) GTEST_SKIP() << "the defaults were checked; running them needs AVX2 or AVX-512, which this host lacks";
 }
 
 TEST(ScheduleSpace, DepthwiseConv2dNchwcKernelsMatchTheReference) {
