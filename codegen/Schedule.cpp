@@ -679,6 +679,17 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // conv2d_nchwc, 8 rounds in one process) ResNet-50's 512 -> 1024 to 14x14 1.23x and 256 -> 512
     // to 28x28 1.12x, ResNet-18's 128 -> 256 to 14x14 1.20x, its 64 -> 128 to 28x28 level.
     if (!blocked && conv_block(n) && pointwise && strided && pixels >= 192) s.parallel = KernelSchedule::Parallel::kPx;
+    // And the unstrided ones with more input than output channels whose input is larger than the L2
+    // but whose half of it is not (ResNet-50's 1024-channel convs at 14x14 on a 512 KiB L2): split by
+    // pixels each thread's input stays in its L2. Zen 3, AVX2, the same comparison (one record per
+    // such conv): ResNet-50's five 1024 -> 256 convs 1.12-1.18x, its 1024 -> 512 1.12x, end to end
+    // 1.016. Not where all the input fits (MobileNetV2's 384 and 576 channels at 14x14, level) nor
+    // where half of it does not (ResNet-50's 512 channels at 28x28: 1.04-1.09x with the defaults
+    // around it, 0.79x in a tuned plan whose neighbours split pixels).
+    int64_t in_bytes = conv ? body.type_of(n.inputs[0]).numel() * 4 : 0;
+    if (!blocked && conv_block(n) && pointwise && !strided && in_channels > out_channels && in_bytes > target.l2_bytes &&
+        in_bytes <= target.l2_bytes * target.threads)
+      s.parallel = KernelSchedule::Parallel::kPx;
     // Unrolling the kernel columns pays with 16 registers (measured: 3x3 conv at 28x28, 1.19 vs
     // 1.32 ms on AVX2); with 32 the unrolled body's scheduling spills accumulators (1.25 vs 0.76 ms).
     if (conv && body.type_of(n.inputs[1]).shape[3] > 1) s.unroll_kx = regs <= 16;

@@ -1173,6 +1173,23 @@ TEST(Schedule, DefaultNchwcTilesTakeTheChannelVectorsThatDivide) {
     EXPECT_EQ(a.parallel, KernelSchedule::Parallel::kPx) << what << ", avx2";
     if (avx2.runnable_here()) expect_schedule_matches(body, a, what + ", avx2", 1e-5, avx2, 2), ++ran;
   }
+  // With 16 registers an unstrided 1x1 conv2d_nchwc with more input than output channels splits
+  // its pixels where its input is larger than the L2 and half of it is not (ResNet-50's 1024
+  // channels at 14x14, 784 KiB, on a 512 KiB L2 and 2 threads), else its channels.
+  {
+    auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(1024, 14), "Tensor[(256, 1024, 1, 1), float32]", "Tensor[(256), float32]",
+                                 blocked(256, 14), 1, 0);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+    const Graph &body = *g->nodes[0].body;
+    Target t = avx2;
+    t.threads = 2;
+    for (int64_t l2 : {256 << 10, 512 << 10, 1 << 20}) {
+      t.l2_bytes = l2;
+      KernelSchedule d = default_schedule(body, t);
+      EXPECT_EQ(d.parallel == KernelSchedule::Parallel::kPx, l2 == 512 << 10) << "1024 -> 256 at 14x14, avx2, L2 " << l2 << ": " << d.to_string();
+      if (l2 == 512 << 10 && t.runnable_here()) expect_schedule_matches(body, d, "1024 -> 256 at 14x14, avx2", 1e-5, t, 2), ++ran;
+    }
+  }
   // A 3x3 stride-2 conv2d_nchwc: four vectors x 6 to a plane of 192 pixels or more, two x 14 to 7x7.
   for (auto [in_hw, oc, px] : std::vector<std::tuple<int64_t, int, int>>{{56, 64, 6}, {14, 32, 14}}) {
     auto g = conv_add_relu_group("nn.conv2d_nchwc", blocked(64, in_hw), "Tensor[(128, 64, 3, 3), float32]", "Tensor[(128), float32]",
