@@ -608,7 +608,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 256 -> 1024 (1 MiB split by channels, 512 KiB a thread) was 1.04 with two by 14, and keeps four.
     // 2000-trial tunings had chosen two by 14 for the 1024 -> 512 (0.76 of four by 6 alone).
     int64_t in_channels = conv ? body.type_of(n.inputs[1]).shape[1] : 0;
-    bool streamed = pointwise && body.type_of(n.inputs[1]).numel() * 4 / (in_channels > out_channels ? 1 : target.threads) >= target.l2_bytes / 2;
+    bool streamed = pointwise && static_cast<int64_t>(body.type_of(n.inputs[1]).nbytes()) / (in_channels > out_channels ? 1 : target.threads) >= target.l2_bytes / 2;
     for (int k : {4, 3, 2})
       if (blocked_pointwise && !nchwc_vecs && (big_plane || (k == 2 && target.wide_fma_pipes >= 2)) && out_channels % (k * v) == 0 &&
           (k == 2 || !streamed))
@@ -686,7 +686,7 @@ KernelSchedule default_schedule(const Graph &body, const Target &target, int row
     // 1.016. Not where all the input fits (MobileNetV2's 384 and 576 channels at 14x14, level) nor
     // where half of it does not (ResNet-50's 512 channels at 28x28: 1.04-1.09x with the defaults
     // around it, 0.79x in a tuned plan whose neighbours split pixels).
-    int64_t in_bytes = conv ? body.type_of(n.inputs[0]).numel() * 4 : 0;
+    int64_t in_bytes = conv ? static_cast<int64_t>(body.type_of(n.inputs[0]).nbytes()) : 0;
     if (!blocked && conv_block(n) && pointwise && !strided && in_channels > out_channels && in_bytes > target.l2_bytes &&
         in_bytes <= target.l2_bytes * target.threads)
       s.parallel = KernelSchedule::Parallel::kPx;
