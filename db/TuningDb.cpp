@@ -309,6 +309,12 @@ Expected<std::optional<TuningRecord>> TuningDb::best(const std::string &hash, co
 }
 
 Expected<std::optional<TuningDb::Scored>> TuningDb::best_scored(const std::string &hash, const std::string &target) {
+  AT_ASSIGN(all, ranked(hash, target));
+  if (all.empty()) return std::optional<Scored>();
+  return std::optional<Scored>(std::move(all.front()));
+}
+
+Expected<std::vector<TuningDb::Scored>> TuningDb::ranked(const std::string &hash, const std::string &target) {
   AT_ASSIGN(recs, records(hash, target));
   struct Score {
     std::vector<double> ratios, near, apart;
@@ -325,16 +331,21 @@ Expected<std::optional<TuningDb::Scored>> TuningDb::best_scored(const std::strin
     (cores_apart(r.handoff_ns, near_ns) ? s.apart : s.near).push_back(r.relative());
     s.latest = &r;
   }
-  const Score *best = nullptr;
-  int best_tier = -1;
-  double best_score = 0;
+  struct Ranked {
+    int tier;
+    double score;
+    const Score *s;
+  };
+  std::vector<Ranked> order;
   for (auto &[schedule, s] : by_schedule) {
     double score = s.near.empty() || s.apart.empty() ? median(s.ratios) : std::max(median(s.near), median(s.apart));
-    int tier = static_cast<int>(std::min<size_t>(s.ratios.size(), kConfirmations));
-    if (!best || tier > best_tier || (tier == best_tier && score < best_score)) best = &s, best_tier = tier, best_score = score;
+    order.push_back({static_cast<int>(std::min<size_t>(s.ratios.size(), kConfirmations)), score, &s});
   }
-  if (!best) return std::optional<Scored>();
-  return std::optional<Scored>(Scored{*best->latest, best_score, static_cast<int64_t>(best->ratios.size())});
+  // Confirmed first, then by score; ties keep the schedules' JSON order (the map's), as before.
+  std::stable_sort(order.begin(), order.end(), [](const Ranked &a, const Ranked &b) { return a.tier != b.tier ? a.tier > b.tier : a.score < b.score; });
+  std::vector<Scored> out;
+  for (const Ranked &r : order) out.push_back(Scored{*r.s->latest, r.score, static_cast<int64_t>(r.s->ratios.size())});
+  return out;
 }
 
 Expected<std::vector<TuningRecord>> TuningDb::records(const std::string &hash, const std::string &target) {

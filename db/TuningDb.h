@@ -125,6 +125,8 @@ class TuningDb {
     int64_t measurements = 0;
   };
   Expected<std::optional<Scored>> best_scored(const std::string &hash, const std::string &target);
+  /** Every schedule of a workload that ran correctly, ranked as best() ranks them (best() is the first), one record each. */
+  Expected<std::vector<Scored>> ranked(const std::string &hash, const std::string &target);
   /** All records of a workload on a target (schedules already measured). */
   Expected<std::vector<TuningRecord>> records(const std::string &hash, const std::string &target);
   Expected<std::vector<WorkloadInfo>> workloads();

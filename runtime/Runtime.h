@@ -15,6 +15,7 @@
 
 #include "codegen/Jit.h"
 #include "codegen/Lower.h"
+#include "db/TuningDb.h"
 #include "ir/Graph.h"
 #include "ir/Pass.h"
 #include "runtime/ThreadPool.h"
@@ -29,6 +30,10 @@ struct CompileOptions {
                                                      // without one each group's best record (the default where none)
   Target target = host_target();                     // what the kernels are compiled and scheduled for
   bool fuseops_partition = false;                    // ignore the partition the database saved for the model: FuseOps's groups
+  // A plan given instead of the one db_path holds (per group of the model as the database's
+  // partition leaves it: its record, nullopt for the default); the in-model check times variants
+  // of the saved plan this way without writing them (search/PlanCheck). Needs db_path.
+  std::optional<std::vector<std::optional<TuningRecord>>> plan;
   bool split_rows = true;                            // default schedules split rows over the threads where the model's
                                                      // cut says (codegen/ThreadRows); false: as each group's default alone
 };

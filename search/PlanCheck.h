@@ -8,6 +8,20 @@
 // a group whose tuned schedule is slower in the model than its default keeps the default in the
 // saved plan (the plan the runtime loads), and the plan is timed again.
 //
+// With runners_up (off by default: measured level end to end, docs/architecture.md, "The loop and
+// the database"), before a group falls back to its default, or keeps a tuned schedule that gains
+// nothing in the model, its task's runners-up get a look there: the schedules the confirmation phase measured
+// (kConfirmations times) faster than the default alone, after the plan's own. Each variant of the
+// plan (every such group on its task's second schedule, then on its third) is timed beside the
+// default model, and a group takes a runner-up that ran faster than its default in the model (and
+// clearly faster than the plan's schedule, where that one was not reverted). Why: a kernel's worth
+// in the model depends on how its neighbours split their work over the cores, which a kernel
+// timed alone does not see, so the search's first choice is not always the best it confirmed.
+//
+// With takes 2 (off by default, as runners_up), each timing the check decides on (the plan's and
+// each variant's) is taken twice, the other timings between, and the take whose default model ran
+// faster is kept: the host has slow stretches the hand-off does not tell.
+//
 // On a host that moves its cores (ThreadPool::handoff_ns: near, or apart and then some kernels
 // 1.4x slower and others not), a check taken apart would revert groups by the other machine's
 // times, where the tuner chose every schedule by its times near. Given the tuning run's near
@@ -76,6 +90,10 @@ struct PlanCheckOptions {
   double near_ns = 0;   // the tuning run's near hand-off (db/TuningDb.h: near_handoff_ns; 0: unknown, every check counts as near)
   int mode_tries = 5;   // side-by-side timings taken while the cores stay apart, before giving up on a check near
   double mode_wait_s = 2; // the pause before each timing again
+  int takes = 1;          // each timing the check decides on taken this many times (others between), the quietest kept
+  int runners_up = 0;     // variants timed: each second-looked group's task's 2nd, 3rd, ... confirmed schedule (0: none)
+  double second_look = 0.97;  // tuned groups whose time in the model is above the default's times this get a second look
+  double gain = 0.03;     // a runner-up replaces a schedule that was not reverted when its ratio to the default is this much lower
 };
 
 struct PlanCheckReport {
@@ -86,6 +104,17 @@ struct PlanCheckReport {
   };
   double untuned_ms = 0, tuned_ms = 0;  // end to end, medians, the plan as the tuner saved it
   std::vector<Reverted> reverted;       // groups that keep their default
+  struct RunnerUp {
+    size_t group = 0;
+    std::string ops, shape;
+    int rank = 0;               // its place in its task's ranking (TuningDb::ranked; 1 is the best, mostly the plan's own)
+    double tuned_ratio = 0;     // the plan's schedule over the default, in the model (the first timing)
+    double ratio = 0;           // the runner-up's over the default, in the model (its variant's timing)
+    double alone_ratio = 0;     // the runner-up's confirmed ratio, alone
+  };
+  std::vector<RunnerUp> runners_up;     // groups that run a runner-up instead of the plan's schedule (or the default)
+  int second_looked = 0;                // groups given a second look (with a runner-up to try)
+  int variants = 0;                     // variants of the plan compiled and timed for it
   double checked_ms = 0;                // end to end with the checked plan (= tuned_ms when nothing was reverted)
   double checked_untuned_ms = 0;        // the default model timed alongside it
   int tuned_groups = 0;                 // groups running a tuned schedule in the plan as the tuner saved it

@@ -412,6 +412,7 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
     }
   }
   rep.interrupted = stopped();  // in the search or in the confirmation phase: either way the run is not finished
+  rep.near_handoff_ns = near_handoff_ns(handoffs);
   // The plan: each group's chosen record.
   std::vector<std::pair<std::string, int64_t>> plan;
   for (const Node &n : fused.nodes) {

@@ -73,6 +73,7 @@ struct TuneReport {
   int64_t model_rows = 0;
   double model_heldout_accuracy = -1, model_train_s = 0, model_predict_s = 0;
   std::vector<double> handoff_ns;  // each of this run's measurements: where the cores were (MeasureResult::handoff_ns, when known)
+  double near_handoff_ns = 0;      // the near level over the database's trials and this run's (0: none known): the plan check's
   int64_t points_lowered = 0;  // by the search, for features (either search: random picks are lowered to check them)
   double points_lower_s = 0;   // the wall seconds lowering them took
   int model_trainings = 0;

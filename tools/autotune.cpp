@@ -716,7 +716,11 @@ Every fused group of the model is a task (identical groups are one task). Candid
 are compiled in parallel and measured one at a time in a child process (warm-up, repeated runs,
 output checked against the reference executor); every result, failures too, is saved to the
 database as soon as it is measured. Ctrl-C stops after the current candidate; running the same
-command again resumes (records already in the database count toward N).
+command again resumes (records already in the database count toward N). At the end the plan is
+checked in the model, both ways alternating: a group slower tuned than with its default keeps
+its default. With the config key runners_up N (default 0), a tuned group that gains less than 3%
+there first tries its task's N next confirmed schedules and takes one that runs faster there;
+with check_takes 2 (default 1) each timing the check decides on is taken twice, the quieter kept.
 
 Options:
   --trials N        total measurements for this model on this machine (default 200)
@@ -856,6 +860,8 @@ int cmd_tune(const std::vector<std::string> &argv) {
   o.target = *target;
   o.db_path = "tuning.db";
   o.cache_dir = default_kernel_cache_dir();
+  int runners_up = PlanCheckOptions{}.runners_up;  // the in-model check's second look (search/PlanCheck)
+  int check_takes = PlanCheckOptions{}.takes;      // and how many times it takes each timing it decides on
   if (args->has("config")) {
     auto text = read_file(args->get("config"));
     if (!text) return fail(text.error());
@@ -879,6 +885,8 @@ int cmd_tune(const std::vector<std::string> &argv) {
         else if (k == "db") o.db_path = v.get<std::string>();
         else if (k == "search") o.search = v.get<std::string>();
         else if (k == "space") o.space = v.get<std::string>();
+        else if (k == "runners_up") runners_up = v.get<int>();
+        else if (k == "check_takes") check_takes = v.get<int>();
         else return fail(make_error(args->get("config") + ": unknown key '" + k + "'"));
       }
     } catch (const std::exception &e) {
@@ -917,6 +925,9 @@ int cmd_tune(const std::vector<std::string> &argv) {
   if (args->has("search")) o.search = args->get("search");
   if (args->has("space")) o.space = args->get("space");
   if (auto st = o.validate(); !st) return fail(make_error("tune: " + st.error().message));
+  if (runners_up < 0 || runners_up > 8)
+    return fail(make_error("tune: runners_up must be between 0 (no second look in the model) and 8, got " + std::to_string(runners_up)));
+  if (check_takes < 1 || check_takes > 8) return fail(make_error("tune: check_takes must be between 1 and 8, got " + std::to_string(check_takes)));
 
   std::string partition = args->get("partition", "searched");
   if (partition != "searched" && partition != "fuseops") return fail(make_error("tune: --partition: searched or fuseops, got '" + partition + "'"));
@@ -1022,21 +1033,37 @@ int cmd_tune(const std::vector<std::string> &argv) {
   PlanCheckOptions pc;
   pc.db_path = o.db_path;
   pc.threads = o.measure.threads;
-  pc.near_ns = near;  // the check is taken near too
+  // The check is taken near too, by the level of every trial the tuner ranked (a resumed run that
+  // measured nothing new has none of its own, and a check near 0 would count every timing as near).
+  pc.near_ns = rep->near_handoff_ns > 0 ? rep->near_handoff_ns : near;
+  pc.runners_up = runners_up, pc.takes = check_takes;
   auto check = check_plan_in_model(*fused, pc);
   if (!check) return fail(check.error());
   size_t groups = fused->nodes.size();
-  std::printf("end to end (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned\n",
-              check->untuned_ms, check->tuned_ms, check->untuned_ms / check->tuned_ms, check->tuned_groups, groups);
+  std::string takes = pc.takes > 1 ? ", the quieter of " + std::to_string(pc.takes) + " takes" : "";
+  std::printf("end to end (median of 20 runs, alternating%s): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups "
+              "tuned; thread hand-off %.0f ns (near %.0f)\n",
+              takes.c_str(), check->untuned_ms, check->tuned_ms, check->untuned_ms / check->tuned_ms, check->tuned_groups, groups,
+              check->handoff_ns, pc.near_ns);
   if (check->apart)
     std::printf("the cores stayed apart for the check (thread hand-off %.0f ns, near is %.0f; %d tries): no group is reverted, "
                 "the plan keeps what the tuner chose from its measurements near\n",
                 check->handoff_ns, pc.near_ns, check->tries);
-  if (!check->reverted.empty()) {
+  if (check->second_looked > 0)
+    std::printf("second look in the model: %d groups gaining less than %.0f%% tried their tasks' confirmed runners-up (%d variants of the plan timed)\n",
+                check->second_looked, (1 - pc.second_look) * 100, check->variants);
+  if (!check->runners_up.empty()) {
+    std::printf("in the model, %zu groups ran faster with a runner-up of their task; the saved plan takes it:\n", check->runners_up.size());
+    for (const auto &r : check->runners_up)
+      std::printf("  %%%zu %s %s: its task's schedule #%d, %.3f of the default in the model (alone %.3f), the plan's first choice %.3f\n", r.group,
+                  r.ops.c_str(), r.shape.c_str(), r.rank, r.ratio, r.alone_ratio, r.tuned_ratio);
+  }
+  if (!check->reverted.empty())
     std::printf("in the model, %zu groups ran slower tuned than with their default schedule; the saved plan keeps their default:\n",
                 check->reverted.size());
-    for (const auto &r : check->reverted)
-      std::printf("  %%%zu %s %s: default %.3f ms, tuned %.3f ms\n", r.group, r.ops.c_str(), r.shape.c_str(), r.default_ms, r.tuned_ms);
+  for (const auto &r : check->reverted)
+    std::printf("  %%%zu %s %s: default %.3f ms, tuned %.3f ms\n", r.group, r.ops.c_str(), r.shape.c_str(), r.default_ms, r.tuned_ms);
+  if (!check->reverted.empty() || !check->runners_up.empty()) {
     std::printf("end to end with that plan (median of 20 runs, alternating): untuned %.3f ms, tuned %.3f ms (%.2fx), %d of %zu groups tuned%s\n",
                 check->checked_untuned_ms, check->checked_ms, check->checked_untuned_ms / check->checked_ms, check->checked_tuned_groups, groups,
                 check->checked_apart ? " (the cores were apart for this timing)" : "");

@@ -71,6 +71,38 @@ TEST_F(Db, AScheduleConfirmedInTwoModesScoresItsWorseMode) {
   }
 }
 
+TEST_F(Db, RankedListsEverySchedulesScoreConfirmedFirstAndBestScoredIsItsHead) {
+  // Confirmed schedules (kConfirmations measurements) by their median ratio, then the rest by
+  // theirs; failures are not ranked; one entry per schedule, its latest record.
+  auto db = TuningDb::open(path());
+  ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+  ASSERT_TRUE(static_cast<bool>((*db)->upsert_workload("w", "cpu", "ir", 1)));
+  auto add = [&](const std::string &schedule, double ratio, const std::string &status = "ok") {
+    TuningRecord r = rec("w", ratio * 1e-3, status);
+    r.schedule = schedule, r.baseline_s = 1e-3;
+    ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+  };
+  add("{\"a\":1}", 0.5);                                   // the fastest, but measured once
+  for (double x : {0.95, 0.9, 0.97}) add("{\"b\":1}", x);  // confirmed, median 0.95
+  for (double x : {0.8, 0.85, 0.7}) add("{\"c\":1}", x);   // confirmed, median 0.8
+  add("{\"d\":1}", 0.6), add("{\"d\":1}", 0.62);          // twice
+  add("{\"e\":1}", 0.1, "wrong_result");
+  auto ranked = (*db)->ranked("w", "cpu");
+  ASSERT_TRUE(static_cast<bool>(ranked)) << ranked.error().message;
+  std::vector<std::string> order;
+  for (const auto &s : *ranked) order.push_back(s.record.schedule);
+  EXPECT_EQ(order, (std::vector<std::string>{"{\"c\":1}", "{\"b\":1}", "{\"d\":1}", "{\"a\":1}"}));
+  ASSERT_EQ(ranked->size(), 4u);
+  EXPECT_NEAR((*ranked)[0].median_ratio, 0.8, 1e-12);
+  EXPECT_EQ((*ranked)[0].measurements, 3);
+  EXPECT_NEAR((*ranked)[0].record.relative(), 0.7, 1e-12);  // the latest record of the schedule
+  EXPECT_NEAR((*ranked)[2].median_ratio, 0.61, 1e-12);
+  auto best = (*db)->best_scored("w", "cpu");
+  ASSERT_TRUE(best && *best);
+  EXPECT_EQ((*best)->record.schedule, "{\"c\":1}");
+  EXPECT_TRUE((*db)->ranked("w", "other-target")->empty());
+}
+
 int64_t count_records(const std::string &path) {
   sqlite3 *db = nullptr;
   sqlite3_open(path.c_str(), &db);

@@ -126,6 +126,18 @@ TEST_F(Tuner, RunningAgainResumesWithTheRecordsAlreadyThere) {
   auto again = tune(fused_, options(30));  // the budget is spent: nothing more to measure
   ASSERT_TRUE(static_cast<bool>(again));
   EXPECT_EQ(again->trials_run, 0);
+  // Where the cores were near is known from the database's trials, measured by the runs before:
+  // the plan check of a run that measured nothing takes it from there (with near 0 it would count
+  // every timing as near). One thread has no hand-off to measure.
+  if (ThreadPool::shared()->size() >= 2) {
+    EXPECT_GT(rep->near_handoff_ns, 0);
+    TuneOptions o = options(30);
+    o.confirm_top = 0;  // no confirmation: this run measures nothing at all
+    auto idle = tune(fused_, o);
+    ASSERT_TRUE(static_cast<bool>(idle)) << idle.error().message;
+    EXPECT_TRUE(idle->handoff_ns.empty());
+    EXPECT_GT(idle->near_handoff_ns, 0);
+  }
 }
 
 TEST_F(Tuner, AStopRequestEndsTheRunWithEveryMeasurementSaved) {
@@ -368,8 +380,11 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   PlanCheckOptions pc;
   pc.db_path = db_;
   pc.rounds = 10;
+  pc.runners_up = 0;  // no second look (the default): the revert alone; the next test takes the runners-up
   auto check = check_plan_in_model(fused_, pc);
   ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
+  EXPECT_EQ(check->second_looked, 0);
+  EXPECT_EQ(check->variants, 0);
   EXPECT_FALSE(check->apart);  // no near level given: every check counts as near
   EXPECT_FALSE(check->checked_apart);
   EXPECT_EQ(check->tries, 1);
@@ -387,6 +402,83 @@ TEST_F(Tuner, APlanGroupSlowerInTheModelKeepsItsDefault) {
   EXPECT_EQ((*after)->groups()[g].untuned_reason, "the model's plan keeps the default schedule");
   EXPECT_EQ((*after)->tuned_groups(), check->checked_tuned_groups);
   auto inputs = random_inputs(fused_, 5);
+  auto got = (*after)->run(inputs);
+  auto expected = run_reference(fused_, inputs);
+  ASSERT_TRUE(got && expected);
+  EXPECT_LT(compare((*got)[0], (*expected)[0])->relative(), 1e-5);
+}
+
+TEST_F(Tuner, APlanGroupLosingInTheModelTriesItsTasksConfirmedRunnersUpThere) {
+  // The second look: the planted group (slower in the model than its default) first tries its
+  // task's runners-up, schedules confirmed faster than the default alone: here the tuner's own
+  // and one added with three confirmation records (the default with its padding placed the other
+  // way, a real kernel). The variant plan is compiled and timed in the model; the group ends up
+  // on a runner-up that ran faster than its default there, or on its default, never on the slow
+  // entry, and the model still computes what the reference executor does.
+  size_t g = plant_slow_plan_entry(fused_, db_, options(20));
+  ASSERT_LT(g, fused_.nodes.size());
+  const Graph &body = *fused_.nodes[g].body;
+  KernelSchedule other = default_schedule(body);
+  other.pad_at_root = !other.pad_at_root;
+  ASSERT_TRUE(static_cast<bool>(validate_schedule(body, other)));
+  std::string target;
+  {
+    auto db = TuningDb::open(db_);
+    ASSERT_TRUE(static_cast<bool>(db)) << db.error().message;
+    auto ws = (*db)->workloads();
+    ASSERT_TRUE(ws && !ws->empty());
+    target = ws->front().target;
+    for (int i = 0; i < kConfirmations; ++i) {
+      TuningRecord r;
+      r.workload_hash = workload_hash(body), r.target = target, r.schedule = schedule_to_json(other);
+      r.status = "ok", r.median_s = 0.9e-3, r.baseline_s = 1e-3, r.runs = 10, r.phase = "confirmation";
+      ASSERT_TRUE(static_cast<bool>((*db)->add_record(r)));
+    }
+    auto ranked = (*db)->ranked(workload_hash(body), target);
+    ASSERT_TRUE(static_cast<bool>(ranked)) << ranked.error().message;
+    bool listed = false;
+    for (const auto &s : *ranked) listed |= s.record.schedule == schedule_to_json(other) && s.measurements == kConfirmations;
+    EXPECT_TRUE(listed);
+  }
+  auto plan_entry = [&]() -> std::optional<TuningRecord> {  // the saved plan's record for group g
+    auto db = TuningDb::open(db_, DbAccess::kReadOnly);
+    auto plan = db ? (*db)->plan(model_hash(fused_), target) : Expected<std::optional<std::vector<std::optional<TuningRecord>>>>(db.error());
+    EXPECT_TRUE(plan && *plan && (*plan)->size() == fused_.nodes.size());
+    return plan && *plan && (*plan)->size() == fused_.nodes.size() ? (**plan)[g] : std::nullopt;
+  };
+  auto slow = plan_entry();
+  ASSERT_TRUE(slow.has_value());
+  PlanCheckOptions pc;
+  pc.db_path = db_;
+  pc.rounds = 10;
+  pc.runners_up = 2, pc.takes = 2;
+  auto check = check_plan_in_model(fused_, pc);
+  ASSERT_TRUE(static_cast<bool>(check)) << check.error().message;
+  ASSERT_FALSE(check->apart);  // no near level given: every check counts as near
+  EXPECT_GE(check->second_looked, 1);
+  EXPECT_GE(check->variants, 1);
+  EXPECT_LE(check->variants, pc.runners_up);
+  int on_runner_up = 0, on_default = 0;
+  for (const auto &r : check->runners_up) {
+    on_runner_up += r.group == g;
+    EXPECT_LT(r.ratio, 1.0) << "group " << r.group << " took a runner-up no faster than its default in the model";
+    EXPECT_GE(r.rank, 1);  // the planted entry, measured once, ranks below every confirmed schedule
+    EXPECT_LT(r.alone_ratio, 1.0);
+  }
+  for (const auto &r : check->reverted) on_default += r.group == g;
+  EXPECT_EQ(on_runner_up + on_default, 1) << "group " << g << ": on a runner-up " << on_runner_up << ", on its default " << on_default;
+  CompileOptions co;
+  co.db_path = db_;
+  auto after = CompiledModel::compile(fused_, co);
+  ASSERT_TRUE(static_cast<bool>(after)) << after.error().message;
+  EXPECT_EQ((*after)->tuned_groups(), check->checked_tuned_groups);
+  EXPECT_EQ((*after)->groups()[g].tuned, on_runner_up == 1);
+  auto now = plan_entry();
+  EXPECT_EQ(now.has_value(), on_runner_up == 1);
+  if (now) {
+    EXPECT_NE(now->schedule, slow->schedule);
+  }
+  auto inputs = random_inputs(fused_, 6);
   auto got = (*after)->run(inputs);
   auto expected = run_reference(fused_, inputs);
   ASSERT_TRUE(got && expected);
