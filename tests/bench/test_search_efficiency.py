@@ -11,6 +11,11 @@ spec = importlib.util.spec_from_file_location("search_efficiency", os.path.join(
 se = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(se)
 
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))  # space_comparison imports search_efficiency by name
+spec_sc = importlib.util.spec_from_file_location("space_comparison", os.path.join(HERE, "..", "..", "bench", "space_comparison.py"))
+sc = importlib.util.module_from_spec(spec_sc)
+spec_sc.loader.exec_module(sc)
+
 NEAR, APART = 250.0, 1000.0  # hand-offs as the 2-vCPU host measured them, cores on one core complex and on two
 
 
@@ -131,6 +136,24 @@ class Compare(unittest.TestCase):
         # Read by the trials' own ratios, the spike sets the target, which only a reaches.
         rows, _ = se.compare([self.a, self.b], 0.05, confirmed=False)
         self.assertEqual(self.needed(rows, "w"), [(2, True), (4, False)])
+
+
+class PlanCheck(unittest.TestCase):
+    """bench/space_comparison.py reads what each run's check in the model did from its output (the CLI's lines)."""
+
+    def test_a_check_that_reverted_groups_and_one_taken_apart(self):
+        reverted = ("end to end (median of 20 runs, alternating): untuned 47.893 ms, tuned 45.797 ms (1.05x), 58 of 58 groups tuned; "
+                    "thread hand-off 230 ns (near 290)\n"
+                    "in the model, 5 groups ran slower tuned than with their default schedule; the saved plan keeps their default:\n"
+                    "  %14 nn.conv2d_nchwc+nn.relu (1, 8, 28, 28, 16): default 1.816 ms, tuned 1.941 ms\n")
+        self.assertEqual(sc.plan_check(reverted), {"kept_default": 5, "apart": False})
+        apart = ("end to end (median of 20 runs, alternating): untuned 54.695 ms, tuned 53.513 ms (1.02x), 58 of 58 groups tuned; "
+                 "thread hand-off 641 ns (near 211)\n"
+                 "the cores stayed apart for the check (thread hand-off 641 ns, near is 211; 5 tries): no group is reverted, "
+                 "the plan keeps what the tuner chose from its measurements near\n")
+        self.assertEqual(sc.plan_check(apart), {"kept_default": 0, "apart": True})
+        self.assertEqual(sc.plan_check("end to end (median of 20 runs, alternating): untuned 5.2 ms, tuned 5.0 ms (1.04x)\n"),
+                         {"kept_default": 0, "apart": False})
 
 
 if __name__ == "__main__":
