@@ -154,6 +154,8 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
 
   std::unique_ptr<TuningDb> db;
   std::string target = m->jit_->target().key(m->pool_->size());
+  if (options.plan && options.db_path.empty())
+    return make_error("a plan was given without the tuning database its records come from (CompileOptions::db_path)");
   if (!options.db_path.empty()) {
     AT_ASSIGN(opened, TuningDb::open(options.db_path, DbAccess::kReadOnly));  // a deploy never writes the database
     db = std::move(opened);

@@ -32,7 +32,7 @@ struct CompileOptions {
   bool fuseops_partition = false;                    // ignore the partition the database saved for the model: FuseOps's groups
   // A plan given instead of the one db_path holds (per group of the model as the database's
   // partition leaves it: its record, nullopt for the default); the in-model check times variants
-  // of the saved plan this way without writing them (search/PlanCheck). Needs db_path.
+  // of the saved plan this way without writing them (search/PlanCheck). Without db_path, an error.
   std::optional<std::vector<std::optional<TuningRecord>>> plan;
   bool split_rows = true;                            // default schedules split rows over the threads where the model's
                                                      // cut says (codegen/ThreadRows); false: as each group's default alone

@@ -478,6 +478,17 @@ TEST_F(Tuner, APlanGroupLosingInTheModelTriesItsTasksConfirmedRunnersUpThere) {
   if (now) {
     EXPECT_NE(now->schedule, slow->schedule);
   }
+  // A plan is given with the database its records come from, and one entry per group.
+  CompileOptions no_db;
+  no_db.plan = std::vector<std::optional<TuningRecord>>(fused_.nodes.size());
+  auto refused = CompiledModel::compile(fused_, no_db);
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(refused.error().message.find("without the tuning database"), std::string::npos) << refused.error().message;
+  CompileOptions short_plan = co;
+  short_plan.plan = std::vector<std::optional<TuningRecord>>(fused_.nodes.size() - 1);
+  auto too_short = CompiledModel::compile(fused_, short_plan);
+  ASSERT_FALSE(static_cast<bool>(too_short));
+  EXPECT_NE(too_short.error().message.find("groups given for a model of"), std::string::npos) << too_short.error().message;
   auto inputs = random_inputs(fused_, 6);
   auto got = (*after)->run(inputs);
   auto expected = run_reference(fused_, inputs);
