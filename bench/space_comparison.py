@@ -102,7 +102,8 @@ def main():
     result = {"model": a.model, "trials": a.trials, "seed": a.seed, "search": a.search}
     for space in ("knobs", "all"):
         db, wall = tune(a.autotune, a.model, a.trials, a.seed, space, a.out, a.search, a.partition)
-        result[space] = {"db": db, "wall_s": wall, "check": plan_check(open(os.path.join(a.out, f"{space}.log")).read())}
+        with open(os.path.join(a.out, f"{space}.log")) as log:
+            result[space] = {"db": db, "wall_s": wall, "check": plan_check(log.read())}
         print(f"{space}: tuned in {wall:.0f} s", file=sys.stderr)
     # Both plans in one process, alternating run by run, which goes first swapped every round.
     b = bench_against(a.autotune, a.model, result["knobs"]["db"], result["all"]["db"], a.bench_rounds,

@@ -174,7 +174,7 @@ Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(const Graph &inp
     if (moved) m->graph_ = std::move(*moved);
   }
   size_t n = g.nodes.size();
-  if (db && options.plan) {
+  if (options.plan) {  // with db_path, or refused above
     if (options.plan->size() != n)
       return make_error("a plan of " + std::to_string(options.plan->size()) + " groups given for a model of " + std::to_string(n));
     chosen = *options.plan;
