@@ -332,7 +332,10 @@ Expected<TuneReport> tune(const Graph &fused, const TuneOptions &o) {
         progress[i].exhausted = static_cast<int64_t>(states[i].measured.size()) >= states[i].space.size();
       }
       pick = scheduler.pick(progress);
-      if (pick < 0) break;  // every space measured
+      if (pick < 0) {
+        rep.spaces_measured = true;  // every space measured: more budget would find nothing new
+        break;
+      }
       int64_t want = std::min<int64_t>(o.batch, o.trials - rep.trials_before - rep.trials_run);
       if (model) {
         AT_ASSIGN(trained, model->maybe_retrain());

@@ -66,6 +66,7 @@ struct TuneReport {
   int64_t failures_run = 0;   // of trials_run: compile errors, crashes, timeouts, wrong results
   int64_t confirmations = 0;  // re-measurements of the leading schedules, beyond the trials
   bool interrupted = false;
+  bool spaces_measured = false;  // the trials stopped before the budget: no task's space had a point left to measure
   double elapsed_s = 0;
   // The cost model (search "evolutionary"): records it was last trained on, its pairwise accuracy on
   // the records measured after each training (-1: none yet), how often and how long it trained and predicted.

@@ -977,6 +977,10 @@ int cmd_tune(const std::vector<std::string> &argv) {
               args->get("model").c_str(), rep->target.c_str(), static_cast<long long>(rep->trials_run),
               static_cast<long long>(rep->failures_run), static_cast<long long>(rep->trials_before),
               static_cast<long long>(rep->confirmations), rep->elapsed_s);
+  if (rep->spaces_measured)
+    std::printf("every task's schedule space was measured through at %lld of the %lld trials asked for: more trials would find "
+                "nothing new\n",
+                static_cast<long long>(rep->trials_before + rep->trials_run), static_cast<long long>(o.trials));
   if (rep->search == "evolutionary") {
     std::printf("search: evolutionary, cost model trained %d times (%.1f s), last on %lld records, held-out pairwise accuracy %s; "
                 "search and prediction %.1f s, %lld points lowered in %.1f s\n",

@@ -25,6 +25,7 @@
 #include "search/Tuner.h"
 #include "costmodel/Features.h"
 #include "costmodel/Model.h"
+#include "tests/OnnxBuilder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,50 @@ TEST_F(Tuner, MeasuresEveryTasksDefaultThenSpendsTheBudget) {
   EXPECT_EQ(records(), 25);
   EXPECT_EQ(records("confirmation"), rep->confirmations);
   EXPECT_GT(rep->confirmations, 0);
+}
+
+TEST_F(Tuner, ARunWhoseSpacesAreMeasuredThroughStopsBeforeItsBudgetAndSaysSo) {
+  // One elementwise group: its space is a handful of points, far below the budget. The run measures
+  // each once, stops when none is left, and its report says so (the CLI prints it: a user who
+  // asked for 500 trials and got fewer learns that more would find nothing new).
+  std::string path = db_ + ".onnx";
+  testing::OnnxBuilder()
+      .input("x", onnx::TensorProto::FLOAT, {1, 16, 12, 12})
+      .output("y", onnx::TensorProto::FLOAT, {1, 16, 12, 12})
+      .node("Sigmoid", {"x"}, {"s"})
+      .node("Mul", {"x", "s"}, {"y"})
+      .save(path);
+  auto g = import_onnx_file(path);
+  fs::remove(path);
+  ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
+  auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
+  ASSERT_TRUE(static_cast<bool>(f)) << f.error().message;
+  ASSERT_EQ(extract_tasks(*f).size(), 1u);
+  int64_t points = ScheduleSpace::of(extract_tasks(*f)[0].body).size();
+  ASSERT_GT(points, 1);
+  ASSERT_LT(points, 500);
+  auto rep = tune(*f, options(500));
+  ASSERT_TRUE(static_cast<bool>(rep)) << rep.error().message;
+  EXPECT_TRUE(rep->spaces_measured);
+  EXPECT_FALSE(rep->interrupted);
+  EXPECT_GT(rep->trials_run, 1);
+  EXPECT_LE(rep->trials_run, points);
+  EXPECT_EQ(records(), rep->trials_run);
+  // Each point measured once: as many schedules in the trials as trials.
+  auto db = TuningDb::open(db_);
+  ASSERT_TRUE(static_cast<bool>(db));
+  auto recs = (*db)->records(rep->tasks[0].task.hash, rep->target);
+  ASSERT_TRUE(static_cast<bool>(recs));
+  std::set<std::string> schedules;
+  for (const TuningRecord &r : *recs)
+    if (r.phase == "trial") schedules.insert(r.schedule);
+  EXPECT_EQ(static_cast<int64_t>(schedules.size()), rep->trials_run);
+  // A run within its budget does not claim it.
+  fs::remove(db_);
+  auto small = tune(*f, options(2));
+  ASSERT_TRUE(static_cast<bool>(small)) << small.error().message;
+  EXPECT_EQ(small->trials_run, 2);
+  EXPECT_FALSE(small->spaces_measured);
 }
 
 TEST_F(Tuner, ConfirmationsAreTimedLongerThanTrials) {
