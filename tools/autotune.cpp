@@ -978,8 +978,8 @@ int cmd_tune(const std::vector<std::string> &argv) {
               static_cast<long long>(rep->failures_run), static_cast<long long>(rep->trials_before),
               static_cast<long long>(rep->confirmations), rep->elapsed_s);
   if (rep->spaces_measured)
-    std::printf("every task's schedule space was measured through at %lld of the %lld trials asked for: more trials would find "
-                "nothing new\n",
+    std::printf("no task had a schedule left to measure at %lld of the %lld trials asked for (each space measured through, or "
+                "sampling found no new point): more trials would find nothing new\n",
                 static_cast<long long>(rep->trials_before + rep->trials_run), static_cast<long long>(o.trials));
   if (rep->search == "evolutionary") {
     std::printf("search: evolutionary, cost model trained %d times (%.1f s), last on %lld records, held-out pairwise accuracy %s; "

@@ -116,17 +116,19 @@ TEST_F(Tuner, ARunWhoseSpacesAreMeasuredThroughStopsBeforeItsBudgetAndSaysSo) {
   EXPECT_GT(rep->trials_run, 1);
   EXPECT_LE(rep->trials_run, points);
   EXPECT_EQ(records(), rep->trials_run);
-  // Each point measured once: as many schedules in the trials as trials.
-  auto db = TuningDb::open(db_);
-  ASSERT_TRUE(static_cast<bool>(db));
-  auto recs = (*db)->records(rep->tasks[0].task.hash, rep->target);
-  ASSERT_TRUE(static_cast<bool>(recs));
-  std::set<std::string> schedules;
-  for (const TuningRecord &r : *recs)
-    if (r.phase == "trial") schedules.insert(r.schedule);
-  EXPECT_EQ(static_cast<int64_t>(schedules.size()), rep->trials_run);
-  // A run within its budget does not claim it.
-  fs::remove(db_);
+  {
+    // Each point measured once: as many schedules in the trials as trials.
+    auto db = TuningDb::open(db_);
+    ASSERT_TRUE(static_cast<bool>(db));
+    auto recs = (*db)->records(rep->tasks[0].task.hash, rep->target);
+    ASSERT_TRUE(static_cast<bool>(recs));
+    std::set<std::string> schedules;
+    for (const TuningRecord &r : *recs)
+      if (r.phase == "trial") schedules.insert(r.schedule);
+    EXPECT_EQ(static_cast<int64_t>(schedules.size()), rep->trials_run);
+  }
+  // A run within its budget does not claim it (a fresh database: the one above is closed first).
+  TearDown();
   auto small = tune(*f, options(2));
   ASSERT_TRUE(static_cast<bool>(small)) << small.error().message;
   EXPECT_EQ(small->trials_run, 2);
