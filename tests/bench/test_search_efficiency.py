@@ -156,5 +156,18 @@ class PlanCheck(unittest.TestCase):
                          {"kept_default": 0, "apart": False})
 
 
+class TrialsStop(unittest.TestCase):
+    """bench/space_comparison.py reads where a run stopped short of its budget from the CLI's line."""
+
+    def test_a_run_that_ran_out_of_schedules_and_one_that_spent_its_budget(self):
+        stopped = ("build/models/resnet50.onnx on x86_64-pc-linux-gnu/znver3/e1821e23/2t: 1502 trials this run (0 failed), 2000 before, "
+                   "339 confirmation measurements, 297 s\n"
+                   "no task had a schedule left to measure at 3502 of the 6000 trials asked for (each space measured through, or "
+                   "sampling found no new point): more trials would find nothing new\n")
+        self.assertEqual(sc.trials_stop(stopped), 3502)
+        spent = "build/models/resnet50.onnx on x86_64-pc-linux-gnu/znver3/e1821e23/2t: 2000 trials this run (0 failed), 0 before\n"
+        self.assertIsNone(sc.trials_stop(spent))
+
+
 if __name__ == "__main__":
     sys.exit(unittest.main())
