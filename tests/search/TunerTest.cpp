@@ -46,7 +46,9 @@ class Tuner : public ::testing::Test {
     ASSERT_TRUE(static_cast<bool>(f));
     fused_ = f.take();
   }
-  void TearDown() override {
+  void TearDown() override { remove_db(); }
+  /** The database file and its -wal and -shm beside it (close every handle to it first). */
+  void remove_db() {
     for (const char *suffix : {"", "-wal", "-shm"}) fs::remove(db_ + suffix);
   }
   TuneOptions options(int64_t trials) {
@@ -105,8 +107,9 @@ TEST_F(Tuner, ARunWhoseSpacesAreMeasuredThroughStopsBeforeItsBudgetAndSaysSo) {
   ASSERT_TRUE(static_cast<bool>(g)) << g.error().message;
   auto f = lower_to_stage(*g, Stage::kFused, PassContext{});
   ASSERT_TRUE(static_cast<bool>(f)) << f.error().message;
-  ASSERT_EQ(extract_tasks(*f).size(), 1u);
-  int64_t points = ScheduleSpace::of(extract_tasks(*f)[0].body).size();
+  std::vector<Task> tasks = extract_tasks(*f);
+  ASSERT_EQ(tasks.size(), 1u);
+  int64_t points = ScheduleSpace::of(tasks[0].body).size();
   ASSERT_GT(points, 1);
   ASSERT_LT(points, 500);
   auto rep = tune(*f, options(500));
@@ -128,7 +131,7 @@ TEST_F(Tuner, ARunWhoseSpacesAreMeasuredThroughStopsBeforeItsBudgetAndSaysSo) {
     EXPECT_EQ(static_cast<int64_t>(schedules.size()), rep->trials_run);
   }
   // A run within its budget does not claim it (a fresh database: the one above is closed first).
-  TearDown();
+  remove_db();
   auto small = tune(*f, options(2));
   ASSERT_TRUE(static_cast<bool>(small)) << small.error().message;
   EXPECT_EQ(small->trials_run, 2);
